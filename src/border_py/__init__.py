@@ -1,0 +1,6 @@
+"""border-py: asynchronous multi-process off-policy deep RL driven by Hydra configs."""
+
+from border_py.train import train
+
+__all__ = ["train"]
+__version__ = "0.1.0"

@@ -1,0 +1,51 @@
+"""The agent protocol: what a trainer and its actors need from a learning algorithm.
+
+A user's own agent (``agent._target_=my_pkg.MyAgent``) implements these methods. Its constructor
+receives the keys of its YAML plus the runtime keyword arguments ``observation_space``,
+``action_space``, ``device`` and ``seed``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import torch
+
+from border_py.transitions import Transitions
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """An off-policy agent.
+
+    Attributes:
+        gamma: discount factor; actors use it with ``n_step`` to build n-step transitions.
+        n_step: steps summed per transition.
+        batch_size: transitions per optimization step.
+    """
+
+    gamma: float
+    n_step: int
+    batch_size: int
+
+    def act(self, obs: np.ndarray, explore: bool) -> np.ndarray:
+        """Actions for a batch of observations; ``explore`` adds exploration and advances its schedule."""
+
+    def update(self, batch: Transitions) -> dict[str, float]:
+        """One optimization step on ``batch``; returns scalars (floats or 0-d tensors) named like ``train/loss``."""
+
+    def exploration_stats(self) -> dict[str, float]:
+        """Scalars describing the current exploration (e.g. ``train/epsilon``)."""
+
+    def policy_state(self) -> dict[str, torch.Tensor]:
+        """The weights an actor needs to act (CPU tensors), published by the learner."""
+
+    def load_policy_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Load weights produced by :meth:`policy_state`."""
+
+    def state_dict(self) -> dict[str, object]:
+        """The full training state (networks, targets, optimizers, counters), tensors and numbers only."""
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        """Restore :meth:`state_dict`."""

@@ -1,0 +1,200 @@
+"""Deep Q-Network (Mnih et al. 2015), with double DQN (van Hasselt et al. 2016) as an option.
+
+Loss on a batch of n-step transitions ``(s, a, R, s', d)`` where ``d`` already holds
+``gamma**k`` (0 after a terminal state):
+
+    y = R + d * Q_target(s', argmax_a' Q(s', a'))     (double DQN)
+    y = R + d * max_a' Q_target(s', a')               (DQN)
+    L = huber(Q(s, a) - y)  or  (Q(s, a) - y)**2
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+
+import gymnasium as gym
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from border_py.agents.networks import flat_dim, mlp, polyak_update
+from border_py.config import ConfigError, non_negative, positive, require
+from border_py.transitions import Transitions
+
+
+def linear_epsilon(step: int, start: float, final: float, decay_steps: int) -> float:
+    """Epsilon decaying linearly from ``start`` to ``final`` over ``decay_steps`` env steps."""
+    if decay_steps <= 0 or step >= decay_steps:
+        return final
+    return start + (final - start) * step / decay_steps
+
+
+def dqn_targets(
+    reward: torch.Tensor,
+    discount: torch.Tensor,
+    next_q_online: torch.Tensor,
+    next_q_target: torch.Tensor,
+    double_dqn: bool,
+) -> torch.Tensor:
+    """TD targets ``R + d * Q_target(s', a*)``; ``a*`` from the online net when ``double_dqn``."""
+    if double_dqn:
+        best = next_q_online.argmax(dim=1, keepdim=True)
+        next_value = next_q_target.gather(1, best).squeeze(1)
+    else:
+        next_value = next_q_target.max(dim=1).values
+    return reward + discount * next_value
+
+
+class DQN:
+    """DQN agent for discrete actions with an MLP Q-network.
+
+    Args:
+        observation_space: the env's (Box) observation space.
+        action_space: the env's Discrete action space.
+        device: where the learner's networks live (``cpu`` or ``cuda``).
+        seed: seeds network initialization and exploration.
+        hidden_sizes: widths of the Q-network's hidden layers.
+        lr: Adam learning rate.
+        gamma: discount factor.
+        n_step: rewards summed per transition (returns are computed by the actors).
+        batch_size: transitions per optimization step.
+        double_dqn: pick next actions with the online network, value them with the target.
+        loss: ``huber`` or ``mse``.
+        max_grad_norm: gradient-norm clipping threshold (None: no clipping).
+        target_update_interval: opt steps between hard target copies (when ``tau`` is None).
+        tau: Polyak coefficient for a soft target update every opt step (None: hard copies).
+        eps_start: initial exploration epsilon.
+        eps_final: final exploration epsilon.
+        eps_decay_steps: env steps over which epsilon decays linearly.
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        device: str = "cpu",
+        seed: int = 0,
+        hidden_sizes: Sequence[int] = (256, 256),
+        lr: float = 1e-3,
+        gamma: float = 0.99,
+        n_step: int = 1,
+        batch_size: int = 64,
+        double_dqn: bool = True,
+        loss: str = "huber",
+        max_grad_norm: float | None = 10.0,
+        target_update_interval: int = 100,
+        tau: float | None = None,
+        eps_start: float = 1.0,
+        eps_final: float = 0.05,
+        eps_decay_steps: int = 10000,
+    ) -> None:
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise ConfigError(f"_target_: DQN needs a Discrete action space, the env has {action_space}")
+        positive("lr", lr)
+        positive("batch_size", batch_size, int)
+        positive("n_step", n_step, int)
+        positive("target_update_interval", target_update_interval, int)
+        non_negative("eps_decay_steps", eps_decay_steps)
+        require("gamma", 0 <= gamma <= 1, "in [0, 1]", gamma)
+        require("loss", loss in ("huber", "mse"), "'huber' or 'mse'", loss)
+        require("tau", tau is None or 0 < tau <= 1, "null or in (0, 1]", tau)
+        require("max_grad_norm", max_grad_norm is None or max_grad_norm > 0, "null or > 0", max_grad_norm)
+        for key, eps in (("eps_start", eps_start), ("eps_final", eps_final)):
+            require(key, 0 <= eps <= 1, "in [0, 1]", eps)
+        require("hidden_sizes", all(int(h) > 0 for h in hidden_sizes), "positive widths", hidden_sizes)
+
+        self.gamma, self.n_step, self.batch_size = gamma, n_step, batch_size
+        self.double_dqn, self.loss = double_dqn, loss
+        self.max_grad_norm, self.target_update_interval, self.tau = max_grad_norm, target_update_interval, tau
+        self.eps_start, self.eps_final, self.eps_decay_steps = eps_start, eps_final, eps_decay_steps
+        self.n_actions = int(action_space.n)
+        self.device = torch.device(device)
+
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.q = mlp(flat_dim(observation_space.shape), hidden_sizes, self.n_actions).to(self.device)
+        self.q_target = copy.deepcopy(self.q).requires_grad_(False)
+        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=lr)
+        self.rng = np.random.default_rng(seed)
+        self.env_steps = 0  # exploration position: env steps acted with explore=True
+        self.opt_steps = 0
+        self.fixed_epsilon: float | None = None
+
+    @property
+    def epsilon(self) -> float:
+        """Current exploration epsilon (a fixed value if set, else the linear schedule)."""
+        if self.fixed_epsilon is not None:
+            return self.fixed_epsilon
+        return linear_epsilon(self.env_steps, self.eps_start, self.eps_final, self.eps_decay_steps)
+
+    def act(self, obs: np.ndarray, explore: bool) -> np.ndarray:
+        """Epsilon-greedy (``explore``) or greedy actions for a batch of observations."""
+        with torch.no_grad():
+            q = self.q(torch.as_tensor(obs, dtype=torch.float32, device=self.device))
+        actions = q.argmax(dim=1).cpu().numpy()
+        if explore:
+            random = self.rng.random(len(actions)) < self.epsilon
+            actions[random] = self.rng.integers(0, self.n_actions, size=int(random.sum()))
+            self.env_steps += len(actions)
+        return actions
+
+    def exploration_stats(self) -> dict[str, float]:
+        """``train/epsilon``."""
+        return {"train/epsilon": self.epsilon}
+
+    def update(self, batch: Transitions) -> dict[str, float]:
+        """One gradient step on the TD loss, then the target-network update."""
+        obs = torch.as_tensor(batch.obs, dtype=torch.float32, device=self.device)
+        next_obs = torch.as_tensor(batch.next_obs, dtype=torch.float32, device=self.device)
+        action = torch.as_tensor(batch.action, dtype=torch.int64, device=self.device)
+        reward = torch.as_tensor(batch.reward, device=self.device)
+        discount = torch.as_tensor(batch.discount, device=self.device)
+
+        with torch.no_grad():
+            next_q_target = self.q_target(next_obs)
+            next_q_online = self.q(next_obs) if self.double_dqn else next_q_target
+            target = dqn_targets(reward, discount, next_q_online, next_q_target, self.double_dqn)
+        q = self.q(obs).gather(1, action.unsqueeze(1)).squeeze(1)
+        loss = F.smooth_l1_loss(q, target) if self.loss == "huber" else F.mse_loss(q, target)
+
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self.q.parameters(), self.max_grad_norm)
+        self.optimizer.step()
+        self.opt_steps += 1
+
+        if self.tau is not None:
+            polyak_update(self.q, self.q_target, self.tau)
+        elif self.opt_steps % self.target_update_interval == 0:
+            self.q_target.load_state_dict(self.q.state_dict())
+        return {"train/loss": loss.detach(), "train/q_mean": q.detach().mean()}
+
+    def policy_state(self) -> dict[str, torch.Tensor]:
+        """The online Q-network's weights on CPU."""
+        return {k: v.detach().cpu().clone() for k, v in self.q.state_dict().items()}
+
+    def load_policy_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Load online Q-network weights."""
+        self.q.load_state_dict(state)
+
+    def state_dict(self) -> dict[str, object]:
+        """Networks, optimizer, counters and exploration RNG."""
+        return {
+            "q": self.q.state_dict(),
+            "q_target": self.q_target.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "env_steps": self.env_steps,
+            "opt_steps": self.opt_steps,
+            "rng": self.rng.bit_generator.state,
+        }
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.q.load_state_dict(state["q"])
+        self.q_target.load_state_dict(state["q_target"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.env_steps = int(state["env_steps"])
+        self.opt_steps = int(state["opt_steps"])
+        self.rng.bit_generator.state = state["rng"]

@@ -1,0 +1,151 @@
+"""The ``border`` command: subcommands over a Hydra application.
+
+``border train [overrides]`` is a Hydra app (``--help``, ``--cfg job``, ``-m`` work as in any Hydra
+app). Before Hydra runs, overrides are checked against the shipped configs so that a typo in a
+group option or key fails with one line that names the closest valid choices.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import hydra
+from hydra import compose, initialize_config_dir
+from hydra._internal.utils import get_args_parser
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override, OverrideType
+from hydra.errors import HydraException
+from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
+
+from border_py.config import ConfigError, closest, config_dir, group_options
+from border_py.train import train
+
+log = logging.getLogger("border_py")
+
+USAGE = """\
+usage: border <command> [options] [overrides]
+
+Asynchronous multi-process off-policy deep RL, driven by Hydra configs.
+
+commands:
+  train     train an agent (a Hydra app: key=value overrides, group=option, -m for sweeps)
+
+examples:
+  border train                                         # DQN on CartPole-v1 with the defaults
+  border train agent=dqn env=cartpole seed=1
+  border train env=gym env.id=Acrobot-v1 trainer.max_opts=50000
+  border train -m agent.lr=1e-3,3e-4 seed=0,1,2        # multirun sweep
+  border train --help                                  # config groups, options and keys
+  border train --cfg job                               # print the composed config
+
+Outputs (TensorBoard logs in tensorboard/, checkpoints/, train.log) land in outputs/<date>/<time>/.
+"""
+
+
+def fail(message: str) -> int:
+    """Print one error line for ``border`` and return the exit status 2."""
+    print(f"border: error: {message}", file=sys.stderr)
+    return 2
+
+
+@hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="train")
+def _hydra_train(cfg: DictConfig) -> float:
+    """Hydra task function: train, and turn a config error into one line and exit status 2."""
+    try:
+        summary = train(cfg)
+    except ConfigError as exc:
+        log.error("config error: %s", exc)
+        sys.exit(fail(str(exc)))
+    return summary["best_return"]
+
+
+def _first_value(override: Override) -> str:
+    """The override's value as a string (the first value of a sweep)."""
+    if override.is_sweep_override():
+        return next(iter(override.sweep_string_iterator()))
+    return override.get_value_element_as_str()
+
+
+def check_overrides(overrides: list[str]) -> None:
+    """Raise :class:`ConfigError` for an unparsable override, unknown group option or unknown key."""
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException as exc:
+        raise ConfigError(str(exc).splitlines()[0]) from None
+    choices: list[str] = []
+    keys: list[Override] = []
+    for ov in parsed:
+        name = ov.key_or_group
+        if name.startswith("hydra") or ov.type in (OverrideType.ADD, OverrideType.FORCE_ADD, OverrideType.DEL):
+            continue
+        if name in group_dirs():
+            options = group_options(name)
+            values = list(ov.sweep_string_iterator()) if ov.is_sweep_override() else [_first_value(ov)]
+            for value in values:
+                if value not in options:
+                    raise ConfigError(
+                        f"{name}={value}: unknown option of config group '{name}'{closest(value, options)};"
+                        f" choose from: {', '.join(options)}"
+                    )
+            choices.append(f"{name}={values[0]}")
+        else:
+            keys.append(ov)
+    with initialize_config_dir(version_base="1.3", config_dir=str(config_dir()), job_name="check"):
+        try:
+            cfg = compose(config_name="train", overrides=choices)
+        except (HydraException, OmegaConfBaseException) as exc:
+            raise ConfigError(str(exc).splitlines()[0]) from None
+    for ov in keys:
+        node: object = cfg
+        path: list[str] = []
+        for part in ov.key_or_group.split("."):
+            if not isinstance(node, DictConfig) or part not in node:
+                where = ".".join(path) or "the top level"
+                valid = list(node.keys()) if isinstance(node, DictConfig) else []
+                raise ConfigError(
+                    f"{ov.key_or_group}: unknown key '{part}' in {where}{closest(part, valid)};"
+                    f" valid keys: {', '.join(str(k) for k in valid)}"
+                    " (use +key=value to add a new one)"
+                )
+            node = node[part]
+            path.append(part)
+
+
+def group_dirs() -> list[str]:
+    """Names of the config groups shipped with border-py (their directories)."""
+    return sorted(p.name for p in config_dir().iterdir() if p.is_dir())
+
+
+def train_command(args: list[str]) -> int:
+    """``border train``: validate the overrides, then hand over to Hydra."""
+    parsed = get_args_parser().parse_args(args)
+    custom_config = parsed.config_name or parsed.config_path or parsed.config_dir
+    if not (parsed.help or parsed.hydra_help or custom_config):
+        try:
+            check_overrides(parsed.overrides)
+        except ConfigError as exc:
+            return fail(str(exc))
+    sys.argv = ["border train", *args]
+    _hydra_train()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``border`` console script."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
+        print(USAGE, file=sys.stderr)
+        return 2
+    if args[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        return 0
+    command, rest = args[0], args[1:]
+    if command == "train":
+        return train_command(rest)
+    return fail(f"unknown command '{command}'{closest(command, ['train'])}; commands: train")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

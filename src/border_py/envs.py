@@ -1,0 +1,115 @@
+"""Gymnasium environments: the ``env`` config group's factory and the vector-env adapter.
+
+The adapter keeps ``terminated`` (a true end: no bootstrap) and ``truncated`` (a time limit:
+bootstrap from the final observation) apart, and hands the final observation of an ended
+episode back separately from the first observation of the next one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from gymnasium.wrappers.vector import RecordEpisodeStatistics
+
+from border_py.config import ConfigError, closest, require
+
+
+class GymEnvFactory:
+    """Builds gymnasium envs from an id (any registered id, including ``module:Env-v0``).
+
+    Args:
+        id: gymnasium environment id.
+        kwargs: extra keyword arguments for ``gymnasium.make``.
+        max_episode_steps: override of the registered time limit (None keeps it).
+    """
+
+    def __init__(
+        self, id: str, kwargs: dict[str, Any] | None = None, max_episode_steps: int | None = None
+    ) -> None:
+        self.id = id
+        self.kwargs = dict(kwargs or {})
+        self.max_episode_steps = max_episode_steps
+        if max_episode_steps is not None:
+            require("max_episode_steps", max_episode_steps > 0, "a positive int or null", max_episode_steps)
+        try:
+            gym.spec(id)
+        except gym.error.Error as exc:
+            hint = closest(id.split(":")[-1], gym.registry.keys())
+            raise ConfigError(f"id={id!r}: not a registered gymnasium id{hint} ({exc})") from None
+        except ImportError as exc:
+            raise ConfigError(f"id={id!r}: its module cannot be imported ({exc})") from None
+
+    def make(self, render_mode: str | None = None) -> gym.Env:
+        """One environment instance (seeded by the caller's first ``reset``)."""
+        kwargs = dict(self.kwargs)
+        if render_mode is not None:
+            kwargs["render_mode"] = render_mode
+        if self.max_episode_steps is not None:
+            kwargs["max_episode_steps"] = self.max_episode_steps
+        return gym.make(self.id, **kwargs)
+
+    def make_vector(self, n_envs: int, seed: int) -> VectorEnv:
+        """``n_envs`` copies stepped together, wrapped in :class:`VectorEnv`."""
+        return VectorEnv(SyncVectorEnv([self.make] * n_envs, autoreset_mode=AutoresetMode.SAME_STEP), seed)
+
+    def spaces(self) -> tuple[gym.Space, gym.Space]:
+        """(observation_space, action_space) of one instance."""
+        env = self.make()
+        try:
+            return env.observation_space, env.action_space
+        finally:
+            env.close()
+
+
+@dataclass
+class VectorStep:
+    """What one step of ``n`` envs returns, per env.
+
+    ``next_obs`` is the observation that follows the action (the final one when the episode ended),
+    ``obs`` the one to act on next (the first of a new episode after an end).
+    """
+
+    next_obs: np.ndarray
+    obs: np.ndarray
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    episode_returns: list[float]
+    episode_lengths: list[int]
+
+
+class VectorEnv:
+    """A gymnasium vector env with same-step autoreset, episode statistics and a seeded first reset."""
+
+    def __init__(self, env: SyncVectorEnv, seed: int) -> None:
+        self.env = RecordEpisodeStatistics(env, buffer_length=1)
+        self.num_envs = env.num_envs
+        self.observation_space = env.single_observation_space
+        self.action_space = env.single_action_space
+        self.env.action_space.seed(seed)
+        self.obs, _ = self.env.reset(seed=seed)
+
+    def step(self, actions: np.ndarray) -> VectorStep:
+        """Step every env once with ``actions`` (batched)."""
+        obs, reward, terminated, truncated, info = self.env.step(actions)
+        next_obs = obs
+        done = terminated | truncated
+        returns: list[float] = []
+        lengths: list[int] = []
+        if done.any():
+            next_obs = obs.copy()
+            for i in np.flatnonzero(done):
+                next_obs[i] = info["final_obs"][i]
+            episode = info["episode"]
+            returns = [float(episode["r"][i]) for i in np.flatnonzero(done)]
+            lengths = [int(episode["l"][i]) for i in np.flatnonzero(done)]
+        self.obs = obs
+        return VectorStep(next_obs, obs, reward.astype(np.float32), terminated, truncated, returns, lengths)
+
+    def close(self) -> None:
+        """Close every env (idempotent)."""
+        self.env.close()

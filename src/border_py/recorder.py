@@ -1,0 +1,44 @@
+"""TensorBoard recording through ``torch.utils.tensorboard``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from torch.utils.tensorboard import SummaryWriter
+
+
+class TensorBoardRecorder:
+    """Writes scalars (global step = optimization step) and text into ``<run dir>/tensorboard/``.
+
+    Args:
+        run_dir: the run directory.
+    """
+
+    def __init__(self, run_dir: Path) -> None:
+        self.log_dir = Path(run_dir) / "tensorboard"
+        self.writer: SummaryWriter | None = SummaryWriter(str(self.log_dir))
+
+    def scalars(self, values: dict[str, Any], step: int) -> None:
+        """Write each ``tag: value`` at ``step`` (tensors are converted to floats)."""
+        assert self.writer is not None, "recorder is closed"
+        for tag, value in values.items():
+            self.writer.add_scalar(tag, float(value), step)
+
+    def config(self, config: dict[str, Any]) -> None:
+        """Write the resolved config as a text summary (``config``)."""
+        assert self.writer is not None, "recorder is closed"
+        text = json.dumps(config, indent=2, default=str)
+        self.writer.add_text("config", "```\n" + text + "\n```", 0)
+
+    def flush(self) -> None:
+        """Push pending events to disk."""
+        if self.writer is not None:
+            self.writer.flush()
+
+    def close(self) -> None:
+        """Flush and close (idempotent)."""
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None

@@ -1,0 +1,1 @@
+"""Trainers: the loops that connect sampling, optimization, evaluation and bookkeeping."""
