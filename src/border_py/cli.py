@@ -19,8 +19,8 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from border_py.config import ConfigError, closest, config_dir, group_options
-from border_py.train import train
+from border_py.config import ConfigError, closest, config_dir, group_options, to_plain
+from border_py.train import check, train
 
 log = logging.getLogger("border_py")
 
@@ -69,7 +69,10 @@ def _first_value(override: Override) -> str:
 
 
 def check_overrides(overrides: list[str]) -> None:
-    """Raise :class:`ConfigError` for an unparsable override, unknown group option or unknown key."""
+    """Raise :class:`ConfigError` for an unparsable override, an unknown group option or key, or a bad value.
+
+    Sweeps are checked with their first value for keys (every value for group options).
+    """
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except HydraException as exc:
@@ -92,16 +95,13 @@ def check_overrides(overrides: list[str]) -> None:
             choices.append(f"{name}={values[0]}")
         else:
             keys.append(ov)
-    with initialize_config_dir(version_base="1.3", config_dir=str(config_dir()), job_name="check"):
-        try:
-            cfg = compose(config_name="train", overrides=choices)
-        except (HydraException, OmegaConfBaseException) as exc:
-            raise ConfigError(str(exc).splitlines()[0]) from None
+    cfg = _compose(choices)
     for ov in keys:
         node: object = cfg
         path: list[str] = []
-        for part in ov.key_or_group.split("."):
-            if not isinstance(node, DictConfig) or part not in node:
+        parts = ov.key_or_group.split(".")
+        for depth, part in enumerate(parts):
+            if not isinstance(node, DictConfig) or part not in node.keys():
                 where = ".".join(path) or "the top level"
                 valid = list(node.keys()) if isinstance(node, DictConfig) else []
                 raise ConfigError(
@@ -109,8 +109,19 @@ def check_overrides(overrides: list[str]) -> None:
                     f" valid keys: {', '.join(str(k) for k in valid)}"
                     " (use +key=value to add a new one)"
                 )
-            node = node[part]
+            if depth < len(parts) - 1:
+                node = node[part]
             path.append(part)
+    check(to_plain(_compose([*choices, *(f"{ov.key_or_group}={_first_value(ov)}" for ov in keys)])))
+
+
+def _compose(overrides: list[str]) -> DictConfig:
+    """The ``train`` config with ``overrides``, Hydra's errors as one :class:`ConfigError` line."""
+    with initialize_config_dir(version_base="1.3", config_dir=str(config_dir()), job_name="check"):
+        try:
+            return compose(config_name="train", overrides=overrides)
+        except (HydraException, OmegaConfBaseException) as exc:
+            raise ConfigError(str(exc).splitlines()[0]) from None
 
 
 def group_dirs() -> list[str]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,13 @@ def closest(word: str, choices: Iterable[str]) -> str:
 def to_plain(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
     """Resolve interpolations and return plain dicts/lists, safe to pickle into child processes."""
     if isinstance(cfg, DictConfig):
-        return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)  # type: ignore[return-value]
+        try:
+            return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)  # type: ignore[return-value]
+        except MissingMandatoryValue as exc:
+            key = exc.full_key
+            raise ConfigError(f"{key} must be set (e.g. {key}=...)") from None
+        except OmegaConfBaseException as exc:
+            raise ConfigError(str(exc).splitlines()[0]) from None
     return dict(cfg)
 
 

@@ -39,7 +39,8 @@ class GymEnvFactory:
             gym.spec(id)
         except gym.error.Error as exc:
             hint = closest(id.split(":")[-1], gym.registry.keys())
-            raise ConfigError(f"id={id!r}: not a registered gymnasium id{hint} ({exc})") from None
+            detail = hint or f" ({exc})"
+            raise ConfigError(f"id={id!r}: not a registered gymnasium id{detail}") from None
         except ImportError as exc:
             raise ConfigError(f"id={id!r}: its module cannot be imported ({exc})") from None
 

@@ -25,6 +25,19 @@ def run_dir_of(config: dict[str, Any]) -> Path:
     raise ConfigError("run_dir: not set and no Hydra run dir is active (set run_dir=<path>)")
 
 
+def check(config: dict[str, Any]) -> Any:
+    """Validate the whole resolved config (top-level keys, every group, cross-field rules).
+
+    Builds the trainer and the learner-side components without starting anything; returns the
+    trainer. Raises :class:`ConfigError` with one line naming the bad key.
+    """
+    require("seed", isinstance(config.get("seed"), int) and not isinstance(config["seed"], bool), "an int", config.get("seed"))
+    resolve_device(str(config.get("device")))
+    trainer = build("trainer", config["trainer"])
+    trainer.check(config)
+    return trainer
+
+
 def train(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:
     """Train the agent the config describes; return the run summary (``best_return`` first).
 
@@ -35,10 +48,8 @@ def train(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:
         ConfigError: a bad setting, raised before any training starts.
     """
     config = to_plain(cfg)
-    require("seed", isinstance(config.get("seed"), int) and not isinstance(config["seed"], bool), "an int", config.get("seed"))
-    resolve_device(str(config.get("device")))
+    trainer = check(config)
     run_dir = run_dir_of(config)
-    trainer = build("trainer", config["trainer"])
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small networks: one thread is as fast and leaves cores to the envs
     log.info("run dir: %s", run_dir)

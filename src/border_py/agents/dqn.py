@@ -115,7 +115,7 @@ class DQN:
             torch.manual_seed(seed)
             self.q = mlp(flat_dim(observation_space.shape), hidden_sizes, self.n_actions).to(self.device)
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
-        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=lr)
+        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=lr, fused=True)
         self.rng = np.random.default_rng(seed)
         self.env_steps = 0  # exploration position: env steps acted with explore=True
         self.opt_steps = 0

@@ -68,6 +68,10 @@ class LoopSettings:
         self.save_interval = save_interval
         self.target_return = target_return
 
+    def check(self, config: dict[str, Any]) -> None:
+        """Validate the config's components against these settings without training."""
+        build_components(config, self)
+
 
 @dataclass
 class Components:

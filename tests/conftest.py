@@ -1,0 +1,49 @@
+"""Shared test helpers: composing configs, running the CLI, reading TensorBoard events."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+from hydra import compose, initialize_config_dir
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from border_py.config import config_dir
+
+REPO = Path(__file__).resolve().parents[1]
+BORDER = [sys.executable, "-m", "border_py.cli"]
+
+
+def make_config(tmp_path: Path, *overrides: str):
+    """The composed ``train`` config with ``run_dir`` under ``tmp_path``."""
+    with initialize_config_dir(version_base="1.3", config_dir=str(config_dir())):
+        return compose("train", overrides=[f"run_dir={tmp_path / 'run'}", *overrides])
+
+
+def run_border(args: list[str], cwd: Path, timeout: float = 240, env: dict | None = None):
+    """Run ``border <args>`` in a subprocess; a hang fails the test instead of stalling it."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    return subprocess.run(
+        [*BORDER, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env
+    )
+
+
+def scalar_tags(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar tag in the run's TensorBoard files, as (step, value) lists."""
+    acc = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0})
+    acc.Reload()
+    return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_processes():
+    """Every test must leave no child process of the test runner behind."""
+    yield
+    children = psutil.Process().children(recursive=True)
+    if children:
+        gone, alive = psutil.wait_procs(children, timeout=10)
+        assert not alive, f"leftover processes: {[p.cmdline() for p in alive]}"

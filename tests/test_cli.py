@@ -1,0 +1,91 @@
+"""The ``border`` command in subprocesses: help, --cfg, a short run's artifacts, multirun, bad input."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from .conftest import run_border, scalar_tags
+
+SHORT = [
+    "trainer.max_opts=300",
+    "trainer.warmup_period=100",
+    "trainer.eval_interval=100",
+    "trainer.eval_episodes=2",
+    "trainer.record_interval=50",
+    "trainer.save_interval=200",
+    "agent.hidden_sizes=[32]",
+]
+TAGS = {
+    "eval/return_mean", "eval/return_std", "train/loss", "train/q_mean", "train/epsilon",
+    "perf/env_steps", "perf/env_steps_per_sec", "perf/opt_steps_per_sec", "buffer/size",
+}
+
+
+def test_top_level_help_lists_subcommands_with_examples(tmp_path):
+    out = run_border(["--help"], tmp_path)
+    assert out.returncode == 0
+    assert "train" in out.stdout and "border train -m" in out.stdout
+
+
+def test_train_help_lists_groups_and_options(tmp_path):
+    out = run_border(["train", "--help"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    for text in ("agent: dqn", "env: cartpole, gym", "replay_buffer: uniform", "trainer: serial", "max_opts"):
+        assert text in out.stdout
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_cfg_job_prints_the_composed_config(tmp_path):
+    out = run_border(["train", "--cfg", "job", "agent.lr=0.01"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "lr: 0.01" in out.stdout and "_target_: border_py.agents.dqn.DQN" in out.stdout
+
+
+def test_a_short_run_writes_tensorboard_and_checkpoints_into_the_run_dir(tmp_path):
+    out = run_border(["train", "seed=3", *SHORT], tmp_path)
+    assert out.returncode == 0, out.stderr
+    (run_dir,) = (tmp_path / "outputs").glob("*/*")
+    assert (run_dir / ".hydra" / "config.yaml").is_file()
+    assert (run_dir / "train.log").read_text().count("eval return") == 3
+    tags = scalar_tags(run_dir)
+    assert TAGS <= set(tags)
+    assert [step for step, _ in tags["eval/return_mean"]] == [100, 200, 300]
+    assert [step for step, _ in tags["train/loss"]] == [50, 100, 150, 200, 250, 300]
+    checkpoints = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
+    assert checkpoints == ["000000200", "000000300", "best"]
+    best_meta = json.loads((run_dir / "checkpoints" / "best" / "meta.json").read_text())
+    assert best_meta["eval"]["eval/return_mean"] == max(v for _, v in tags["eval/return_mean"])
+    policy = torch.load(run_dir / "checkpoints" / "best" / "policy.pt", weights_only=True)
+    assert policy["1.weight"].shape == (32, 4)
+    agent = torch.load(run_dir / "checkpoints" / "000000300" / "agent.pt", weights_only=True)
+    assert agent["opt_steps"] == 300
+
+
+def test_multirun_runs_every_job_in_the_sweep_dir(tmp_path):
+    out = run_border(["train", "-m", "seed=0,1", *SHORT[:1], "trainer.max_opts=100", "trainer.eval_interval=100"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    (sweep,) = (tmp_path / "outputs" / "multirun").glob("*/*")
+    for job in ("0", "1"):
+        assert (sweep / job / "checkpoints" / "best" / "policy.pt").is_file()
+        assert "eval/return_mean" in scalar_tags(sweep / job)
+
+
+def test_bad_input_fails_fast_with_one_line_and_writes_nothing(tmp_path):
+    for args, key in (
+        (["agent=nope"], "agent=nope"),
+        (["agent.lr=-1"], "agent.lr=-1"),
+        (["env=gym", "env.id=NoSuchEnv-v0"], "env.id='NoSuchEnv-v0'"),
+        (["trainer.warmup_period=500000"], "trainer.warmup_period=500000"),
+    ):
+        out = run_border(["train", *args], tmp_path, timeout=60)
+        assert out.returncode == 2
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and key in lines[0], out.stderr
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_unknown_command(tmp_path):
+    out = run_border(["trian"], tmp_path)
+    assert out.returncode == 2 and "did you mean 'train'" in out.stderr

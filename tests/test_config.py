@@ -1,0 +1,77 @@
+"""Config groups: every option instantiates, every key is a real parameter, bad input is one line."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import yaml
+
+from border_py.cli import check_overrides
+from border_py.config import ConfigError, build, config_dir, resolve_target
+from border_py.envs import GymEnvFactory
+
+from .conftest import make_config
+
+RUNTIME = {  # keyword arguments the trainers pass at build time, per group
+    "agent": lambda: dict(zip(("observation_space", "action_space"), GymEnvFactory("CartPole-v1").spaces(), strict=True)) | {"device": "cpu", "seed": 0},
+}
+FILL = {("env", "gym"): {"id": "CartPole-v1"}, ("replay_buffer", "uniform"): {"seed": 1}}
+
+
+def options():
+    for group_dir in sorted(p for p in config_dir().iterdir() if p.is_dir()):
+        for yml in sorted(group_dir.glob("*.yaml")):
+            yield group_dir.name, yml.stem
+
+
+@pytest.mark.parametrize(("group", "option"), list(options()))
+def test_every_key_is_a_parameter_and_every_option_instantiates(group, option):
+    spec = yaml.safe_load((config_dir() / group / f"{option}.yaml").read_text())
+    target = resolve_target(spec["_target_"])
+    params = inspect.signature(target).parameters
+    for key in spec:
+        assert key.startswith("_") or key in params, f"{group}/{option}.yaml: {key} is not a parameter"
+    spec |= FILL.get((group, option), {})
+    runtime = RUNTIME.get(group, lambda: {})()
+    assert build(group, spec, **runtime) is not None
+
+
+def test_the_composed_default_config_has_every_group(tmp_path):
+    cfg = make_config(tmp_path)
+    assert cfg.agent._target_.endswith("DQN") and cfg.env.id == "CartPole-v1"
+    assert cfg.trainer._target_.endswith("SerialTrainer")
+    assert cfg.seed == 0 and cfg.device == "cpu"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (["env=gym", "env.id=CartPol-v1"], "env.id='CartPol-v1': not a registered gymnasium id (did you mean 'CartPole-v1'"),
+        (["env=gym", "env.id=no_such_module:Foo-v0"], "env.id='no_such_module:Foo-v0'"),
+        (["env=gym"], "env.id must be set"),
+        (["agent.lr=-1"], "agent.lr=-1: must be a positive float"),
+        (["agent.lr=0"], "agent.lr=0: must be a positive float"),
+        (["agent.batch_size=-5"], "agent.batch_size=-5: must be a positive int"),
+        (["trainer.max_opts=0"], "trainer.max_opts=0: must be a positive int"),
+        (["trainer.max_opts=-3"], "trainer.max_opts=-3: must be a positive int"),
+        (["replay_buffer.capacity=32", "agent.batch_size=64"], "agent.batch_size=64: must be <= replay_buffer.capacity=32"),
+        (["trainer.warmup_period=200000"], "trainer.warmup_period=200000: must be <= replay_buffer.capacity=100000"),
+        (["trainer.eval_interval=0"], "trainer.eval_interval=0: must be a positive int"),
+        (["trainer.eval_interval=-1"], "trainer.eval_interval=-1: must be a positive int"),
+        (["agent=dqnn"], "agent=dqnn: unknown option of config group 'agent' (did you mean 'dqn'?); choose from: dqn"),
+        (["-m", "env=cartpole,pong"], None),  # not an override list: parsed below
+        (["agent.lrr=1"], "agent.lrr: unknown key 'lrr' in agent (did you mean 'lr'?)"),
+        (["agent.loss=l1"], "agent.loss='l1': must be 'huber' or 'mse'"),
+        (["device=cuda"], "device='cuda': CUDA is not available"),
+        (["seed=abc"], "seed='abc': must be an int"),
+    ],
+)
+def test_bad_input_is_one_line_naming_the_key(overrides, expected):
+    if expected is None:
+        overrides, expected = ["env=cartpole,pong"], "env=pong: unknown option of config group 'env'"
+    with pytest.raises(ConfigError) as err:
+        check_overrides(overrides)
+    message = str(err.value)
+    assert expected in message
+    assert "\n" not in message
