@@ -45,5 +45,5 @@ def no_leftover_processes():
     yield
     children = psutil.Process().children(recursive=True)
     if children:
-        gone, alive = psutil.wait_procs(children, timeout=10)
+        _, alive = psutil.wait_procs(children, timeout=3)
         assert not alive, f"leftover processes: {[p.cmdline() for p in alive]}"

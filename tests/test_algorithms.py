@@ -10,7 +10,7 @@ import torch
 from border_py.agents.dqn import DQN, dqn_targets, linear_epsilon
 from border_py.envs import GymEnvFactory, VectorStep
 from border_py.replay import UniformReplayBuffer
-from border_py.sampler import SampleStats, Sampler
+from border_py.sampler import Sampler, SampleStats
 from border_py.transitions import NStepProcessor, Transitions
 
 
@@ -29,17 +29,35 @@ def test_dqn_targets_double_and_vanilla_by_hand():
 
 def _batch(obs, action, reward, next_obs, discount) -> Transitions:
     f = np.float32
-    return Transitions(np.asarray(obs, f), np.asarray(action), np.asarray(reward, f), np.asarray(next_obs, f), np.asarray(discount, f))
+    return Transitions(
+        np.asarray(obs, f),
+        np.asarray(action),
+        np.asarray(reward, f),
+        np.asarray(next_obs, f),
+        np.asarray(discount, f),
+    )
 
 
 def test_dqn_update_minimizes_the_hand_computed_loss():
     space = gym.spaces.Box(-1, 1, (2,))
-    agent = DQN(space, gym.spaces.Discrete(2), hidden_sizes=[8], loss="mse", double_dqn=False, lr=1e-2, max_grad_norm=None)
-    batch = _batch([[0.1, 0.2], [0.3, -0.4]], [0, 1], [1.0, -1.0], [[0.5, 0.5], [0.0, 0.1]], [0.9, 0.0])
+    agent = DQN(
+        space,
+        gym.spaces.Discrete(2),
+        hidden_sizes=[8],
+        loss="mse",
+        double_dqn=False,
+        lr=1e-2,
+        max_grad_norm=None,
+    )
+    batch = _batch(
+        [[0.1, 0.2], [0.3, -0.4]], [0, 1], [1.0, -1.0], [[0.5, 0.5], [0.0, 0.1]], [0.9, 0.0]
+    )
     with torch.no_grad():
         q = agent.q(torch.tensor(batch.obs))[[0, 1], [0, 1]]
         next_max = agent.q_target(torch.tensor(batch.next_obs)).max(1).values
-        expected = ((q - (torch.tensor(batch.reward) + torch.tensor(batch.discount) * next_max)) ** 2).mean()
+        expected = (
+            (q - (torch.tensor(batch.reward) + torch.tensor(batch.discount) * next_max)) ** 2
+        ).mean()
     metrics = agent.update(batch)
     assert float(metrics["train/loss"]) == pytest.approx(float(expected), rel=1e-5)
     assert float(metrics["train/q_mean"]) == pytest.approx(float(q.mean()), rel=1e-5)
@@ -57,12 +75,17 @@ def test_target_network_hard_copy_and_polyak():
     hard.update(batch)
     assert all(torch.equal(a, b) for a, b in zip(before, hard.q_target.parameters(), strict=True))
     hard.update(batch)  # third opt step: hard copy
-    assert all(torch.equal(a, b) for a, b in zip(hard.q.parameters(), hard.q_target.parameters(), strict=True))
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(hard.q.parameters(), hard.q_target.parameters(), strict=True)
+    )
 
     soft = DQN(space, actions, hidden_sizes=[4], tau=0.1)
     target_before = [p.clone() for p in soft.q_target.parameters()]
     soft.update(batch)
-    for t0, t1, q in zip(target_before, soft.q_target.parameters(), soft.q.parameters(), strict=True):
+    for t0, t1, q in zip(
+        target_before, soft.q_target.parameters(), soft.q.parameters(), strict=True
+    ):
         torch.testing.assert_close(t1, 0.9 * t0 + 0.1 * q.detach())
 
 
@@ -71,7 +94,13 @@ def test_epsilon_schedule_is_linear_in_env_steps():
     assert linear_epsilon(5, 1.0, 0.1, 10) == pytest.approx(0.55)
     assert linear_epsilon(10, 1.0, 0.1, 10) == pytest.approx(0.1)
     assert linear_epsilon(1000, 1.0, 0.1, 10) == pytest.approx(0.1)
-    agent = DQN(gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(3), eps_start=1.0, eps_final=0.0, eps_decay_steps=4)
+    agent = DQN(
+        gym.spaces.Box(-1, 1, (2,)),
+        gym.spaces.Discrete(3),
+        eps_start=1.0,
+        eps_final=0.0,
+        eps_decay_steps=4,
+    )
     agent.act(np.zeros((2, 2), np.float32), explore=True)  # two envs: two env steps
     assert agent.epsilon == pytest.approx(0.5)
     agent.act(np.zeros((1, 2), np.float32), explore=False)  # greedy acting does not advance it
@@ -80,7 +109,15 @@ def test_epsilon_schedule_is_linear_in_env_steps():
 
 def _step(reward, terminated=False, truncated=False, next_obs=0.0) -> VectorStep:
     arr = np.array([[next_obs]], np.float32)
-    return VectorStep(arr, arr, np.array([reward], np.float32), np.array([terminated]), np.array([truncated]), [], [])
+    return VectorStep(
+        arr,
+        arr,
+        np.array([reward], np.float32),
+        np.array([terminated]),
+        np.array([truncated]),
+        [],
+        [],
+    )
 
 
 @pytest.mark.parametrize("truncated", [False, True])
@@ -91,8 +128,14 @@ def test_n_step_returns_across_an_episode_end(truncated):
     for k in range(5):
         last = k == 4
         batch = proc.process(
-            np.array([[k]], np.float32), np.array([k]),
-            _step(k + 1, terminated=last and not truncated, truncated=last and truncated, next_obs=k + 1),
+            np.array([[k]], np.float32),
+            np.array([k]),
+            _step(
+                k + 1,
+                terminated=last and not truncated,
+                truncated=last and truncated,
+                next_obs=k + 1,
+            ),
         )
         if batch is not None:
             out.append(batch)
@@ -108,10 +151,26 @@ def test_n_step_returns_across_an_episode_end(truncated):
 def test_n_step_keeps_envs_apart():
     proc = NStepProcessor(n_envs=2, n_step=2, gamma=1.0)
     obs = np.array([[0.0], [10.0]], np.float32)
-    step = VectorStep(obs + 1, obs + 1, np.array([1.0, 10.0], np.float32), np.array([False, True]), np.array([False, False]), [], [])
+    step = VectorStep(
+        obs + 1,
+        obs + 1,
+        np.array([1.0, 10.0], np.float32),
+        np.array([False, True]),
+        np.array([False, False]),
+        [],
+        [],
+    )
     first = proc.process(obs, np.array([0, 0]), step)
     assert first.obs[:, 0].tolist() == [10.0] and first.discount.tolist() == [0.0]  # env 1 ended
-    step2 = VectorStep(obs + 2, obs + 2, np.array([2.0, 20.0], np.float32), np.array([False, False]), np.array([False, False]), [], [])
+    step2 = VectorStep(
+        obs + 2,
+        obs + 2,
+        np.array([2.0, 20.0], np.float32),
+        np.array([False, False]),
+        np.array([False, False]),
+        [],
+        [],
+    )
     second = proc.process(obs + 1, np.array([1, 1]), step2)
     assert second.obs[:, 0].tolist() == [0.0]  # env 0's first 2-step window: 1 + 2
     assert second.reward.tolist() == [3.0] and second.next_obs[:, 0].tolist() == [2.0]
@@ -128,15 +187,19 @@ def test_truncation_bootstraps_from_the_final_observation_of_a_real_env():
     assert stats.episode_lengths and stats.episode_lengths[0] <= 5
     if stats.episode_lengths[0] == 5:  # truncated by the time limit
         assert batch.discount[4] == pytest.approx(0.9)
-        assert not np.allclose(batch.next_obs[4], sampler.env.obs[0])  # final obs, not the reset obs
+        assert not np.allclose(
+            batch.next_obs[4], sampler.env.obs[0]
+        )  # final obs, not the reset obs
     np.testing.assert_allclose(batch.next_obs[:-1], batch.obs[1:])
 
 
 def test_replay_buffer_wraps_around_and_samples_what_it_holds():
     buf = UniformReplayBuffer(capacity=5, seed=0)
+
     def chunk(values):
         v = np.asarray(values, np.float32)
         return Transitions(v[:, None], v.astype(np.int64), v, v[:, None] + 100, np.ones_like(v))
+
     buf.push(chunk([0, 1, 2]))
     assert len(buf) == 3
     buf.push(chunk([3, 4, 5, 6]))
@@ -155,5 +218,6 @@ def test_replay_buffer_sampling_is_seeded():
         v = np.arange(100, dtype=np.float32)
         buf.push(Transitions(v[:, None], v, v, v[:, None], v))
         return buf.sample(32).reward.tolist()
+
     assert draws(1) == draws(1)
     assert draws(1) != draws(2)

@@ -14,7 +14,16 @@ from border_py.envs import GymEnvFactory
 from .conftest import make_config
 
 RUNTIME = {  # keyword arguments the trainers pass at build time, per group
-    "agent": lambda: dict(zip(("observation_space", "action_space"), GymEnvFactory("CartPole-v1").spaces(), strict=True)) | {"device": "cpu", "seed": 0},
+    "agent": lambda: (
+        dict(
+            zip(
+                ("observation_space", "action_space"),
+                GymEnvFactory("CartPole-v1").spaces(),
+                strict=True,
+            )
+        )
+        | {"device": "cpu", "seed": 0}
+    ),
 }
 FILL = {("env", "gym"): {"id": "CartPole-v1"}, ("replay_buffer", "uniform"): {"seed": 1}}
 
@@ -31,7 +40,9 @@ def test_every_key_is_a_parameter_and_every_option_instantiates(group, option):
     target = resolve_target(spec["_target_"])
     params = inspect.signature(target).parameters
     for key in spec:
-        assert key.startswith("_") or key in params, f"{group}/{option}.yaml: {key} is not a parameter"
+        assert key.startswith("_") or key in params, (
+            f"{group}/{option}.yaml: {key} is not a parameter"
+        )
     spec |= FILL.get((group, option), {})
     runtime = RUNTIME.get(group, lambda: {})()
     assert build(group, spec, **runtime) is not None
@@ -47,7 +58,10 @@ def test_the_composed_default_config_has_every_group(tmp_path):
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
-        (["env=gym", "env.id=CartPol-v1"], "env.id='CartPol-v1': not a registered gymnasium id (did you mean 'CartPole-v1'"),
+        (
+            ["env=gym", "env.id=CartPol-v1"],
+            "env.id='CartPol-v1': not a registered gymnasium id (did you mean 'CartPole-v1'",
+        ),
         (["env=gym", "env.id=no_such_module:Foo-v0"], "env.id='no_such_module:Foo-v0'"),
         (["env=gym"], "env.id must be set"),
         (["agent.lr=-1"], "agent.lr=-1: must be a positive float"),
@@ -55,11 +69,20 @@ def test_the_composed_default_config_has_every_group(tmp_path):
         (["agent.batch_size=-5"], "agent.batch_size=-5: must be a positive int"),
         (["trainer.max_opts=0"], "trainer.max_opts=0: must be a positive int"),
         (["trainer.max_opts=-3"], "trainer.max_opts=-3: must be a positive int"),
-        (["replay_buffer.capacity=32", "agent.batch_size=64"], "agent.batch_size=64: must be <= replay_buffer.capacity=32"),
-        (["trainer.warmup_period=200000"], "trainer.warmup_period=200000: must be <= replay_buffer.capacity=100000"),
+        (
+            ["replay_buffer.capacity=32", "agent.batch_size=64"],
+            "agent.batch_size=64: must be <= replay_buffer.capacity=32",
+        ),
+        (
+            ["trainer.warmup_period=200000"],
+            "trainer.warmup_period=200000: must be <= replay_buffer.capacity=100000",
+        ),
         (["trainer.eval_interval=0"], "trainer.eval_interval=0: must be a positive int"),
         (["trainer.eval_interval=-1"], "trainer.eval_interval=-1: must be a positive int"),
-        (["agent=dqnn"], "agent=dqnn: unknown option of config group 'agent' (did you mean 'dqn'?); choose from: dqn"),
+        (
+            ["agent=dqnn"],
+            "agent=dqnn: unknown option of config group 'agent' (did you mean 'dqn'?); choose from: dqn",
+        ),
         (["-m", "env=cartpole,pong"], None),  # not an override list: parsed below
         (["agent.lrr=1"], "agent.lrr: unknown key 'lrr' in agent (did you mean 'lr'?)"),
         (["agent.loss=l1"], "agent.loss='l1': must be 'huber' or 'mse'"),
@@ -69,7 +92,10 @@ def test_the_composed_default_config_has_every_group(tmp_path):
 )
 def test_bad_input_is_one_line_naming_the_key(overrides, expected):
     if expected is None:
-        overrides, expected = ["env=cartpole,pong"], "env=pong: unknown option of config group 'env'"
+        overrides, expected = (
+            ["env=cartpole,pong"],
+            "env=pong: unknown option of config group 'env'",
+        )
     with pytest.raises(ConfigError) as err:
         check_overrides(overrides)
     message = str(err.value)

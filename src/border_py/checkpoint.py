@@ -26,7 +26,11 @@ def step_name(opt_steps: int) -> str:
 
 
 def save_checkpoint(
-    root: Path, name: str, policy: dict[str, torch.Tensor], agent: Agent | None, meta: dict[str, Any]
+    root: Path,
+    name: str,
+    policy: dict[str, torch.Tensor],
+    agent: Agent | None,
+    meta: dict[str, Any],
 ) -> Path:
     """Write ``root/name/`` atomically (replacing an older one) and return its path.
 

@@ -81,11 +81,17 @@ def check_overrides(overrides: list[str]) -> None:
     keys: list[Override] = []
     for ov in parsed:
         name = ov.key_or_group
-        if name.startswith("hydra") or ov.type in (OverrideType.ADD, OverrideType.FORCE_ADD, OverrideType.DEL):
+        if name.startswith("hydra") or ov.type in (
+            OverrideType.ADD,
+            OverrideType.FORCE_ADD,
+            OverrideType.DEL,
+        ):
             continue
         if name in group_dirs():
             options = group_options(name)
-            values = list(ov.sweep_string_iterator()) if ov.is_sweep_override() else [_first_value(ov)]
+            values = (
+                list(ov.sweep_string_iterator()) if ov.is_sweep_override() else [_first_value(ov)]
+            )
             for value in values:
                 if value not in options:
                     raise ConfigError(
@@ -101,7 +107,7 @@ def check_overrides(overrides: list[str]) -> None:
         path: list[str] = []
         parts = ov.key_or_group.split(".")
         for depth, part in enumerate(parts):
-            if not isinstance(node, DictConfig) or part not in node.keys():
+            if not isinstance(node, DictConfig) or part not in node.keys():  # noqa: SIM118 (`in` is False for ??? values)
                 where = ".".join(path) or "the top level"
                 valid = list(node.keys()) if isinstance(node, DictConfig) else []
                 raise ConfigError(

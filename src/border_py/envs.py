@@ -34,7 +34,12 @@ class GymEnvFactory:
         self.kwargs = dict(kwargs or {})
         self.max_episode_steps = max_episode_steps
         if max_episode_steps is not None:
-            require("max_episode_steps", max_episode_steps > 0, "a positive int or null", max_episode_steps)
+            require(
+                "max_episode_steps",
+                max_episode_steps > 0,
+                "a positive int or null",
+                max_episode_steps,
+            )
         try:
             gym.spec(id)
         except gym.error.Error as exc:
@@ -55,7 +60,9 @@ class GymEnvFactory:
 
     def make_vector(self, n_envs: int, seed: int) -> VectorEnv:
         """``n_envs`` copies stepped together, wrapped in :class:`VectorEnv`."""
-        return VectorEnv(SyncVectorEnv([self.make] * n_envs, autoreset_mode=AutoresetMode.SAME_STEP), seed)
+        return VectorEnv(
+            SyncVectorEnv([self.make] * n_envs, autoreset_mode=AutoresetMode.SAME_STEP), seed
+        )
 
     def spaces(self) -> tuple[gym.Space, gym.Space]:
         """(observation_space, action_space) of one instance."""
@@ -109,7 +116,9 @@ class VectorEnv:
             returns = [float(episode["r"][i]) for i in np.flatnonzero(done)]
             lengths = [int(episode["l"][i]) for i in np.flatnonzero(done)]
         self.obs = obs
-        return VectorStep(next_obs, obs, reward.astype(np.float32), terminated, truncated, returns, lengths)
+        return VectorStep(
+            next_obs, obs, reward.astype(np.float32), terminated, truncated, returns, lengths
+        )
 
     def close(self) -> None:
         """Close every env (idempotent)."""

@@ -44,7 +44,9 @@ class Evaluator:
         max_steps: step cap per episode (a greedy policy can loop forever).
     """
 
-    def __init__(self, env_factory: GymEnvFactory, n_episodes: int, seed: int, max_steps: int) -> None:
+    def __init__(
+        self, env_factory: GymEnvFactory, n_episodes: int, seed: int, max_steps: int
+    ) -> None:
         self.env = env_factory.make()
         self.n_episodes = n_episodes
         self.seed = seed
@@ -66,7 +68,9 @@ class Evaluator:
             returns.append(total)
             lengths.append(steps)
         r = np.asarray(returns)
-        return EvalResult(float(r.mean()), float(r.std()), float(r.min()), float(r.max()), float(np.mean(lengths)))
+        return EvalResult(
+            float(r.mean()), float(r.std()), float(r.min()), float(r.max()), float(np.mean(lengths))
+        )
 
     def close(self) -> None:
         """Close the env."""

@@ -88,4 +88,7 @@ def episode_summary(returns: list[float], lengths: list[int]) -> dict[str, float
     """Mean episode return and length as ``actor/`` scalars (empty when no episode ended)."""
     if not returns:
         return {}
-    return {"actor/episode_return": float(np.mean(returns)), "actor/episode_length": float(np.mean(lengths))}
+    return {
+        "actor/episode_return": float(np.mean(returns)),
+        "actor/episode_length": float(np.mean(lengths)),
+    }

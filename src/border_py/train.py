@@ -31,7 +31,12 @@ def check(config: dict[str, Any]) -> Any:
     Builds the trainer and the learner-side components without starting anything; returns the
     trainer. Raises :class:`ConfigError` with one line naming the bad key.
     """
-    require("seed", isinstance(config.get("seed"), int) and not isinstance(config["seed"], bool), "an int", config.get("seed"))
+    require(
+        "seed",
+        isinstance(config.get("seed"), int) and not isinstance(config["seed"], bool),
+        "an int",
+        config.get("seed"),
+    )
     resolve_device(str(config.get("device")))
     trainer = build("trainer", config["trainer"])
     trainer.check(config)

@@ -41,7 +41,10 @@ class Transitions:
     def concat(parts: list[Transitions]) -> Transitions:
         """One batch made of ``parts`` in order."""
         return Transitions(
-            **{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(Transitions)}
+            **{
+                f.name: np.concatenate([getattr(p, f.name) for p in parts])
+                for f in fields(Transitions)
+            }
         )
 
 

@@ -90,7 +90,9 @@ class DQN:
         eps_decay_steps: int = 10000,
     ) -> None:
         if not isinstance(action_space, gym.spaces.Discrete):
-            raise ConfigError(f"_target_: DQN needs a Discrete action space, the env has {action_space}")
+            raise ConfigError(
+                f"_target_: DQN needs a Discrete action space, the env has {action_space}"
+            )
         positive("lr", lr)
         positive("batch_size", batch_size, int)
         positive("n_step", n_step, int)
@@ -99,21 +101,34 @@ class DQN:
         require("gamma", 0 <= gamma <= 1, "in [0, 1]", gamma)
         require("loss", loss in ("huber", "mse"), "'huber' or 'mse'", loss)
         require("tau", tau is None or 0 < tau <= 1, "null or in (0, 1]", tau)
-        require("max_grad_norm", max_grad_norm is None or max_grad_norm > 0, "null or > 0", max_grad_norm)
+        require(
+            "max_grad_norm",
+            max_grad_norm is None or max_grad_norm > 0,
+            "null or > 0",
+            max_grad_norm,
+        )
         for key, eps in (("eps_start", eps_start), ("eps_final", eps_final)):
             require(key, 0 <= eps <= 1, "in [0, 1]", eps)
-        require("hidden_sizes", all(int(h) > 0 for h in hidden_sizes), "positive widths", hidden_sizes)
+        require(
+            "hidden_sizes", all(int(h) > 0 for h in hidden_sizes), "positive widths", hidden_sizes
+        )
 
         self.gamma, self.n_step, self.batch_size = gamma, n_step, batch_size
         self.double_dqn, self.loss = double_dqn, loss
-        self.max_grad_norm, self.target_update_interval, self.tau = max_grad_norm, target_update_interval, tau
+        self.max_grad_norm, self.target_update_interval, self.tau = (
+            max_grad_norm,
+            target_update_interval,
+            tau,
+        )
         self.eps_start, self.eps_final, self.eps_decay_steps = eps_start, eps_final, eps_decay_steps
         self.n_actions = int(action_space.n)
         self.device = torch.device(device)
 
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.q = mlp(flat_dim(observation_space.shape), hidden_sizes, self.n_actions).to(self.device)
+            self.q = mlp(flat_dim(observation_space.shape), hidden_sizes, self.n_actions).to(
+                self.device
+            )
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
         self.optimizer = torch.optim.Adam(self.q.parameters(), lr=lr, fused=True)
         self.rng = np.random.default_rng(seed)

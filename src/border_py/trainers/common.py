@@ -89,7 +89,10 @@ def build_env_factory(config: dict[str, Any]) -> GymEnvFactory:
 
 
 def build_agent(
-    config: dict[str, Any], spaces: tuple[gym.Space, gym.Space], device: str, seed_name: str = "agent"
+    config: dict[str, Any],
+    spaces: tuple[gym.Space, gym.Space],
+    device: str,
+    seed_name: str = "agent",
 ) -> Agent:
     """The ``agent`` group, for the given spaces and device, seeded from the root seed."""
     obs_space, act_space = spaces
@@ -101,9 +104,13 @@ def build_agent(
         device=device,
         seed=derive_seed(config["seed"], seed_name),
     )
-    missing = [m for m in ("act", "update", "policy_state", "load_policy_state") if not hasattr(agent, m)]
+    missing = [
+        m for m in ("act", "update", "policy_state", "load_policy_state") if not hasattr(agent, m)
+    ]
     if missing:
-        raise ConfigError(f"agent._target_={config['agent']['_target_']}: lacks {', '.join(missing)}")
+        raise ConfigError(
+            f"agent._target_={config['agent']['_target_']}: lacks {', '.join(missing)}"
+        )
     return agent
 
 
@@ -118,7 +125,10 @@ def build_components(config: dict[str, Any], loop: LoopSettings) -> Components:
     actors = build("actor_manager", config["actor_manager"])
     capacity = buffer.capacity
     require(
-        "agent.batch_size", agent.batch_size <= capacity, f"<= replay_buffer.capacity={capacity}", agent.batch_size
+        "agent.batch_size",
+        agent.batch_size <= capacity,
+        f"<= replay_buffer.capacity={capacity}",
+        agent.batch_size,
     )
     require(
         "trainer.warmup_period",
@@ -152,7 +162,9 @@ class RunBook:
         """Seconds since the run started."""
         return time.perf_counter() - self.start
 
-    def on_eval(self, result: EvalResult, opt_steps: int, env_steps: int, policy: dict, agent: Agent | None) -> None:
+    def on_eval(
+        self, result: EvalResult, opt_steps: int, env_steps: int, policy: dict, agent: Agent | None
+    ) -> None:
         """Record an evaluation of the weights of ``opt_steps``; save ``best`` if it is a new best."""
         self.recorder.scalars(result.scalars(), opt_steps)
         new_best = result.return_mean > self.best_return
@@ -162,16 +174,28 @@ class RunBook:
             save_checkpoint(self.checkpoints, "best", policy, agent, meta)
         target = self.loop.target_return
         if target is not None and self.solved_at is None and result.return_mean >= target:
-            self.solved_at = {"opt_steps": opt_steps, "env_steps": env_steps, "seconds": self.elapsed()}
+            self.solved_at = {
+                "opt_steps": opt_steps,
+                "env_steps": env_steps,
+                "seconds": self.elapsed(),
+            }
         log.info(
             "opt %d | env steps %d | eval return %.1f ± %.1f (min %.1f, max %.1f)%s | %.0fs",
-            opt_steps, env_steps, result.return_mean, result.return_std, result.return_min,
-            result.return_max, " | new best" if new_best else "", self.elapsed(),
+            opt_steps,
+            env_steps,
+            result.return_mean,
+            result.return_std,
+            result.return_min,
+            result.return_max,
+            " | new best" if new_best else "",
+            self.elapsed(),
         )
 
     def save(self, opt_steps: int, env_steps: int, policy: dict, agent: Agent | None) -> Path:
         """A periodic checkpoint ``checkpoints/<opt_steps:09d>/``."""
-        return save_checkpoint(self.checkpoints, step_name(opt_steps), policy, agent, self._meta(opt_steps, env_steps))
+        return save_checkpoint(
+            self.checkpoints, step_name(opt_steps), policy, agent, self._meta(opt_steps, env_steps)
+        )
 
     def _meta(self, opt_steps: int, env_steps: int) -> dict[str, Any]:
         return {

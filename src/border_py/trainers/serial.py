@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from border_py.evaluator import Evaluator
-from border_py.sampler import SampleStats, Sampler, episode_summary
+from border_py.sampler import Sampler, SampleStats, episode_summary
 from border_py.seeding import derive_seed
 from border_py.trainers.common import LoopSettings, RunBook, build_components
 
@@ -32,8 +32,15 @@ class SerialTrainer(LoopSettings):
         parts = build_components(config, self)
         agent, buffer = parts.agent, parts.buffer
         seed = config["seed"]
-        sampler = Sampler(parts.env_factory, agent, parts.actors.n_envs_per_actor, derive_seed(seed, "actor", 0, "env"))
-        evaluator = Evaluator(parts.env_factory, self.eval_episodes, derive_seed(seed, "eval"), self.eval_max_steps)
+        sampler = Sampler(
+            parts.env_factory,
+            agent,
+            parts.actors.n_envs_per_actor,
+            derive_seed(seed, "actor", 0, "env"),
+        )
+        evaluator = Evaluator(
+            parts.env_factory, self.eval_episodes, derive_seed(seed, "eval"), self.eval_max_steps
+        )
         book = RunBook(run_dir, config, self)
         stats = SampleStats()
         opt_steps, last_saved = 0, -1
@@ -45,7 +52,10 @@ class SerialTrainer(LoopSettings):
                     buffer.push(batch)
                 if stats.env_steps < self.warmup_period:
                     continue
-                due = min(self.max_opts, math.floor((stats.env_steps - self.warmup_period) / self.opt_interval) + 1)
+                due = min(
+                    self.max_opts,
+                    math.floor((stats.env_steps - self.warmup_period) / self.opt_interval) + 1,
+                )
                 while opt_steps < due and book.solved_at is None:
                     metrics = agent.update(buffer.sample(agent.batch_size))
                     opt_steps += 1
@@ -67,7 +77,13 @@ class SerialTrainer(LoopSettings):
                         stats.episode_returns, stats.episode_lengths = [], []
                         window_start, window_env, window_opt = now, stats.env_steps, opt_steps
                     if opt_steps % self.eval_interval == 0:
-                        book.on_eval(evaluator.evaluate(agent), opt_steps, stats.env_steps, agent.policy_state(), agent)
+                        book.on_eval(
+                            evaluator.evaluate(agent),
+                            opt_steps,
+                            stats.env_steps,
+                            agent.policy_state(),
+                            agent,
+                        )
                     if self.save_interval and opt_steps % self.save_interval == 0:
                         book.save(opt_steps, stats.env_steps, agent.policy_state(), agent)
                         last_saved = opt_steps
