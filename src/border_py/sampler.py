@@ -1,4 +1,4 @@
-"""The actor side: sampling settings and the sampler that turns a policy and envs into transitions.
+"""The sampler: turns a policy and vector envs into n-step transitions.
 
 The same :class:`Sampler` runs in-process for the serial trainer and inside each actor process of
 the async trainer, so both produce transitions the same way.
@@ -11,27 +11,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from border_py.agents.base import Agent
-from border_py.config import positive
 from border_py.envs import GymEnvFactory, VectorEnv
 from border_py.transitions import NStepProcessor, Transitions
-
-
-class ActorSettings:
-    """The ``actor_manager`` config group: how transitions are sampled.
-
-    Args:
-        n_actors: actor processes (the serial trainer always uses one, in-process).
-        n_envs_per_actor: envs each actor steps together with one batched policy call.
-        n_buffer: transitions an actor accumulates before sending them to the learner.
-    """
-
-    def __init__(self, n_actors: int = 1, n_envs_per_actor: int = 1, n_buffer: int = 100) -> None:
-        positive("n_actors", n_actors, int)
-        positive("n_envs_per_actor", n_envs_per_actor, int)
-        positive("n_buffer", n_buffer, int)
-        self.n_actors = n_actors
-        self.n_envs_per_actor = n_envs_per_actor
-        self.n_buffer = n_buffer
 
 
 @dataclass

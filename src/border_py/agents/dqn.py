@@ -143,6 +143,10 @@ class DQN:
             return self.fixed_epsilon
         return linear_epsilon(self.env_steps, self.eps_start, self.eps_final, self.eps_decay_steps)
 
+    def set_epsilon(self, epsilon: float | None) -> None:
+        """Act with a fixed ``epsilon`` from now on (Ape-X actors); None returns to the schedule."""
+        self.fixed_epsilon = epsilon
+
     def act(self, obs: np.ndarray, explore: bool) -> np.ndarray:
         """Epsilon-greedy (``explore``) or greedy actions for a batch of observations."""
         with torch.no_grad():

@@ -4,21 +4,15 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
-
 from border_py.agents.base import Agent
 from border_py.checkpoint import save_checkpoint, step_name
-from border_py.config import ConfigError, build, non_negative, positive, require
-from border_py.envs import GymEnvFactory
+from border_py.components import build_components
+from border_py.config import non_negative, positive
 from border_py.evaluator import EvalResult
 from border_py.recorder import TensorBoardRecorder
-from border_py.replay import UniformReplayBuffer
-from border_py.sampler import ActorSettings
-from border_py.seeding import derive_seed
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +22,6 @@ class LoopSettings:
 
     Args:
         max_opts: optimization steps of the run.
-        opt_interval: env steps per optimization step (0.5 = two opt steps per env step).
         warmup_period: transitions collected before the first optimization step.
         eval_interval: opt steps between evaluations.
         eval_episodes: episodes per evaluation.
@@ -41,7 +34,6 @@ class LoopSettings:
     def __init__(
         self,
         max_opts: int,
-        opt_interval: float = 1,
         warmup_period: int = 1000,
         eval_interval: int = 1000,
         eval_episodes: int = 10,
@@ -51,7 +43,6 @@ class LoopSettings:
         target_return: float | None = None,
     ) -> None:
         positive("max_opts", max_opts, int)
-        positive("opt_interval", opt_interval)
         non_negative("warmup_period", warmup_period)
         positive("eval_interval", eval_interval, int)
         positive("eval_episodes", eval_episodes, int)
@@ -59,7 +50,6 @@ class LoopSettings:
         positive("record_interval", record_interval, int)
         non_negative("save_interval", save_interval)
         self.max_opts = max_opts
-        self.opt_interval = opt_interval
         self.warmup_period = warmup_period
         self.eval_interval = eval_interval
         self.eval_episodes = eval_episodes
@@ -70,73 +60,7 @@ class LoopSettings:
 
     def check(self, config: dict[str, Any]) -> None:
         """Validate the config's components against these settings without training."""
-        build_components(config, self)
-
-
-@dataclass
-class Components:
-    """What a learner builds from the resolved config before training."""
-
-    env_factory: GymEnvFactory
-    agent: Agent
-    buffer: UniformReplayBuffer
-    actors: ActorSettings
-
-
-def build_env_factory(config: dict[str, Any]) -> GymEnvFactory:
-    """The ``env`` group's factory."""
-    return build("env", config["env"])
-
-
-def build_agent(
-    config: dict[str, Any],
-    spaces: tuple[gym.Space, gym.Space],
-    device: str,
-    seed_name: str = "agent",
-) -> Agent:
-    """The ``agent`` group, for the given spaces and device, seeded from the root seed."""
-    obs_space, act_space = spaces
-    agent = build(
-        "agent",
-        config["agent"],
-        observation_space=obs_space,
-        action_space=act_space,
-        device=device,
-        seed=derive_seed(config["seed"], seed_name),
-    )
-    missing = [
-        m for m in ("act", "update", "policy_state", "load_policy_state") if not hasattr(agent, m)
-    ]
-    if missing:
-        raise ConfigError(
-            f"agent._target_={config['agent']['_target_']}: lacks {', '.join(missing)}"
-        )
-    return agent
-
-
-def build_components(config: dict[str, Any], loop: LoopSettings) -> Components:
-    """Build and cross-check env factory, learner agent, replay buffer and actor settings."""
-    env_factory = build_env_factory(config)
-    agent = build_agent(config, env_factory.spaces(), config["device"])
-    rb = dict(config["replay_buffer"])
-    if rb.get("seed") is None:
-        rb["seed"] = derive_seed(config["seed"], "replay_buffer")
-    buffer = build("replay_buffer", rb)
-    actors = build("actor_manager", config["actor_manager"])
-    capacity = buffer.capacity
-    require(
-        "agent.batch_size",
-        agent.batch_size <= capacity,
-        f"<= replay_buffer.capacity={capacity}",
-        agent.batch_size,
-    )
-    require(
-        "trainer.warmup_period",
-        loop.warmup_period <= capacity,
-        f"<= replay_buffer.capacity={capacity}",
-        loop.warmup_period,
-    )
-    return Components(env_factory, agent, buffer, actors)
+        build_components(config, self.warmup_period)
 
 
 class RunBook:

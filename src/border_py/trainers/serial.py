@@ -12,10 +12,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from border_py.components import build_components
+from border_py.config import positive
 from border_py.evaluator import Evaluator
 from border_py.sampler import Sampler, SampleStats, episode_summary
 from border_py.seeding import derive_seed
-from border_py.trainers.common import LoopSettings, RunBook, build_components
+from border_py.trainers.common import LoopSettings, RunBook
 
 log = logging.getLogger(__name__)
 
@@ -24,12 +26,35 @@ class SerialTrainer(LoopSettings):
     """Per env step: sample and push; then the opt steps now due; then eval/save when due.
 
     Opt steps become due once ``warmup_period`` env steps are collected, one every
-    ``opt_interval`` env steps after that. See :class:`LoopSettings` for the arguments.
+    ``opt_interval`` env steps after that.
+
+    Args:
+        opt_interval: env steps per optimization step (0.5 = two opt steps per env step).
+        Others: see :class:`LoopSettings`.
     """
+
+    def __init__(
+        self,
+        max_opts: int,
+        opt_interval: float = 1,
+        warmup_period: int = 1000,
+        eval_interval: int = 1000,
+        eval_episodes: int = 10,
+        eval_max_steps: int = 10000,
+        record_interval: int = 100,
+        save_interval: int = 10000,
+        target_return: float | None = None,
+    ) -> None:
+        super().__init__(
+            max_opts, warmup_period, eval_interval, eval_episodes, eval_max_steps,
+            record_interval, save_interval, target_return,
+        )
+        positive("opt_interval", opt_interval)
+        self.opt_interval = opt_interval
 
     def run(self, config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         """Train with the resolved ``config``, writing artifacts into ``run_dir``; return a summary."""
-        parts = build_components(config, self)
+        parts = build_components(config, self.warmup_period)
         agent, buffer = parts.agent, parts.buffer
         seed = config["seed"]
         sampler = Sampler(

@@ -1,0 +1,108 @@
+"""The actor process: a CPU copy of the policy stepping its envs and sending transition batches.
+
+Each actor builds everything from plain config data, waits for the learner's first weights, then
+loops: pick up new weights if the version changed, sample ``n_buffer`` transitions, put them on
+the bounded queue (blocking with a timeout: back-pressure). It reports crashes with their
+traceback and ends with a ``bye`` that carries its transition counts.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue as queue_lib
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from border_py.components import build_agent, build_env_factory
+from border_py.lifecycle import init_child, parent_alive
+from border_py.sampler import Sampler, SampleStats
+from border_py.seeding import derive_seed
+from border_py.transitions import Transitions
+from border_py.weights import SharedWeights
+
+log = logging.getLogger(__name__)
+
+PUT_TIMEOUT = 0.2  # seconds a blocked put waits before looking at the stop flag again
+
+
+@dataclass(frozen=True)
+class ActorSpec:
+    """What makes actor ``index`` different from the others."""
+
+    index: int
+    incarnation: int  # 0 for the first start, +1 per restart
+    n_envs: int
+    n_buffer: int
+    epsilon: float | None  # a fixed exploration epsilon (Ape-X), None: the agent's own schedule
+
+
+@dataclass
+class ActorReport:
+    """A message from an actor: a batch of transitions, an error, or the final ``bye``."""
+
+    actor: int
+    kind: str  # "batch" | "error" | "bye"
+    transitions: Transitions | None = None
+    env_steps: int = 0
+    episode_returns: list[float] = field(default_factory=list)
+    episode_lengths: list[int] = field(default_factory=list)
+    policy_opt_steps: int = 0
+    exploration: dict[str, float] = field(default_factory=dict)
+    sent: int = 0  # bye: transitions sent in total by this incarnation
+    dropped: int = 0  # bye: transitions sampled but not sent (stop arrived first)
+    error: str = ""
+
+
+def _put(channel: Any, report: ActorReport, stop: Any, parent_pid: int) -> bool:
+    """Put ``report`` on the queue, waiting while it is full; False once stop is set or the parent is gone."""
+    while not stop.is_set() and parent_alive(parent_pid):
+        try:
+            channel.put(report, timeout=PUT_TIMEOUT)
+            return True
+        except queue_lib.Full:
+            continue
+    return False
+
+
+def actor_main(spec: ActorSpec, config: dict[str, Any], weights: SharedWeights, channel: Any, stop: Any) -> None:
+    """Entry point of an actor process (the target of ``Process``)."""
+    parent_pid = init_child(f"actor {spec.index}")
+    sent = dropped = 0
+    try:
+        seed = config["seed"]
+        env_factory = build_env_factory(config)
+        agent = build_agent(config, env_factory.spaces(), "cpu", f"actor/{spec.index}/{spec.incarnation}")
+        if spec.epsilon is not None:
+            agent.set_epsilon(spec.epsilon)
+        sampler = Sampler(
+            env_factory, agent, spec.n_envs, derive_seed(seed, "actor", spec.index, spec.incarnation, "env")
+        )
+        version = policy_opt_steps = 0
+        while weights.version == 0 and not stop.wait(0.02):  # start from the learner's weights only
+            if not parent_alive(parent_pid):
+                return
+        while not stop.is_set() and parent_alive(parent_pid):
+            if weights.version != version:
+                latest = weights.read()
+                if latest is not None:
+                    version, policy_opt_steps, state = latest
+                    agent.load_policy_state(state)
+            stats = SampleStats()
+            batch = sampler.sample(spec.n_buffer, stats)
+            report = ActorReport(
+                spec.index, "batch", batch, stats.env_steps, stats.episode_returns, stats.episode_lengths,
+                policy_opt_steps, {k: float(v) for k, v in agent.exploration_stats().items()},
+            )
+            if _put(channel, report, stop, parent_pid):
+                sent += len(batch)
+            else:
+                dropped += len(batch)
+        sampler.close()
+    except Exception:
+        channel.put(ActorReport(spec.index, "error", error=traceback.format_exc()), timeout=5)
+        raise SystemExit(1) from None
+    try:
+        channel.put(ActorReport(spec.index, "bye", sent=sent, dropped=dropped), timeout=5)
+    except queue_lib.Full:
+        log.warning("queue full at exit: bye not delivered")

@@ -1,0 +1,247 @@
+"""The ``actor_manager`` config group and the process-based actor manager of the async trainer.
+
+:class:`ActorManager` starts ``n_actors`` actor processes from one spawn context, collects their
+reports from one bounded queue, watches their liveness, restarts crashed actors up to
+``max_restarts`` times each, and shuts them down in stages. The serial trainer uses only its
+settings (one in-process actor).
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing.connection
+import queue as queue_lib
+import time
+from dataclasses import dataclass
+from multiprocessing.context import BaseContext
+from typing import Any
+
+from border_py.actor import ActorReport, ActorSpec, actor_main
+from border_py.config import non_negative, positive, require
+from border_py.weights import SharedWeights
+
+log = logging.getLogger(__name__)
+
+
+class ActorFailure(RuntimeError):
+    """An actor crashed more often than ``max_restarts`` allows."""
+
+
+def apex_epsilons(n_actors: int, eps: float, alpha: float) -> list[float]:
+    """Ape-X's per-actor epsilons: eps_i = eps ** (1 + alpha * i / (N - 1)); eps alone when N == 1."""
+    if n_actors == 1:
+        return [eps]
+    return [eps ** (1 + alpha * i / (n_actors - 1)) for i in range(n_actors)]
+
+
+@dataclass
+class ActorRecord:
+    """The manager's view of one actor slot."""
+
+    process: Any
+    incarnation: int = 0
+    restarts: int = 0
+    received: int = 0  # transitions received from this slot (all incarnations)
+    sent: int = 0  # transitions the finished incarnations said they sent
+    dropped: int = 0
+    episodes: int = 0
+    return_sum: float = 0.0
+    said_bye: bool = False
+
+
+class ActorManager:
+    """Sampling settings (the ``actor_manager`` group) and, for the async trainer, the actor processes.
+
+    Args:
+        n_actors: actor processes.
+        n_envs_per_actor: envs each actor steps together as a gymnasium vector env, with one
+            batched policy call per step.
+        n_buffer: transitions an actor accumulates before sending them (border's name).
+        exploration: ``schedule`` (every actor follows the agent's own schedule) or ``apex``
+            (actor i of N acts with the fixed epsilon eps ** (1 + alpha * i / (N - 1))).
+        apex_eps: Ape-X's base epsilon.
+        apex_alpha: Ape-X's exponent spread.
+        queue_size: reports the queue holds before actors block (back-pressure).
+        max_restarts: restarts allowed per actor before the run aborts.
+    """
+
+    def __init__(
+        self,
+        n_actors: int = 1,
+        n_envs_per_actor: int = 1,
+        n_buffer: int = 100,
+        exploration: str = "schedule",
+        apex_eps: float = 0.4,
+        apex_alpha: float = 7.0,
+        queue_size: int = 64,
+        max_restarts: int = 3,
+    ) -> None:
+        positive("n_actors", n_actors, int)
+        positive("n_envs_per_actor", n_envs_per_actor, int)
+        positive("n_buffer", n_buffer, int)
+        require("exploration", exploration in ("schedule", "apex"), "'schedule' or 'apex'", exploration)
+        require("apex_eps", 0 <= apex_eps <= 1, "in [0, 1]", apex_eps)
+        non_negative("apex_alpha", apex_alpha, float)
+        positive("queue_size", queue_size, int)
+        non_negative("max_restarts", max_restarts)
+        self.n_actors = n_actors
+        self.n_envs_per_actor = n_envs_per_actor
+        self.n_buffer = n_buffer
+        self.exploration = exploration
+        self.apex_eps = apex_eps
+        self.apex_alpha = apex_alpha
+        self.queue_size = queue_size
+        self.max_restarts = max_restarts
+        self.actors: list[ActorRecord] = []
+        self._ctx: BaseContext | None = None
+        self._stopped = False
+
+    def epsilons(self) -> list[float | None]:
+        """The fixed epsilon of each actor (None: the agent's schedule)."""
+        if self.exploration == "apex":
+            return list(apex_epsilons(self.n_actors, self.apex_eps, self.apex_alpha))
+        return [None] * self.n_actors
+
+    # -- process management (async trainer) -------------------------------------------------
+
+    def start(self, ctx: BaseContext, config: dict[str, Any], weights: SharedWeights) -> None:
+        """Start the actor processes; they wait for the first published weights."""
+        self._ctx, self._config, self._weights = ctx, config, weights
+        self.channel = ctx.Queue(maxsize=self.queue_size)
+        self.stop_event = ctx.Event()
+        self.actors = [ActorRecord(process=None) for _ in range(self.n_actors)]
+        for index in range(self.n_actors):
+            self._spawn(index)
+
+    def _spawn(self, index: int) -> None:
+        record = self.actors[index]
+        spec = ActorSpec(index, record.incarnation, self.n_envs_per_actor, self.n_buffer, self.epsilons()[index])
+        assert self._ctx is not None
+        process = self._ctx.Process(
+            target=actor_main,
+            args=(spec, self._config, self._weights, self.channel, self.stop_event),
+            name=f"border-actor-{index}",
+        )
+        process.start()
+        record.process = process
+
+    def poll(self, timeout: float, max_reports: int = 64) -> list[ActorReport]:
+        """Reports waiting in the queue: waits up to ``timeout`` for the first, then takes what is there."""
+        reports: list[ActorReport] = []
+        try:
+            reports.append(self.channel.get(timeout=timeout) if timeout > 0 else self.channel.get_nowait())
+            while len(reports) < max_reports:
+                reports.append(self.channel.get_nowait())
+        except queue_lib.Empty:
+            pass
+        for report in reports:
+            self._account(report)
+        return reports
+
+    def _account(self, report: ActorReport) -> None:
+        record = self.actors[report.actor]
+        if report.kind == "batch":
+            assert report.transitions is not None
+            record.received += len(report.transitions)
+            record.episodes += len(report.episode_returns)
+            record.return_sum += sum(report.episode_returns)
+        elif report.kind == "bye":
+            record.sent += report.sent
+            record.dropped += report.dropped
+            record.said_bye = True
+        elif report.kind == "error":
+            log.error("actor %d crashed:\n%s", report.actor, report.error.rstrip())
+
+    def check(self) -> None:
+        """Restart actors that died; raise :class:`ActorFailure` past ``max_restarts``."""
+        if self._stopped:
+            return
+        for index, record in enumerate(self.actors):
+            process = record.process
+            if process.is_alive():
+                continue
+            process.join(timeout=1)
+            if record.restarts >= self.max_restarts:
+                raise ActorFailure(
+                    f"actor {index} died (exit code {process.exitcode}) after {record.restarts} restarts"
+                    f" (actor_manager.max_restarts={self.max_restarts}); see the log for its traceback"
+                )
+            record.restarts += 1
+            record.incarnation += 1
+            log.warning("actor %d died (exit code %s): restart %d of %d", index, process.exitcode, record.restarts, self.max_restarts)
+            self._spawn(index)
+
+    def queue_depth(self) -> int:
+        """Reports waiting in the queue (approximate)."""
+        try:
+            return self.channel.qsize()
+        except NotImplementedError:  # macOS
+            return -1
+
+    def alive(self) -> int:
+        """Actor processes currently alive."""
+        return sum(1 for r in self.actors if r.process is not None and r.process.is_alive())
+
+    def restarts(self) -> int:
+        """Restarts so far, all actors together."""
+        return sum(r.restarts for r in self.actors)
+
+    def stop(self, on_report: Any = None, drain_timeout: float = 10.0, join_timeout: float = 5.0) -> None:
+        """Staged, idempotent shutdown: signal stop, drain until every actor said bye, join, terminate, kill.
+
+        Args:
+            on_report: called with each report drained during shutdown (e.g. to store its batch).
+            drain_timeout: seconds to wait for the byes.
+            join_timeout: seconds to wait at each of join, terminate and kill.
+        """
+        if self._stopped or not self.actors:
+            return
+        self._stopped = True
+        self.stop_event.set()
+        waiting = [r for r in self.actors if r.process.is_alive()]
+        deadline_polls = max(1, int(drain_timeout / 0.1))
+        for _ in range(deadline_polls):
+            for report in self.poll(timeout=0.1):
+                if on_report is not None:
+                    on_report(report)
+            if all(r.said_bye or not r.process.is_alive() for r in waiting):
+                break
+        for report in self.poll(timeout=0):  # whatever the last exits flushed
+            if on_report is not None:
+                on_report(report)
+        processes = [r.process for r in self.actors]
+        _join_all(processes, join_timeout)
+        for p in processes:
+            if p.is_alive():
+                log.warning("actor %s did not exit: terminating", p.name)
+                p.terminate()
+        _join_all(processes, join_timeout)
+        for p in processes:
+            if p.is_alive():
+                log.error("actor %s ignored SIGTERM: killing", p.name)
+                p.kill()
+                p.join(timeout=join_timeout)
+        self.channel.close()
+        self.channel.cancel_join_thread()
+
+    def accounting(self) -> dict[str, int]:
+        """Transitions sent (per the actors' byes), received and dropped, all actors together."""
+        return {
+            "sent": sum(r.sent for r in self.actors),
+            "received": sum(r.received for r in self.actors),
+            "dropped": sum(r.dropped for r in self.actors),
+        }
+
+
+def _join_all(processes: list[Any], timeout: float) -> None:
+    """Wait up to ``timeout`` seconds in total for every process to exit (and reap those that did)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        sentinels = [p.sentinel for p in processes if p.is_alive()]
+        left = deadline - time.monotonic()
+        if not sentinels or left <= 0:
+            break
+        multiprocessing.connection.wait(sentinels, timeout=left)
+    for p in processes:
+        if not p.is_alive():
+            p.join(timeout=0)

@@ -1,0 +1,67 @@
+"""Process lifecycle helpers: signals in the main process, hygiene in child processes."""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import sys
+import threading
+from types import FrameType
+
+import torch
+
+log = logging.getLogger(__name__)
+
+
+class StopSignals:
+    """First SIGINT/SIGTERM asks for a graceful stop; the second interrupts at once.
+
+    Use as a context manager around a training loop and poll :attr:`requested`. Outside the main
+    thread (where handlers cannot be installed) it does nothing.
+    """
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._previous: dict[int, object] = {}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.requested:
+            log.warning("second %s: stopping now", signal.Signals(signum).name)
+            raise KeyboardInterrupt
+        self.requested = True
+        log.warning(
+            "%s: stopping gracefully (final checkpoint); send it again to stop now",
+            signal.Signals(signum).name,
+        )
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+        self._previous.clear()
+
+
+def init_child(name: str) -> int:
+    """Set up a child process: ignore SIGINT, die with the parent, one torch thread, a log prefix.
+
+    Returns the parent's pid, to be checked with :func:`parent_alive`.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        PR_SET_PDEATHSIG = 1
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    torch.set_num_threads(1)
+    logging.basicConfig(level=logging.INFO, format=f"[%(asctime)s][{name}][%(levelname)s] - %(message)s")
+    return os.getppid()
+
+
+def parent_alive(parent_pid: int) -> bool:
+    """Whether the process that started this one is still its parent."""
+    return os.getppid() == parent_pid

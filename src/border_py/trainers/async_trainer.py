@@ -1,0 +1,265 @@
+"""The async trainer: actor processes sample while the learner optimizes, weights flow back.
+
+The learner loop never waits on actors once warmed up: between optimization steps it takes the
+batches already queued (without blocking), optimizes, publishes weights every ``sync_interval``
+opt steps into shared memory, and hands weights to the evaluator process every
+``eval_interval`` opt steps. Replay-ratio gates keep actors from starving or flooding it:
+with ``min_samples_per_opt`` the learner waits for fresh data, with ``max_samples_per_opt`` it
+stops taking batches, the bounded queue fills and the actors block.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import multiprocessing as mp
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from border_py.actor import ActorReport
+from border_py.components import build_components
+from border_py.config import ConfigError, non_negative, positive, require
+from border_py.eval_worker import EvalWorker
+from border_py.lifecycle import StopSignals
+from border_py.seeding import derive_seed
+from border_py.trainers.common import LoopSettings, RunBook
+from border_py.weights import SharedWeights
+
+log = logging.getLogger(__name__)
+
+HEALTH_CHECK_SECONDS = 0.5
+WAIT_FOR_DATA_SECONDS = 0.05
+
+
+@dataclass
+class Window:
+    """What arrived since the last record."""
+
+    samples: int = 0
+    opts: int = 0
+    lag_sum: float = 0.0
+    returns: list[float] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    exploration: dict[str, list[float]] = field(default_factory=dict)
+    start: float = field(default_factory=time.perf_counter)
+
+
+class AsyncTrainer(LoopSettings):
+    """Learner of the async trainer (actors: see :class:`~border_py.actor_manager.ActorManager`).
+
+    Args:
+        sync_interval: opt steps between weight publications to the actors.
+        min_samples_per_opt: the learner waits until it has received at least
+            ``warmup_period + opt_steps * min_samples_per_opt`` transitions (0: never waits).
+        max_samples_per_opt: the learner takes no more batches while it has received more than
+            ``warmup_period + opt_steps * max_samples_per_opt`` transitions (null: no cap).
+        Others: see :class:`LoopSettings`.
+    """
+
+    def __init__(
+        self,
+        max_opts: int,
+        warmup_period: int = 1000,
+        eval_interval: int = 1000,
+        eval_episodes: int = 10,
+        eval_max_steps: int = 10000,
+        record_interval: int = 100,
+        save_interval: int = 10000,
+        target_return: float | None = None,
+        sync_interval: int = 10,
+        min_samples_per_opt: float = 0.0,
+        max_samples_per_opt: float | None = None,
+    ) -> None:
+        super().__init__(
+            max_opts, warmup_period, eval_interval, eval_episodes, eval_max_steps,
+            record_interval, save_interval, target_return,
+        )
+        positive("sync_interval", sync_interval, int)
+        non_negative("min_samples_per_opt", min_samples_per_opt, float)
+        require(
+            "max_samples_per_opt",
+            max_samples_per_opt is None or max_samples_per_opt >= max(min_samples_per_opt, 1e-9),
+            "null or >= min_samples_per_opt and > 0",
+            max_samples_per_opt,
+        )
+        self.sync_interval = sync_interval
+        self.min_samples_per_opt = min_samples_per_opt
+        self.max_samples_per_opt = max_samples_per_opt
+
+    def check(self, config: dict[str, Any]) -> None:
+        """Validate the config, including that the agent supports the chosen exploration."""
+        parts = build_components(config, self.warmup_period)
+        if parts.actors.exploration == "apex" and not hasattr(parts.agent, "set_epsilon"):
+            raise ConfigError(
+                "actor_manager.exploration='apex': the agent has no set_epsilon (use 'schedule')"
+            )
+
+    def run(self, config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+        """Train with actor processes; return the run summary."""
+        self.check(config)
+        parts = build_components(config, self.warmup_period)
+        agent, buffer, manager = parts.agent, parts.buffer, parts.actors
+        ctx = mp.get_context("spawn")
+        book = RunBook(run_dir, config, self)
+        self.agent, self.buffer, self.manager, self.book = agent, buffer, manager, book
+        self.opt_steps = self.received = self.env_steps = 0
+        self.window = Window()
+        weights = SharedWeights.create(ctx, agent.policy_state())
+        weights.publish(agent.policy_state(), 0)
+        evaluator: EvalWorker | None = None
+        interrupted = False
+        last_health = time.monotonic()
+        last_eval_requested = -1
+        with StopSignals() as signals:
+            try:
+                evaluator = EvalWorker(
+                    ctx, config, self.eval_episodes, derive_seed(config["seed"], "eval"), self.eval_max_steps
+                )
+                manager.start(ctx, config, weights)
+                log.info("started %d actors x %d envs", manager.n_actors, manager.n_envs_per_actor)
+                while self.opt_steps < self.max_opts and book.solved_at is None and not signals.requested:
+                    starving = self._starving()
+                    if starving:
+                        self._ingest(manager.poll(timeout=WAIT_FOR_DATA_SECONDS))
+                    elif not self._flooded():
+                        self._ingest(manager.poll(timeout=0))
+                    if time.monotonic() - last_health > HEALTH_CHECK_SECONDS:
+                        manager.check()
+                        last_health = time.monotonic()
+                    for result in evaluator.poll():
+                        self._on_eval(*result)
+                    if starving:
+                        continue
+                    metrics = agent.update(buffer.sample(agent.batch_size))
+                    self.opt_steps += 1
+                    self.window.opts += 1
+                    if self.opt_steps % self.sync_interval == 0:
+                        weights.publish(agent.policy_state(), self.opt_steps)
+                    if self.opt_steps % self.record_interval == 0:
+                        self._record(metrics)
+                    if self.opt_steps % self.eval_interval == 0 and evaluator.request(
+                        self.opt_steps, self.env_steps, agent.policy_state()
+                    ):
+                        last_eval_requested = self.opt_steps
+                    if self.save_interval and self.opt_steps % self.save_interval == 0:
+                        book.save(self.opt_steps, self.env_steps, agent.policy_state(), agent)
+                interrupted = signals.requested
+                manager.stop(on_report=self._ingest_one)
+                if not interrupted:
+                    self._finish_evaluations(evaluator, last_eval_requested)
+                if not (self.save_interval and self.opt_steps % self.save_interval == 0):
+                    book.save(self.opt_steps, self.env_steps, agent.policy_state(), agent)
+            finally:
+                manager.stop(on_report=self._ingest_one)
+                if evaluator is not None:
+                    evaluator.close()
+                book.close()
+        accounting = manager.accounting()
+        self._log_actor_table(accounting)
+        return {
+            "best_return": book.best_return,
+            "opt_steps": self.opt_steps,
+            "env_steps": self.env_steps,
+            "samples": self.received,
+            "seconds": book.elapsed(),
+            "solved_at": book.solved_at,
+            "interrupted": interrupted,
+            "accounting": accounting,
+            "restarts": manager.restarts(),
+        }
+
+    # -- data in -------------------------------------------------------------------------
+
+    def _starving(self) -> bool:
+        """Whether the learner must wait for data (warmup, or the min replay-ratio gate)."""
+        if len(self.buffer) < max(self.warmup_period, self.agent.batch_size, 1):
+            return True
+        need = self.warmup_period + (self.opt_steps + 1) * self.min_samples_per_opt
+        return self.min_samples_per_opt > 0 and self.received < need
+
+    def _flooded(self) -> bool:
+        """Whether the learner has taken as many samples as the max replay-ratio gate allows."""
+        if self.max_samples_per_opt is None:
+            return False
+        return self.received >= self.warmup_period + (self.opt_steps + 1) * self.max_samples_per_opt
+
+    def _ingest(self, reports: list[ActorReport]) -> None:
+        for report in reports:
+            self._ingest_one(report)
+
+    def _ingest_one(self, report: ActorReport) -> None:
+        if report.kind != "batch" or report.transitions is None:
+            return
+        n = len(report.transitions)
+        self.buffer.push(report.transitions)
+        self.received += n
+        self.env_steps += report.env_steps
+        w = self.window
+        w.samples += n
+        w.lag_sum += n * (self.opt_steps - report.policy_opt_steps)
+        w.returns += report.episode_returns
+        w.lengths += report.episode_lengths
+        for key, value in report.exploration.items():
+            w.exploration.setdefault(key, []).append(value)
+
+    # -- bookkeeping ---------------------------------------------------------------------
+
+    def _record(self, metrics: dict[str, Any]) -> None:
+        w, now = self.window, time.perf_counter()
+        seconds = max(now - w.start, 1e-9)
+        scalars = dict(metrics) | {k: float(np.mean(v)) for k, v in w.exploration.items()}
+        if w.returns:
+            scalars |= {"actor/episode_return": float(np.mean(w.returns)), "actor/episode_length": float(np.mean(w.lengths))}
+        scalars |= {
+            "perf/env_steps": self.env_steps,
+            "perf/samples_total": self.received,
+            "perf/samples_per_sec": w.samples / seconds,
+            "perf/env_steps_per_sec": w.samples / seconds,
+            "perf/opt_steps_per_sec": w.opts / seconds,
+            "perf/samples_per_opt_step": w.samples / max(w.opts, 1),
+            "perf/queue_depth": self.manager.queue_depth(),
+            "actor/alive": self.manager.alive(),
+            "actor/restarts": self.manager.restarts(),
+            "buffer/size": len(self.buffer),
+        }
+        if w.samples:
+            scalars["perf/policy_lag"] = w.lag_sum / w.samples
+        self.book.recorder.scalars(scalars, self.opt_steps)
+        self.window = Window(start=now)
+
+    def _on_eval(self, opt_steps: int, env_steps: int, result: Any, weights: dict) -> None:
+        """Record an evaluation at the opt step of the weights it evaluated."""
+        self.book.on_eval(result, opt_steps, env_steps, weights, None)
+
+    def _finish_evaluations(self, evaluator: EvalWorker, last_requested: int) -> None:
+        """Collect the evaluation in flight, then evaluate the final weights if not done yet."""
+        deadline = time.monotonic() + 600
+        while evaluator.busy and time.monotonic() < deadline:
+            for result in evaluator.poll(timeout=0.5):
+                self._on_eval(*result)
+        if last_requested != self.opt_steps and self.book.solved_at is None:
+            evaluator.request(self.opt_steps, self.env_steps, self.agent.policy_state())
+            while evaluator.busy and time.monotonic() < deadline:
+                for result in evaluator.poll(timeout=0.5):
+                    self._on_eval(*result)
+
+    def _log_actor_table(self, accounting: dict[str, int]) -> None:
+        table = Table(title="actors")
+        for column in ("actor", "samples", "episodes", "mean return", "restarts"):
+            table.add_column(column, justify="right")
+        for i, r in enumerate(self.manager.actors):
+            mean = f"{r.return_sum / r.episodes:.1f}" if r.episodes else "-"
+            table.add_row(str(i), str(r.received), str(r.episodes), mean, str(r.restarts))
+        console = Console(file=io.StringIO(), width=80)
+        console.print(table)
+        log.info("\n%s", console.file.getvalue().rstrip())
+        log.info(
+            "transitions: sent %d, received %d, dropped at stop %d (opt steps %d, env steps %d)",
+            accounting["sent"], accounting["received"], accounting["dropped"], self.opt_steps, self.env_steps,
+        )
