@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import queue as queue_lib
+import time
 import traceback
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,7 @@ class ActorSpec:
     n_envs: int
     n_buffer: int
     epsilon: float | None  # a fixed exploration epsilon (Ape-X), None: the agent's own schedule
+    nice: int  # niceness increment of the actor process
 
 
 @dataclass
@@ -48,6 +50,7 @@ class ActorReport:
     episode_returns: list[float] = field(default_factory=list)
     episode_lengths: list[int] = field(default_factory=list)
     policy_opt_steps: int = 0
+    policy_loaded_at: float = 0.0  # time.time() when this actor loaded the weights it sampled with
     exploration: dict[str, float] = field(default_factory=dict)
     sent: int = 0  # bye: transitions sent in total by this incarnation
     dropped: int = 0  # bye: transitions sampled but not sent (stop arrived first)
@@ -65,20 +68,28 @@ def _put(channel: Any, report: ActorReport, stop: Any, parent_pid: int) -> bool:
     return False
 
 
-def actor_main(spec: ActorSpec, config: dict[str, Any], weights: SharedWeights, channel: Any, stop: Any) -> None:
+def actor_main(
+    spec: ActorSpec, config: dict[str, Any], weights: SharedWeights, channel: Any, stop: Any
+) -> None:
     """Entry point of an actor process (the target of ``Process``)."""
-    parent_pid = init_child(f"actor {spec.index}")
+    parent_pid = init_child(f"actor {spec.index}", spec.nice)
     sent = dropped = 0
     try:
         seed = config["seed"]
         env_factory = build_env_factory(config)
-        agent = build_agent(config, env_factory.spaces(), "cpu", f"actor/{spec.index}/{spec.incarnation}")
+        agent = build_agent(
+            config, env_factory.spaces(), "cpu", f"actor/{spec.index}/{spec.incarnation}"
+        )
         if spec.epsilon is not None:
             agent.set_epsilon(spec.epsilon)
         sampler = Sampler(
-            env_factory, agent, spec.n_envs, derive_seed(seed, "actor", spec.index, spec.incarnation, "env")
+            env_factory,
+            agent,
+            spec.n_envs,
+            derive_seed(seed, "actor", spec.index, spec.incarnation, "env"),
         )
         version = policy_opt_steps = 0
+        loaded_at = 0.0
         while weights.version == 0 and not stop.wait(0.02):  # start from the learner's weights only
             if not parent_alive(parent_pid):
                 return
@@ -88,11 +99,19 @@ def actor_main(spec: ActorSpec, config: dict[str, Any], weights: SharedWeights, 
                 if latest is not None:
                     version, policy_opt_steps, state = latest
                     agent.load_policy_state(state)
+                    loaded_at = time.time()
             stats = SampleStats()
             batch = sampler.sample(spec.n_buffer, stats)
             report = ActorReport(
-                spec.index, "batch", batch, stats.env_steps, stats.episode_returns, stats.episode_lengths,
-                policy_opt_steps, {k: float(v) for k, v in agent.exploration_stats().items()},
+                spec.index,
+                "batch",
+                batch,
+                stats.env_steps,
+                stats.episode_returns,
+                stats.episode_lengths,
+                policy_opt_steps,
+                loaded_at,
+                {k: float(v) for k, v in agent.exploration_stats().items()},
             )
             if _put(channel, report, stop, parent_pid):
                 sent += len(batch)

@@ -63,6 +63,8 @@ class ActorManager:
         apex_alpha: Ape-X's exponent spread.
         queue_size: reports the queue holds before actors block (back-pressure).
         max_restarts: restarts allowed per actor before the run aborts.
+        nice: niceness increment of the actor processes (Unix), so that on a machine with few
+            cores the learner keeps its share of CPU however many actors run (0: same priority).
     """
 
     def __init__(
@@ -75,15 +77,19 @@ class ActorManager:
         apex_alpha: float = 7.0,
         queue_size: int = 64,
         max_restarts: int = 3,
+        nice: int = 10,
     ) -> None:
         positive("n_actors", n_actors, int)
         positive("n_envs_per_actor", n_envs_per_actor, int)
         positive("n_buffer", n_buffer, int)
-        require("exploration", exploration in ("schedule", "apex"), "'schedule' or 'apex'", exploration)
+        require(
+            "exploration", exploration in ("schedule", "apex"), "'schedule' or 'apex'", exploration
+        )
         require("apex_eps", 0 <= apex_eps <= 1, "in [0, 1]", apex_eps)
         non_negative("apex_alpha", apex_alpha, float)
         positive("queue_size", queue_size, int)
         non_negative("max_restarts", max_restarts)
+        require("nice", isinstance(nice, int) and 0 <= nice <= 19, "an int in [0, 19]", nice)
         self.n_actors = n_actors
         self.n_envs_per_actor = n_envs_per_actor
         self.n_buffer = n_buffer
@@ -92,6 +98,7 @@ class ActorManager:
         self.apex_alpha = apex_alpha
         self.queue_size = queue_size
         self.max_restarts = max_restarts
+        self.nice = nice
         self.actors: list[ActorRecord] = []
         self._ctx: BaseContext | None = None
         self._stopped = False
@@ -115,7 +122,14 @@ class ActorManager:
 
     def _spawn(self, index: int) -> None:
         record = self.actors[index]
-        spec = ActorSpec(index, record.incarnation, self.n_envs_per_actor, self.n_buffer, self.epsilons()[index])
+        spec = ActorSpec(
+            index,
+            record.incarnation,
+            self.n_envs_per_actor,
+            self.n_buffer,
+            self.epsilons()[index],
+            self.nice,
+        )
         assert self._ctx is not None
         process = self._ctx.Process(
             target=actor_main,
@@ -129,7 +143,9 @@ class ActorManager:
         """Reports waiting in the queue: waits up to ``timeout`` for the first, then takes what is there."""
         reports: list[ActorReport] = []
         try:
-            reports.append(self.channel.get(timeout=timeout) if timeout > 0 else self.channel.get_nowait())
+            reports.append(
+                self.channel.get(timeout=timeout) if timeout > 0 else self.channel.get_nowait()
+            )
             while len(reports) < max_reports:
                 reports.append(self.channel.get_nowait())
         except queue_lib.Empty:
@@ -168,7 +184,13 @@ class ActorManager:
                 )
             record.restarts += 1
             record.incarnation += 1
-            log.warning("actor %d died (exit code %s): restart %d of %d", index, process.exitcode, record.restarts, self.max_restarts)
+            log.warning(
+                "actor %d died (exit code %s): restart %d of %d",
+                index,
+                process.exitcode,
+                record.restarts,
+                self.max_restarts,
+            )
             self._spawn(index)
 
     def queue_depth(self) -> int:
@@ -186,7 +208,9 @@ class ActorManager:
         """Restarts so far, all actors together."""
         return sum(r.restarts for r in self.actors)
 
-    def stop(self, on_report: Any = None, drain_timeout: float = 10.0, join_timeout: float = 5.0) -> None:
+    def stop(
+        self, on_report: Any = None, drain_timeout: float = 10.0, join_timeout: float = 5.0
+    ) -> None:
         """Staged, idempotent shutdown: signal stop, drain until every actor said bye, join, terminate, kill.
 
         Args:

@@ -81,5 +81,3 @@ def build_components(config: dict[str, Any], warmup_period: int) -> Components:
         warmup_period,
     )
     return Components(env_factory, agent, buffer, actors)
-
-

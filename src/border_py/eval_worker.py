@@ -23,13 +23,17 @@ from border_py.lifecycle import init_child, parent_alive
 log = logging.getLogger(__name__)
 
 
-def eval_main(config: dict[str, Any], settings: dict[str, int], requests: Any, results: Any) -> None:
+def eval_main(
+    config: dict[str, Any], settings: dict[str, int], requests: Any, results: Any
+) -> None:
     """Entry point of the evaluator process."""
     parent_pid = init_child("evaluator")
     try:
         env_factory = build_env_factory(config)
         agent = build_agent(config, env_factory.spaces(), "cpu", "evaluator")
-        evaluator = Evaluator(env_factory, settings["episodes"], settings["seed"], settings["max_steps"])
+        evaluator = Evaluator(
+            env_factory, settings["episodes"], settings["seed"], settings["max_steps"]
+        )
         while parent_alive(parent_pid):
             try:
                 request = requests.get(timeout=0.5)
@@ -57,12 +61,16 @@ class EvalWorker:
         max_steps: step cap per episode.
     """
 
-    def __init__(self, ctx: BaseContext, config: dict[str, Any], episodes: int, seed: int, max_steps: int) -> None:
+    def __init__(
+        self, ctx: BaseContext, config: dict[str, Any], episodes: int, seed: int, max_steps: int
+    ) -> None:
         self.requests = ctx.Queue(maxsize=1)
         self.results = ctx.Queue()
         settings = {"episodes": episodes, "seed": seed, "max_steps": max_steps}
         self.process = ctx.Process(
-            target=eval_main, args=(config, settings, self.requests, self.results), name="border-evaluator"
+            target=eval_main,
+            args=(config, settings, self.requests, self.results),
+            name="border-evaluator",
         )
         self.process.start()
         self.pending: dict[int, dict[str, torch.Tensor]] = {}  # opt step -> the weights sent
@@ -82,12 +90,16 @@ class EvalWorker:
         self.requests.put((opt_steps, env_steps, state), timeout=5)
         return True
 
-    def poll(self, timeout: float = 0.0) -> list[tuple[int, int, EvalResult, dict[str, torch.Tensor]]]:
+    def poll(
+        self, timeout: float = 0.0
+    ) -> list[tuple[int, int, EvalResult, dict[str, torch.Tensor]]]:
         """Finished evaluations as (opt_steps, env_steps, result, weights evaluated)."""
         done = []
         while True:
             try:
-                item = self.results.get(timeout=timeout) if timeout > 0 else self.results.get_nowait()
+                item = (
+                    self.results.get(timeout=timeout) if timeout > 0 else self.results.get_nowait()
+                )
             except queue_lib.Empty:
                 break
             timeout = 0.0

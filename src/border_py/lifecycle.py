@@ -48,17 +48,25 @@ class StopSignals:
         self._previous.clear()
 
 
-def init_child(name: str) -> int:
+def init_child(name: str, nice: int = 0) -> int:
     """Set up a child process: ignore SIGINT, die with the parent, one torch thread, a log prefix.
+
+    Args:
+        name: the log prefix.
+        nice: niceness increment (a lower CPU priority than the learner's).
 
     Returns the parent's pid, to be checked with :func:`parent_alive`.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if nice:
+        os.nice(nice)
     if sys.platform.startswith("linux"):
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     torch.set_num_threads(1)
-    logging.basicConfig(level=logging.INFO, format=f"[%(asctime)s][{name}][%(levelname)s] - %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format=f"[%(asctime)s][{name}][%(levelname)s] - %(message)s"
+    )
     return os.getppid()
 
 

@@ -68,6 +68,9 @@ class NStepProcessor:
 
     def process(self, obs: np.ndarray, action: np.ndarray, step: VectorStep) -> Transitions | None:
         """Record that ``action`` was taken in ``obs`` and ``step`` followed; return ready transitions."""
+        if self.n_step == 1:  # every step is a transition: no window, no per-env loop
+            discount = np.where(step.terminated, 0.0, self.gamma).astype(np.float32)
+            return Transitions(obs, action, step.reward, step.next_obs, discount)
         out: list[tuple[np.ndarray, np.ndarray, float, np.ndarray, float]] = []
         for i, window in enumerate(self._pending):
             window.append((obs[i], action[i], float(step.reward[i])))

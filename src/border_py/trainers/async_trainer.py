@@ -77,8 +77,14 @@ class AsyncTrainer(LoopSettings):
         max_samples_per_opt: float | None = None,
     ) -> None:
         super().__init__(
-            max_opts, warmup_period, eval_interval, eval_episodes, eval_max_steps,
-            record_interval, save_interval, target_return,
+            max_opts,
+            warmup_period,
+            eval_interval,
+            eval_episodes,
+            eval_max_steps,
+            record_interval,
+            save_interval,
+            target_return,
         )
         positive("sync_interval", sync_interval, int)
         non_negative("min_samples_per_opt", min_samples_per_opt, float)
@@ -116,14 +122,23 @@ class AsyncTrainer(LoopSettings):
         interrupted = False
         last_health = time.monotonic()
         last_eval_requested = -1
+        first_opt_at = opt_seconds = 0.0
         with StopSignals() as signals:
             try:
                 evaluator = EvalWorker(
-                    ctx, config, self.eval_episodes, derive_seed(config["seed"], "eval"), self.eval_max_steps
+                    ctx,
+                    config,
+                    self.eval_episodes,
+                    derive_seed(config["seed"], "eval"),
+                    self.eval_max_steps,
                 )
                 manager.start(ctx, config, weights)
                 log.info("started %d actors x %d envs", manager.n_actors, manager.n_envs_per_actor)
-                while self.opt_steps < self.max_opts and book.solved_at is None and not signals.requested:
+                while (
+                    self.opt_steps < self.max_opts
+                    and book.solved_at is None
+                    and not signals.requested
+                ):
                     starving = self._starving()
                     if starving:
                         self._ingest(manager.poll(timeout=WAIT_FOR_DATA_SECONDS))
@@ -136,6 +151,8 @@ class AsyncTrainer(LoopSettings):
                         self._on_eval(*result)
                     if starving:
                         continue
+                    if self.opt_steps == 0:
+                        first_opt_at = time.perf_counter()
                     metrics = agent.update(buffer.sample(agent.batch_size))
                     self.opt_steps += 1
                     self.window.opts += 1
@@ -150,6 +167,7 @@ class AsyncTrainer(LoopSettings):
                     if self.save_interval and self.opt_steps % self.save_interval == 0:
                         book.save(self.opt_steps, self.env_steps, agent.policy_state(), agent)
                 interrupted = signals.requested
+                opt_seconds = time.perf_counter() - first_opt_at if self.opt_steps else 0.0
                 manager.stop(on_report=self._ingest_one)
                 if not interrupted:
                     self._finish_evaluations(evaluator, last_eval_requested)
@@ -168,6 +186,7 @@ class AsyncTrainer(LoopSettings):
             "env_steps": self.env_steps,
             "samples": self.received,
             "seconds": book.elapsed(),
+            "opt_steps_per_sec": self.opt_steps / opt_seconds if opt_seconds else 0.0,
             "solved_at": book.solved_at,
             "interrupted": interrupted,
             "accounting": accounting,
@@ -215,7 +234,10 @@ class AsyncTrainer(LoopSettings):
         seconds = max(now - w.start, 1e-9)
         scalars = dict(metrics) | {k: float(np.mean(v)) for k, v in w.exploration.items()}
         if w.returns:
-            scalars |= {"actor/episode_return": float(np.mean(w.returns)), "actor/episode_length": float(np.mean(w.lengths))}
+            scalars |= {
+                "actor/episode_return": float(np.mean(w.returns)),
+                "actor/episode_length": float(np.mean(w.lengths)),
+            }
         scalars |= {
             "perf/env_steps": self.env_steps,
             "perf/samples_total": self.received,
@@ -261,5 +283,9 @@ class AsyncTrainer(LoopSettings):
         log.info("\n%s", console.file.getvalue().rstrip())
         log.info(
             "transitions: sent %d, received %d, dropped at stop %d (opt steps %d, env steps %d)",
-            accounting["sent"], accounting["received"], accounting["dropped"], self.opt_steps, self.env_steps,
+            accounting["sent"],
+            accounting["received"],
+            accounting["dropped"],
+            self.opt_steps,
+            self.env_steps,
         )

@@ -46,8 +46,14 @@ class SerialTrainer(LoopSettings):
         target_return: float | None = None,
     ) -> None:
         super().__init__(
-            max_opts, warmup_period, eval_interval, eval_episodes, eval_max_steps,
-            record_interval, save_interval, target_return,
+            max_opts,
+            warmup_period,
+            eval_interval,
+            eval_episodes,
+            eval_max_steps,
+            record_interval,
+            save_interval,
+            target_return,
         )
         positive("opt_interval", opt_interval)
         self.opt_interval = opt_interval

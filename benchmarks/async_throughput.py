@@ -1,0 +1,180 @@
+"""Async trainer throughput on this machine, as ratios against baselines measured in the same run.
+
+Prints three tables:
+1. sampling: transitions/s reaching the learner (which only drains, never optimizes) for
+   n_actors = 1, 2, 4, 8, next to the raw env step rate (random actions, no policy) of the same
+   env in 1 and 2 plain processes;
+2. learner efficiency: opt steps/s of the async learner with actors running, divided by the opt
+   steps/s of a bare loop (same agent, batch and buffer, one process);
+3. weight publication latency: from ``publish`` to the first actor step with the new version.
+
+    python benchmarks/async_throughput.py [--seconds 5] [--envs-per-actor 16] [overrides...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import multiprocessing as mp
+import statistics
+import tempfile
+import time
+
+import numpy as np
+import torch
+from hydra import compose, initialize_config_dir
+
+from border_py.components import build_components
+from border_py.config import build, config_dir, to_plain
+from border_py.transitions import Transitions
+from border_py.weights import SharedWeights
+
+
+def load_config(overrides: list[str]) -> dict:
+    with initialize_config_dir(version_base="1.3", config_dir=str(config_dir())):
+        return to_plain(compose("train", overrides=overrides))
+
+
+def raw_env_steps(env_id: str, seconds: float, seed: int = 0) -> int:
+    """Env steps with random actions in ``seconds`` (one process, no policy)."""
+    import gymnasium as gym
+
+    env = gym.make(env_id)
+    env.action_space.seed(seed)
+    env.reset(seed=seed)
+    steps, end = 0, time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        for _ in range(100):
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            if terminated or truncated:
+                env.reset()
+        steps += 100
+    return steps
+
+
+def raw_rate(env_id: str, n_procs: int, seconds: float) -> float:
+    ctx = mp.get_context("spawn")
+    with ctx.Pool(n_procs) as pool:
+        steps = pool.starmap(raw_env_steps, [(env_id, seconds, i) for i in range(n_procs)])
+    return sum(steps) / seconds
+
+
+def sampling_rate(config: dict, n_actors: int, n_envs: int, seconds: float) -> tuple[float, float]:
+    """(transitions/s reaching the learner, median publish-to-actor latency in ms)."""
+    config = {
+        **config,
+        "actor_manager": {
+            **config["actor_manager"],
+            "n_actors": n_actors,
+            "n_envs_per_actor": n_envs,
+        },
+    }
+    parts = build_components(config, 0)
+    manager = build("actor_manager", config["actor_manager"])
+    ctx = mp.get_context("spawn")
+    weights = SharedWeights.create(ctx, parts.agent.policy_state())
+    weights.publish(parts.agent.policy_state(), 0)
+    manager.start(ctx, config, weights)
+    latencies = []
+    try:
+        deadline = time.monotonic() + 120
+        while manager.actors[0].received == 0 and time.monotonic() < deadline:  # wait for start-up
+            manager.poll(timeout=0.1)
+        for _ in range(4):  # everyone running
+            manager.poll(timeout=0.1)
+        received = sum(r.received for r in manager.actors)
+        start = time.perf_counter()
+        next_publish, published_at, version = start + 0.25, None, 0
+        while (now := time.perf_counter()) < start + seconds:
+            if published_at is None and now >= next_publish:
+                weights.publish(parts.agent.policy_state(), version + 1)
+                version, published_at = version + 1, time.time()
+            for report in manager.poll(timeout=0.01):
+                if published_at is not None and report.policy_opt_steps == version:
+                    latencies.append(report.policy_loaded_at - published_at)
+                    published_at, next_publish = None, now + 0.25
+        rate = (sum(r.received for r in manager.actors) - received) / (time.perf_counter() - start)
+    finally:
+        manager.stop()
+    return rate, 1000 * statistics.median(latencies) if latencies else float("nan")
+
+
+def bare_opt_rate(config: dict, n_opts: int) -> float:
+    parts = build_components(config, 0)
+    n = 10_000
+    space_dim = parts.env_factory.spaces()[0].shape
+    rng = np.random.default_rng(0)
+    obs = rng.normal(size=(n, *space_dim)).astype(np.float32)
+    parts.buffer.push(
+        Transitions(
+            obs, rng.integers(0, 2, n), np.ones(n, np.float32), obs, np.full(n, 0.99, np.float32)
+        )
+    )
+    for _ in range(50):
+        parts.agent.update(parts.buffer.sample(parts.agent.batch_size))
+    start = time.perf_counter()
+    for _ in range(n_opts):
+        parts.agent.update(parts.buffer.sample(parts.agent.batch_size))
+    return n_opts / (time.perf_counter() - start)
+
+
+def async_opt_rate(overrides: list[str], n_opts: int, n_actors: int) -> float:
+    from border_py import train
+
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        initialize_config_dir(version_base="1.3", config_dir=str(config_dir())),
+    ):
+        cfg = compose(
+            "train",
+            overrides=[
+                *overrides,
+                f"run_dir={tmp}",
+                "trainer=async",
+                f"trainer.max_opts={n_opts}",
+                f"trainer.eval_interval={n_opts}",
+                f"actor_manager.n_actors={n_actors}",
+            ],
+        )
+        summary = train(cfg)
+    return summary["opt_steps_per_sec"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--envs-per-actor", type=int, default=16)
+    parser.add_argument("--opts", type=int, default=3000)
+    parser.add_argument("overrides", nargs="*")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    torch.set_num_threads(1)
+    config = load_config(args.overrides)
+    env_id = config["env"]["id"]
+
+    raw1 = raw_rate(env_id, 1, args.seconds)
+    raw2 = raw_rate(env_id, 2, args.seconds)
+    print(f"\n1. sampling, {env_id}, {args.envs_per_actor} envs per actor (learner only drains)")
+    print(f"   raw env steps/s, random actions: 1 process {raw1:,.0f}, 2 processes {raw2:,.0f}")
+    print(
+        f"   {'n_actors':>8} {'transitions/s':>14} {'x raw 2-proc':>13} {'x 2 actors':>11} {'publish->actor ms':>18}"
+    )
+    rates = {}
+    for n in (1, 2, 4, 8):
+        rate, latency = sampling_rate(config, n, args.envs_per_actor, args.seconds)
+        rates[n] = rate
+        vs2 = rate / rates[2] if 2 in rates else float("nan")
+        print(f"   {n:>8} {rate:>14,.0f} {rate / raw2:>13.2f} {vs2:>11.2f} {latency:>18.1f}")
+
+    bare = bare_opt_rate(config, args.opts)
+    print(
+        f"\n2. learner efficiency ({args.opts} opt steps; async learner with actors vs a bare loop)"
+    )
+    print(f"   bare loop: {bare:,.0f} opt steps/s")
+    for n in (2, 8):
+        rate = async_opt_rate(args.overrides, args.opts, n)
+        print(f"   {n} actors: {rate:,.0f} opt steps/s = {rate / bare:.2f} x bare")
+
+
+if __name__ == "__main__":
+    main()
