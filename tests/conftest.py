@@ -39,11 +39,19 @@ def scalar_tags(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     return {tag: [(e.step, e.value) for e in acc.Scalars(tag)] for tag in acc.Tags()["scalars"]}
 
 
+def _is_python_helper(process: psutil.Process) -> bool:
+    """multiprocessing's resource tracker: one per test session, it exits with its parent."""
+    try:
+        return "resource_tracker" in " ".join(process.cmdline())
+    except psutil.NoSuchProcess:
+        return True
+
+
 @pytest.fixture(autouse=True)
 def no_leftover_processes():
     """Every test must leave no child process of the test runner behind."""
     yield
-    children = psutil.Process().children(recursive=True)
+    children = [p for p in psutil.Process().children(recursive=True) if not _is_python_helper(p)]
     if children:
         _, alive = psutil.wait_procs(children, timeout=3)
         assert not alive, f"leftover processes: {[p.cmdline() for p in alive]}"

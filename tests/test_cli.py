@@ -9,6 +9,7 @@ import torch
 from .conftest import run_border, scalar_tags
 
 SHORT = [
+    "trainer=serial",
     "trainer.max_opts=300",
     "trainer.warmup_period=100",
     "trainer.eval_interval=100",
@@ -43,7 +44,7 @@ def test_train_help_lists_groups_and_options(tmp_path):
         "agent: dqn",
         "env: cartpole, gym",
         "replay_buffer: uniform",
-        "trainer: serial",
+        "trainer: async, serial",
         "max_opts",
     ):
         assert text in out.stdout

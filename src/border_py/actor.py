@@ -36,7 +36,6 @@ class ActorSpec:
     n_envs: int
     n_buffer: int
     epsilon: float | None  # a fixed exploration epsilon (Ape-X), None: the agent's own schedule
-    nice: int  # niceness increment of the actor process
 
 
 @dataclass
@@ -72,7 +71,7 @@ def actor_main(
     spec: ActorSpec, config: dict[str, Any], weights: SharedWeights, channel: Any, stop: Any
 ) -> None:
     """Entry point of an actor process (the target of ``Process``)."""
-    parent_pid = init_child(f"actor {spec.index}", spec.nice)
+    parent_pid = init_child(f"actor {spec.index}")
     sent = dropped = 0
     try:
         seed = config["seed"]

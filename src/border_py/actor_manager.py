@@ -18,12 +18,13 @@ from typing import Any
 
 from border_py.actor import ActorReport, ActorSpec, actor_main
 from border_py.config import non_negative, positive, require
+from border_py.lifecycle import RunError, lower_priority
 from border_py.weights import SharedWeights
 
 log = logging.getLogger(__name__)
 
 
-class ActorFailure(RuntimeError):
+class ActorFailure(RunError):
     """An actor crashed more often than ``max_restarts`` allows."""
 
 
@@ -128,7 +129,6 @@ class ActorManager:
             self.n_envs_per_actor,
             self.n_buffer,
             self.epsilons()[index],
-            self.nice,
         )
         assert self._ctx is not None
         process = self._ctx.Process(
@@ -137,6 +137,7 @@ class ActorManager:
             name=f"border-actor-{index}",
         )
         process.start()
+        lower_priority(process.pid, self.nice)
         record.process = process
 
     def poll(self, timeout: float, max_reports: int = 64) -> list[ActorReport]:
@@ -222,9 +223,10 @@ class ActorManager:
             return
         self._stopped = True
         self.stop_event.set()
-        waiting = [r for r in self.actors if r.process.is_alive()]
-        deadline_polls = max(1, int(drain_timeout / 0.1))
-        for _ in range(deadline_polls):
+        started = [r for r in self.actors if r.process is not None]
+        waiting = [r for r in started if r.process.is_alive()]
+        deadline = time.monotonic() + drain_timeout
+        while time.monotonic() < deadline:
             for report in self.poll(timeout=0.1):
                 if on_report is not None:
                     on_report(report)
@@ -233,7 +235,7 @@ class ActorManager:
         for report in self.poll(timeout=0):  # whatever the last exits flushed
             if on_report is not None:
                 on_report(report)
-        processes = [r.process for r in self.actors]
+        processes = [r.process for r in started]
         _join_all(processes, join_timeout)
         for p in processes:
             if p.is_alive():

@@ -17,8 +17,6 @@ from typing import Any
 
 import torch
 
-from border_py.agents.base import Agent
-
 
 def step_name(opt_steps: int) -> str:
     """The directory name of a periodic checkpoint: opt steps zero-padded to 9 digits."""
@@ -29,7 +27,7 @@ def save_checkpoint(
     root: Path,
     name: str,
     policy: dict[str, torch.Tensor],
-    agent: Agent | None,
+    agent_state: dict[str, Any],
     meta: dict[str, Any],
 ) -> Path:
     """Write ``root/name/`` atomically (replacing an older one) and return its path.
@@ -38,15 +36,14 @@ def save_checkpoint(
         root: the ``checkpoints`` directory.
         name: ``best`` or a :func:`step_name`.
         policy: acting weights (``policy.pt``).
-        agent: whose full state goes to ``agent.pt`` (None: weights only).
+        agent_state: the agent's full training state (``agent.pt``).
         meta: JSON-serializable facts (opt steps, env steps, eval return, ...).
     """
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=root))
     try:
         torch.save(policy, tmp / "policy.pt")
-        if agent is not None:
-            torch.save(agent.state_dict(), tmp / "agent.pt")
+        torch.save(agent_state, tmp / "agent.pt")
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
         final = root / name
         if final.exists():

@@ -20,6 +20,7 @@ from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from border_py.config import ConfigError, closest, config_dir, group_options, to_plain
+from border_py.lifecycle import RunError
 from border_py.train import check, train
 
 log = logging.getLogger("border_py")
@@ -44,20 +45,28 @@ Outputs (TensorBoard logs in tensorboard/, checkpoints/, train.log) land in outp
 """
 
 
-def fail(message: str) -> int:
-    """Print one error line for ``border`` and return the exit status 2."""
+def fail(message: str, status: int = 2) -> int:
+    """Print one error line for ``border`` and return ``status`` (2: bad input, 1: a failed run)."""
     print(f"border: error: {message}", file=sys.stderr)
-    return 2
+    return status
 
 
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="train")
 def _hydra_train(cfg: DictConfig) -> float:
-    """Hydra task function: train, and turn a config error into one line and exit status 2."""
+    """Hydra task function: train; errors become one line (exit 2: config, 1: run), Ctrl-C exits 130."""
     try:
         summary = train(cfg)
     except ConfigError as exc:
         log.error("config error: %s", exc)
         sys.exit(fail(str(exc)))
+    except RunError as exc:
+        log.error("run failed: %s", exc)
+        sys.exit(fail(str(exc), 1))
+    if summary.get("interrupted"):
+        log.warning(
+            "stopped by a signal after %d opt steps; final checkpoint saved", summary["opt_steps"]
+        )
+        sys.exit(130)
     return summary["best_return"]
 
 

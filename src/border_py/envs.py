@@ -7,6 +7,7 @@ episode back separately from the first observation of the next one.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,8 +41,11 @@ class GymEnvFactory:
                 "a positive int or null",
                 max_episode_steps,
             )
+        module, _, name = id.rpartition(":")
         try:
-            gym.spec(id)
+            if module:
+                importlib.import_module(module)  # registers its envs, as gymnasium.make would
+            gym.spec(name)
         except gym.error.Error as exc:
             hint = closest(id.split(":")[-1], gym.registry.keys())
             detail = hint or f" ({exc})"

@@ -18,7 +18,7 @@ import torch
 
 from border_py.components import build_agent, build_env_factory
 from border_py.evaluator import EvalResult, Evaluator
-from border_py.lifecycle import init_child, parent_alive
+from border_py.lifecycle import RunError, init_child, parent_alive
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,9 @@ class EvalWorker:
             name="border-evaluator",
         )
         self.process.start()
-        self.pending: dict[int, dict[str, torch.Tensor]] = {}  # opt step -> the weights sent
+        self.pending: dict[
+            int, tuple[dict[str, torch.Tensor], Any]
+        ] = {}  # opt step -> (weights, snapshot)
         self._closed = False
 
     @property
@@ -81,12 +83,16 @@ class EvalWorker:
         """Whether an evaluation is in flight."""
         return bool(self.pending)
 
-    def request(self, opt_steps: int, env_steps: int, state: dict[str, torch.Tensor]) -> bool:
-        """Ask for an evaluation of ``state`` (the weights of ``opt_steps``); False if busy."""
+    def request(
+        self, opt_steps: int, env_steps: int, state: dict[str, torch.Tensor], snapshot: Any = None
+    ) -> bool:
+        """Ask for an evaluation of ``state`` (the weights of ``opt_steps``); False if busy.
+
+        ``snapshot`` (e.g. the learner's full state at ``opt_steps``) comes back with the result.
+        """
         if self.busy:
-            log.info("evaluation at opt %d skipped: the evaluator is still busy", opt_steps)
             return False
-        self.pending[opt_steps] = state
+        self.pending[opt_steps] = (state, snapshot)
         self.requests.put((opt_steps, env_steps, state), timeout=5)
         return True
 
@@ -104,11 +110,12 @@ class EvalWorker:
                 break
             timeout = 0.0
             if item[0] == "error":
-                raise RuntimeError(f"the evaluator crashed:\n{item[1]}")
+                log.error("the evaluator crashed:\n%s", item[1].rstrip())
+                raise RunError("the evaluator crashed; see the log for its traceback")
             opt_steps, env_steps, result = item
-            done.append((opt_steps, env_steps, result, self.pending.pop(opt_steps)))
+            done.append((opt_steps, env_steps, result, *self.pending.pop(opt_steps)))
         if self.busy and not self.process.is_alive():
-            raise RuntimeError(f"the evaluator died (exit code {self.process.exitcode})")
+            raise RunError(f"the evaluator died (exit code {self.process.exitcode})")
         return done
 
     def close(self, timeout: float = 5.0) -> None:

@@ -15,6 +15,10 @@ import torch
 log = logging.getLogger(__name__)
 
 
+class RunError(RuntimeError):
+    """A run that cannot go on (e.g. a worker process crashed for good); its message is one line."""
+
+
 class StopSignals:
     """First SIGINT/SIGTERM asks for a graceful stop; the second interrupts at once.
 
@@ -36,30 +40,32 @@ class StopSignals:
             signal.Signals(signum).name,
         )
 
-    def __enter__(self) -> StopSignals:
+    def install(self) -> StopSignals:
+        """Install the handlers (main thread only)."""
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def restore(self) -> None:
+        """Put the previous handlers back (idempotent)."""
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)  # type: ignore[arg-type]
         self._previous.clear()
 
+    def __enter__(self) -> StopSignals:
+        return self.install()
 
-def init_child(name: str, nice: int = 0) -> int:
+    def __exit__(self, *exc: object) -> None:
+        self.restore()
+
+
+def init_child(name: str) -> int:
     """Set up a child process: ignore SIGINT, die with the parent, one torch thread, a log prefix.
-
-    Args:
-        name: the log prefix.
-        nice: niceness increment (a lower CPU priority than the learner's).
 
     Returns the parent's pid, to be checked with :func:`parent_alive`.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if nice:
-        os.nice(nice)
     if sys.platform.startswith("linux"):
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -68,6 +74,16 @@ def init_child(name: str, nice: int = 0) -> int:
         level=logging.INFO, format=f"[%(asctime)s][{name}][%(levelname)s] - %(message)s"
     )
     return os.getppid()
+
+
+def lower_priority(pid: int, nice: int) -> None:
+    """Give process ``pid`` the niceness ``nice`` (from its parent, right after the start, so that
+    its imports already run at the lower priority). A no-op where unsupported."""
+    if nice and hasattr(os, "setpriority"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, pid, nice)
+        except OSError as exc:
+            log.debug("could not lower the priority of %d: %s", pid, exc)
 
 
 def parent_alive(parent_pid: int) -> bool:

@@ -10,6 +10,7 @@ stops taking batches, the bounded queue fills and the actors block.
 
 from __future__ import annotations
 
+import copy
 import io
 import logging
 import multiprocessing as mp
@@ -160,19 +161,17 @@ class AsyncTrainer(LoopSettings):
                         weights.publish(agent.policy_state(), self.opt_steps)
                     if self.opt_steps % self.record_interval == 0:
                         self._record(metrics)
-                    if self.opt_steps % self.eval_interval == 0 and evaluator.request(
-                        self.opt_steps, self.env_steps, agent.policy_state()
-                    ):
+                    if self.opt_steps % self.eval_interval == 0 and self._request_eval(evaluator):
                         last_eval_requested = self.opt_steps
                     if self.save_interval and self.opt_steps % self.save_interval == 0:
-                        book.save(self.opt_steps, self.env_steps, agent.policy_state(), agent)
+                        book.save(self.opt_steps, self.env_steps, agent)
                 interrupted = signals.requested
                 opt_seconds = time.perf_counter() - first_opt_at if self.opt_steps else 0.0
                 manager.stop(on_report=self._ingest_one)
                 if not interrupted:
                     self._finish_evaluations(evaluator, last_eval_requested)
                 if not (self.save_interval and self.opt_steps % self.save_interval == 0):
-                    book.save(self.opt_steps, self.env_steps, agent.policy_state(), agent)
+                    book.save(self.opt_steps, self.env_steps, agent)
             finally:
                 manager.stop(on_report=self._ingest_one)
                 if evaluator is not None:
@@ -255,9 +254,23 @@ class AsyncTrainer(LoopSettings):
         self.book.recorder.scalars(scalars, self.opt_steps)
         self.window = Window(start=now)
 
-    def _on_eval(self, opt_steps: int, env_steps: int, result: Any, weights: dict) -> None:
+    def _on_eval(
+        self, opt_steps: int, env_steps: int, result: Any, weights: dict, agent_state: dict
+    ) -> None:
         """Record an evaluation at the opt step of the weights it evaluated."""
-        self.book.on_eval(result, opt_steps, env_steps, weights, None)
+        self.book.on_eval(result, opt_steps, env_steps, weights, agent_state)
+
+    def _request_eval(self, evaluator: EvalWorker) -> bool:
+        """Hand the current weights (and a snapshot of the learner's state) to the evaluator."""
+        if evaluator.busy:
+            log.info("evaluation at opt %d skipped: the evaluator is still busy", self.opt_steps)
+            return False
+        return evaluator.request(
+            self.opt_steps,
+            self.env_steps,
+            self.agent.policy_state(),
+            copy.deepcopy(self.agent.state_dict()),
+        )
 
     def _finish_evaluations(self, evaluator: EvalWorker, last_requested: int) -> None:
         """Collect the evaluation in flight, then evaluate the final weights if not done yet."""
@@ -266,7 +279,7 @@ class AsyncTrainer(LoopSettings):
             for result in evaluator.poll(timeout=0.5):
                 self._on_eval(*result)
         if last_requested != self.opt_steps and self.book.solved_at is None:
-            evaluator.request(self.opt_steps, self.env_steps, self.agent.policy_state())
+            self._request_eval(evaluator)
             while evaluator.busy and time.monotonic() < deadline:
                 for result in evaluator.poll(timeout=0.5):
                     self._on_eval(*result)

@@ -87,15 +87,18 @@ class RunBook:
         return time.perf_counter() - self.start
 
     def on_eval(
-        self, result: EvalResult, opt_steps: int, env_steps: int, policy: dict, agent: Agent | None
+        self, result: EvalResult, opt_steps: int, env_steps: int, policy: dict, agent_state: dict
     ) -> None:
-        """Record an evaluation of the weights of ``opt_steps``; save ``best`` if it is a new best."""
+        """Record an evaluation of the weights of ``opt_steps``; save ``best`` if it is a new best.
+
+        ``policy`` and ``agent_state`` are the acting weights and the agent's full state at ``opt_steps``.
+        """
         self.recorder.scalars(result.scalars(), opt_steps)
         new_best = result.return_mean > self.best_return
         if new_best:
             self.best_return = result.return_mean
             meta = self._meta(opt_steps, env_steps) | {"eval": result.scalars()}
-            save_checkpoint(self.checkpoints, "best", policy, agent, meta)
+            save_checkpoint(self.checkpoints, "best", policy, agent_state, meta)
         target = self.loop.target_return
         if target is not None and self.solved_at is None and result.return_mean >= target:
             self.solved_at = {
@@ -115,10 +118,14 @@ class RunBook:
             self.elapsed(),
         )
 
-    def save(self, opt_steps: int, env_steps: int, policy: dict, agent: Agent | None) -> Path:
-        """A periodic checkpoint ``checkpoints/<opt_steps:09d>/``."""
+    def save(self, opt_steps: int, env_steps: int, agent: Agent) -> Path:
+        """A checkpoint of ``agent`` as it is now: ``checkpoints/<opt_steps:09d>/``."""
         return save_checkpoint(
-            self.checkpoints, step_name(opt_steps), policy, agent, self._meta(opt_steps, env_steps)
+            self.checkpoints,
+            step_name(opt_steps),
+            agent.policy_state(),
+            agent.state_dict(),
+            self._meta(opt_steps, env_steps),
         )
 
     def _meta(self, opt_steps: int, env_steps: int) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any
 from border_py.components import build_components
 from border_py.config import positive
 from border_py.evaluator import Evaluator
+from border_py.lifecycle import StopSignals
 from border_py.sampler import Sampler, SampleStats, episode_summary
 from border_py.seeding import derive_seed
 from border_py.trainers.common import LoopSettings, RunBook
@@ -76,8 +77,9 @@ class SerialTrainer(LoopSettings):
         stats = SampleStats()
         opt_steps, last_saved = 0, -1
         window_start, window_env, window_opt = time.perf_counter(), 0, 0
+        signals = StopSignals().install()
         try:
-            while opt_steps < self.max_opts and book.solved_at is None:
+            while opt_steps < self.max_opts and book.solved_at is None and not signals.requested:
                 batch = sampler.step(stats)
                 if batch is not None:
                     buffer.push(batch)
@@ -87,7 +89,7 @@ class SerialTrainer(LoopSettings):
                     self.max_opts,
                     math.floor((stats.env_steps - self.warmup_period) / self.opt_interval) + 1,
                 )
-                while opt_steps < due and book.solved_at is None:
+                while opt_steps < due and book.solved_at is None and not signals.requested:
                     metrics = agent.update(buffer.sample(agent.batch_size))
                     opt_steps += 1
                     if opt_steps % self.record_interval == 0:
@@ -116,11 +118,12 @@ class SerialTrainer(LoopSettings):
                             agent,
                         )
                     if self.save_interval and opt_steps % self.save_interval == 0:
-                        book.save(opt_steps, stats.env_steps, agent.policy_state(), agent)
+                        book.save(opt_steps, stats.env_steps, agent)
                         last_saved = opt_steps
             if opt_steps != last_saved:
-                book.save(opt_steps, stats.env_steps, agent.policy_state(), agent)
+                book.save(opt_steps, stats.env_steps, agent)
         finally:
+            signals.restore()
             sampler.close()
             evaluator.close()
             book.close()
@@ -130,4 +133,5 @@ class SerialTrainer(LoopSettings):
             "env_steps": stats.env_steps,
             "seconds": book.elapsed(),
             "solved_at": book.solved_at,
+            "interrupted": signals.requested,
         }
