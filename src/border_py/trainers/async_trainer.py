@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from border_py.actor import ActorReport
-from border_py.components import build_components
+from border_py.components import Components, build_components
 from border_py.config import ConfigError, non_negative, positive, require
 from border_py.eval_worker import EvalWorker
 from border_py.lifecycle import StopSignals
@@ -101,16 +101,19 @@ class AsyncTrainer(LoopSettings):
 
     def check(self, config: dict[str, Any]) -> None:
         """Validate the config, including that the agent supports the chosen exploration."""
+        self._build(config)
+
+    def _build(self, config: dict[str, Any]) -> Components:
         parts = build_components(config, self.warmup_period)
         if parts.actors.exploration == "apex" and not hasattr(parts.agent, "set_epsilon"):
             raise ConfigError(
                 "actor_manager.exploration='apex': the agent has no set_epsilon (use 'schedule')"
             )
+        return parts
 
     def run(self, config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
         """Train with actor processes; return the run summary."""
-        self.check(config)
-        parts = build_components(config, self.warmup_period)
+        parts = self._build(config)
         agent, buffer, manager = parts.agent, parts.buffer, parts.actors
         ctx = mp.get_context("spawn")
         book = RunBook(run_dir, config, self)
