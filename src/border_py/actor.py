@@ -36,6 +36,7 @@ class ActorSpec:
     n_envs: int
     n_buffer: int
     epsilon: float | None  # a fixed exploration epsilon (Ape-X), None: the agent's own schedule
+    exploration_steps: int  # env steps this actor slot already explored (continues the schedule)
 
 
 @dataclass
@@ -81,6 +82,8 @@ def actor_main(
         )
         if spec.epsilon is not None:
             agent.set_epsilon(spec.epsilon)
+        if spec.exploration_steps and hasattr(agent, "set_exploration_step"):
+            agent.set_exploration_step(spec.exploration_steps)
         sampler = Sampler(
             env_factory,
             agent,

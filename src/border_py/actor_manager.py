@@ -47,7 +47,18 @@ class ActorRecord:
     dropped: int = 0
     episodes: int = 0
     return_sum: float = 0.0
+    env_steps: int = 0  # env steps of this slot (all incarnations): its exploration position
     said_bye: bool = False
+
+    def state(self) -> dict[str, Any]:
+        """What a resumed run carries over (plain data)."""
+        return {
+            "incarnation": self.incarnation,
+            "received": self.received,
+            "episodes": self.episodes,
+            "return_sum": self.return_sum,
+            "env_steps": self.env_steps,
+        }
 
 
 class ActorManager:
@@ -112,12 +123,33 @@ class ActorManager:
 
     # -- process management (async trainer) -------------------------------------------------
 
-    def start(self, ctx: BaseContext, config: dict[str, Any], weights: SharedWeights) -> None:
-        """Start the actor processes; they wait for the first published weights."""
+    def start(
+        self,
+        ctx: BaseContext,
+        config: dict[str, Any],
+        weights: SharedWeights,
+        resume: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """Start the actor processes; they wait for the first published weights.
+
+        Args:
+            ctx: the multiprocessing context.
+            config: the resolved run config.
+            weights: where the learner publishes weights.
+            resume: the actors' saved :meth:`ActorRecord.state` (a resumed run): counters and
+                exploration positions continue, envs get fresh seeds.
+        """
         self._ctx, self._config, self._weights = ctx, config, weights
         self.channel = ctx.Queue(maxsize=self.queue_size)
         self.stop_event = ctx.Event()
         self.actors = [ActorRecord(process=None) for _ in range(self.n_actors)]
+        for record, saved in zip(self.actors, resume or [], strict=False):
+            record.incarnation = int(saved["incarnation"]) + 1
+            record.received, record.episodes = int(saved["received"]), int(saved["episodes"])
+            record.return_sum, record.env_steps = (
+                float(saved["return_sum"]),
+                int(saved["env_steps"]),
+            )
         for index in range(self.n_actors):
             self._spawn(index)
 
@@ -129,6 +161,7 @@ class ActorManager:
             self.n_envs_per_actor,
             self.n_buffer,
             self.epsilons()[index],
+            record.env_steps,
         )
         assert self._ctx is not None
         process = self._ctx.Process(
@@ -160,6 +193,7 @@ class ActorManager:
         if report.kind == "batch":
             assert report.transitions is not None
             record.received += len(report.transitions)
+            record.env_steps += report.env_steps
             record.episodes += len(report.episode_returns)
             record.return_sum += sum(report.episode_returns)
         elif report.kind == "bye":

@@ -1,21 +1,38 @@
-"""Checkpoints in ``<run dir>/checkpoints/``, written atomically.
+"""Checkpoints in ``<run dir>/checkpoints/``: written atomically, found and loaded without pickle.
 
-Each checkpoint directory holds ``policy.pt`` (the acting weights alone), ``agent.pt`` (the
-agent's full training state) and ``meta.json`` (counters and the eval result). Files are written
-into a hidden temporary directory that is renamed into place, so a reader never sees a half
-written checkpoint.
+A checkpoint directory (``best`` or the opt steps zero-padded to 9 digits) holds:
+
+- ``policy.pt``: the acting weights alone (usable without border-py's training state);
+- ``agent.pt``: the agent's full state (networks, targets, optimizers, counters, exploration RNG);
+- ``trainer.pt``: the trainer's state (counters, best eval so far, RNG states, envs, actors);
+- ``config.json``: the resolved config of the run; ``meta.json``: facts for people;
+- ``replay_buffer.npz``: the replay buffer's transitions, with ``trainer.save_replay_buffer``.
+
+Everything is written into a hidden temporary directory that is renamed into place, so a reader
+(or a resume after ``kill -9``) never sees a half-written checkpoint. ``.pt`` files load with
+``torch.load(weights_only=True)``; the buffer with ``numpy.load(allow_pickle=False)``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
+import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
+
+from border_py.config import ConfigError
+
+REQUIRED = ("policy.pt", "agent.pt", "trainer.pt", "config.json", "meta.json")
+BUFFER_FILE = "replay_buffer.npz"
+STEP_DIR = re.compile(r"^\d{9}$")
 
 
 def step_name(opt_steps: int) -> str:
@@ -26,24 +43,24 @@ def step_name(opt_steps: int) -> str:
 def save_checkpoint(
     root: Path,
     name: str,
+    *,
     policy: dict[str, torch.Tensor],
     agent_state: dict[str, Any],
+    trainer_state: dict[str, Any],
+    config: dict[str, Any],
     meta: dict[str, Any],
+    buffer: dict[str, np.ndarray] | None = None,
 ) -> Path:
-    """Write ``root/name/`` atomically (replacing an older one) and return its path.
-
-    Args:
-        root: the ``checkpoints`` directory.
-        name: ``best`` or a :func:`step_name`.
-        policy: acting weights (``policy.pt``).
-        agent_state: the agent's full training state (``agent.pt``).
-        meta: JSON-serializable facts (opt steps, env steps, eval return, ...).
-    """
+    """Write ``root/name/`` atomically (replacing an older one) and return its path."""
     root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=root))
     try:
         torch.save(policy, tmp / "policy.pt")
         torch.save(agent_state, tmp / "agent.pt")
+        torch.save(trainer_state, tmp / "trainer.pt")
+        (tmp / "config.json").write_text(json.dumps(config, indent=2))
+        if buffer is not None:
+            np.savez(tmp / BUFFER_FILE, **buffer)
         (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
         final = root / name
         if final.exists():
@@ -56,6 +73,112 @@ def save_checkpoint(
         return final
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def periodic_checkpoints(root: Path) -> list[Path]:
+    """Complete periodic checkpoints under ``root``, oldest first."""
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if STEP_DIR.match(p.name) and is_complete(p)]
+    return sorted(found, key=lambda p: p.name)
+
+
+def prune(root: Path, keep: int) -> None:
+    """Delete all but the newest ``keep`` periodic checkpoints (``best`` is never deleted)."""
+    for old in periodic_checkpoints(root)[:-keep] if keep > 0 else []:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def is_complete(path: Path) -> bool:
+    """Whether ``path`` holds every file of a checkpoint."""
+    return all((path / f).is_file() for f in REQUIRED)
+
+
+def find_checkpoint(path: str | Path) -> Path:
+    """The checkpoint a user points at: a checkpoint dir itself, or a run dir's newest complete one.
+
+    Raises:
+        ConfigError: missing path, not a border-py run, or no complete checkpoint.
+    """
+    path = Path(path).expanduser().resolve()
+    if not path.exists():
+        raise ConfigError(f"{path}: no such file or directory")
+    if is_complete(path):
+        return path
+    if (path / "checkpoints").is_dir():
+        newest = periodic_checkpoints(path / "checkpoints")
+        if newest:
+            return newest[-1]
+        raise ConfigError(f"{path}: the run has no complete checkpoint to start from")
+    if path.parent.name == "checkpoints":
+        missing = [f for f in REQUIRED if not (path / f).is_file()]
+        raise ConfigError(f"{path}: incomplete checkpoint (missing {', '.join(missing)})")
+    raise ConfigError(
+        f"{path}: not a border-py run or checkpoint directory (no checkpoints/ inside)"
+    )
+
+
+def run_dir_of_checkpoint(checkpoint: Path) -> Path:
+    """The run directory a checkpoint belongs to."""
+    return checkpoint.parent.parent
+
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint."""
+
+    path: Path
+    policy: dict[str, torch.Tensor]
+    agent_state: dict[str, Any]
+    trainer_state: dict[str, Any]
+    config: dict[str, Any]
+    meta: dict[str, Any]
+
+    def buffer(self) -> dict[str, np.ndarray] | None:
+        """The replay-buffer snapshot, if the checkpoint has one."""
+        file = self.path / BUFFER_FILE
+        if not file.is_file():
+            return None
+        try:
+            with np.load(file, allow_pickle=False) as data:
+                return {k: data[k] for k in data.files}
+        except (OSError, ValueError, zipfile.BadZipFile) as exc:
+            raise ConfigError(
+                f"{file}: corrupt replay-buffer snapshot ({_first_line(exc)})"
+            ) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _load_pt(file: Path) -> Any:
+    try:
+        return torch.load(file, weights_only=True, map_location="cpu")
+    except Exception as exc:  # torch raises many types for truncated or foreign files
+        raise ConfigError(
+            f"{file}: corrupt or truncated checkpoint file ({_first_line(exc)})"
+        ) from None
+
+
+def _load_json(file: Path) -> dict[str, Any]:
+    try:
+        return json.loads(file.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{file}: corrupt checkpoint file ({_first_line(exc)})") from None
+
+
+def load_checkpoint(path: str | Path, full: bool = True) -> Checkpoint:
+    """Load the checkpoint :func:`find_checkpoint` picks for ``path`` (``full=False``: policy only)."""
+    ckpt = find_checkpoint(path)
+    return Checkpoint(
+        path=ckpt,
+        policy=_load_pt(ckpt / "policy.pt"),
+        agent_state=_load_pt(ckpt / "agent.pt") if full else {},
+        trainer_state=_load_pt(ckpt / "trainer.pt") if full else {},
+        config=_load_json(ckpt / "config.json"),
+        meta=_load_json(ckpt / "meta.json"),
+    )
 
 
 def load_policy(path: Path) -> dict[str, torch.Tensor]:

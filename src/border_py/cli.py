@@ -19,9 +19,11 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from border_py.config import ConfigError, closest, config_dir, group_options, to_plain
+from border_py.checkpoint import find_checkpoint, run_dir_of_checkpoint
+from border_py.config import ConfigError, closest, config_dir, group_options
+from border_py.eval_command import EVAL_DEFAULTS, evaluate_checkpoint, print_result
 from border_py.lifecycle import RunError
-from border_py.train import check, train
+from border_py.train import prepare, train
 
 log = logging.getLogger("border_py")
 
@@ -32,6 +34,7 @@ Asynchronous multi-process off-policy deep RL, driven by Hydra configs.
 
 commands:
   train     train an agent (a Hydra app: key=value overrides, group=option, -m for sweeps)
+  eval      evaluate a saved policy: border eval <run dir | checkpoint dir> [eval.*/env.* overrides]
 
 examples:
   border train                                         # DQN on CartPole-v1 with the defaults
@@ -40,8 +43,20 @@ examples:
   border train -m agent.lr=1e-3,3e-4 seed=0,1,2        # multirun sweep
   border train --help                                  # config groups, options and keys
   border train --cfg job                               # print the composed config
+  border train resume=outputs/<date>/<time> trainer.max_opts=50000   # continue a run
+  border eval outputs/<date>/<time> eval.n_episodes=20 eval.video=true
 
 Outputs (TensorBoard logs in tensorboard/, checkpoints/, train.log) land in outputs/<date>/<time>/.
+"""
+
+
+COMMANDS = ("train", "eval")
+EVAL_USAGE = f"""\
+usage: border eval <run dir | checkpoint dir> [overrides]
+
+Plays greedy episodes with a saved policy (a run dir: its best checkpoint), prints a table and
+writes eval_<timestamp>.json next to the checkpoint. Overrides: eval.<key>=value (defaults:
+{", ".join(f"{k}={v}" for k, v in EVAL_DEFAULTS.items())}) and env.<key>=value.
 """
 
 
@@ -127,7 +142,8 @@ def check_overrides(overrides: list[str]) -> None:
             if depth < len(parts) - 1:
                 node = node[part]
             path.append(part)
-    check(to_plain(_compose([*choices, *(f"{ov.key_or_group}={_first_value(ov)}" for ov in keys)])))
+    first_values = [f"{ov.key_or_group}={_first_value(ov)}" for ov in keys]
+    prepare(_compose([*choices, *first_values]), overrides=[*choices, *first_values])
 
 
 def _compose(overrides: list[str]) -> DictConfig:
@@ -153,6 +169,13 @@ def train_command(args: list[str]) -> int:
             check_overrides(parsed.overrides)
         except ConfigError as exc:
             return fail(str(exc))
+    resume = [o.split("=", 1)[1] for o in parsed.overrides if o.startswith("resume=")]
+    if resume and resume[0] not in ("", "null"):
+        try:  # continue in the run's own dir; keep its .hydra/ as the original run wrote it
+            run_dir = run_dir_of_checkpoint(find_checkpoint(resume[0]))
+        except ConfigError as exc:
+            return fail(str(exc))
+        args = [*args, f"hydra.run.dir='{run_dir}'", "hydra.output_subdir=null"]
     sys.argv = ["border train", *args]
     _hydra_train()
     return 0
@@ -170,7 +193,23 @@ def main(argv: list[str] | None = None) -> int:
     command, rest = args[0], args[1:]
     if command == "train":
         return train_command(rest)
-    return fail(f"unknown command '{command}'{closest(command, ['train'])}; commands: train")
+    if command == "eval":
+        return eval_cli(rest)
+    return fail(
+        f"unknown command '{command}'{closest(command, COMMANDS)}; commands: {', '.join(COMMANDS)}"
+    )
+
+
+def eval_cli(args: list[str]) -> int:
+    """``border eval``: evaluate a checkpoint and print a table."""
+    if not args or args[0] in ("-h", "--help"):
+        print(EVAL_USAGE)
+        return 0 if args else 2
+    try:
+        print_result(*evaluate_checkpoint(args[0], args[1:]))
+    except ConfigError as exc:
+        return fail(str(exc))
+    return 0
 
 
 if __name__ == "__main__":

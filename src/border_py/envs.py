@@ -64,9 +64,8 @@ class GymEnvFactory:
 
     def make_vector(self, n_envs: int, seed: int) -> VectorEnv:
         """``n_envs`` copies stepped together, wrapped in :class:`VectorEnv`."""
-        return VectorEnv(
-            SyncVectorEnv([self.make] * n_envs, autoreset_mode=AutoresetMode.SAME_STEP), seed
-        )
+        envs = [lambda: EpisodeLog(self.make())] * n_envs
+        return VectorEnv(SyncVectorEnv(envs, autoreset_mode=AutoresetMode.SAME_STEP), seed)
 
     def spaces(self) -> tuple[gym.Space, gym.Space]:
         """(observation_space, action_space) of one instance."""
@@ -75,6 +74,45 @@ class GymEnvFactory:
             return env.observation_space, env.action_space
         finally:
             env.close()
+
+
+class EpisodeLog(gym.Wrapper):
+    """Remembers how the current episode began (reset seed, or the env's RNG state before the reset)
+    and every action since, so that the env's exact state can be rebuilt by replaying them.
+
+    This is how a checkpoint captures envs that cannot be serialized: any gymnasium env whose
+    randomness comes from its ``np_random`` is restored exactly (envs with other hidden RNGs,
+    e.g. ALE's, are restored to a state with the same history but not the same future).
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.start: dict[str, Any] = {}
+        self.actions: list[Any] = []
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        if seed is not None:
+            self.start = {"seed": int(seed)}
+        else:
+            self.start = {"rng": self.env.np_random.bit_generator.state}
+        self.actions = []
+        return self.env.reset(seed=seed, options=options)
+
+    def step(self, action: Any):
+        self.actions.append(np.asarray(action).tolist())
+        return self.env.step(action)
+
+    def replay(self, start: dict[str, Any], actions: list[Any]) -> np.ndarray:
+        """Rebuild an episode from ``start`` and ``actions``; return the observation reached."""
+        if "seed" in start:
+            obs, _ = self.reset(seed=start["seed"])
+        else:
+            self.env.np_random.bit_generator.state = start["rng"]
+            obs, _ = self.reset()
+        space = self.env.action_space
+        for action in actions:
+            obs, *_ = self.step(np.asarray(action, dtype=space.dtype))
+        return obs
 
 
 @dataclass
@@ -123,6 +161,23 @@ class VectorEnv:
         return VectorStep(
             next_obs, obs, reward.astype(np.float32), terminated, truncated, returns, lengths
         )
+
+    def state(self) -> dict[str, Any]:
+        """What :meth:`restore` needs to put every env back where it is now (plain data)."""
+        logs: list[EpisodeLog] = self.env.env.envs
+        return {
+            "episodes": [{"start": log.start, "actions": list(log.actions)} for log in logs],
+            "episode_returns": self.env.episode_returns.tolist(),
+            "episode_lengths": self.env.episode_lengths.tolist(),
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Replay each env's current episode so that the envs are exactly as when ``state`` was taken."""
+        logs: list[EpisodeLog] = self.env.env.envs
+        for i, (log, episode) in enumerate(zip(logs, state["episodes"], strict=True)):
+            self.obs[i] = log.replay(episode["start"], episode["actions"])
+        self.env.episode_returns[:] = state["episode_returns"]
+        self.env.episode_lengths[:] = state["episode_lengths"]
 
     def close(self) -> None:
         """Close every env (idempotent)."""

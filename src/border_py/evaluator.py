@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+from gymnasium.wrappers import RecordVideo
 
 from border_py.agents.base import Agent
 from border_py.envs import GymEnvFactory
@@ -19,6 +21,7 @@ class EvalResult:
     return_min: float
     return_max: float
     length_mean: float
+    episode_returns: list[float]
 
     def scalars(self) -> dict[str, float]:
         """The result as ``eval/`` scalars."""
@@ -42,12 +45,26 @@ class Evaluator:
         n_episodes: episodes per evaluation.
         seed: base reset seed.
         max_steps: step cap per episode (a greedy policy can loop forever).
+        video_dir: record every episode as an mp4 there (gymnasium's RecordVideo; needs moviepy).
     """
 
     def __init__(
-        self, env_factory: GymEnvFactory, n_episodes: int, seed: int, max_steps: int
+        self,
+        env_factory: GymEnvFactory,
+        n_episodes: int,
+        seed: int,
+        max_steps: int,
+        video_dir: Path | None = None,
     ) -> None:
-        self.env = env_factory.make()
+        if video_dir is None:
+            self.env = env_factory.make()
+        else:
+            self.env = RecordVideo(
+                env_factory.make(render_mode="rgb_array"),
+                str(video_dir),
+                episode_trigger=lambda _: True,
+                disable_logger=True,
+            )
         self.n_episodes = n_episodes
         self.seed = seed
         self.max_steps = max_steps
@@ -69,7 +86,12 @@ class Evaluator:
             lengths.append(steps)
         r = np.asarray(returns)
         return EvalResult(
-            float(r.mean()), float(r.std()), float(r.min()), float(r.max()), float(np.mean(lengths))
+            float(r.mean()),
+            float(r.std()),
+            float(r.min()),
+            float(r.max()),
+            float(np.mean(lengths)),
+            returns,
         )
 
     def close(self) -> None:

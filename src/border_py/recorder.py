@@ -14,11 +14,13 @@ class TensorBoardRecorder:
 
     Args:
         run_dir: the run directory.
+        purge_step: when continuing a run, the first step written now; events of earlier
+            sessions at this step or later are discarded by TensorBoard's readers.
     """
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, purge_step: int | None = None) -> None:
         self.log_dir = Path(run_dir) / "tensorboard"
-        self.writer: SummaryWriter | None = SummaryWriter(str(self.log_dir))
+        self.writer: SummaryWriter | None = SummaryWriter(str(self.log_dir), purge_step=purge_step)
 
     def scalars(self, values: dict[str, Any], step: int) -> None:
         """Write each ``tag: value`` at ``step`` (tensors are converted to floats)."""

@@ -46,6 +46,29 @@ class UniformReplayBuffer:
         self._next = (self._next + n) % self.capacity
         self._size = min(self._size + n, self.capacity)
 
+    def state(self) -> dict[str, int | dict]:
+        """Position, size and sampling-RNG state (plain data)."""
+        return {"next": self._next, "size": self._size, "rng": self.rng.bit_generator.state}
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The stored transitions (only the filled rows), for a compact snapshot."""
+        return {k: v[: self._size] for k, v in self._storage.items()}
+
+    def load(self, state: dict, arrays: dict[str, np.ndarray]) -> None:
+        """Restore :meth:`state` and :meth:`arrays` (the capacity may be larger than before)."""
+        size = int(state["size"])
+        if size > self.capacity:
+            raise ValueError(
+                f"the snapshot holds {size} transitions, more than capacity {self.capacity}"
+            )
+        self._storage = {
+            k: np.zeros((self.capacity, *v.shape[1:]), dtype=v.dtype) for k, v in arrays.items()
+        }
+        for key, value in arrays.items():
+            self._storage[key][:size] = value
+        self._size, self._next = size, int(state["next"]) % self.capacity
+        self.rng.bit_generator.state = state["rng"]
+
     def sample(self, batch_size: int) -> Transitions:
         """``batch_size`` transitions drawn uniformly with replacement."""
         if self._size == 0:

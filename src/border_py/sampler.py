@@ -7,6 +7,7 @@ the async trainer, so both produce transitions the same way.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -59,6 +60,15 @@ class Sampler:
                 parts.append(out)
                 ready += len(out)
         return Transitions.concat(parts)
+
+    def state(self) -> dict[str, Any]:
+        """Env and n-step state as plain data (for checkpoints)."""
+        return {"env": self.env.state(), "pending": self.processor.state()}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Put envs and pending n-step windows back as :meth:`state` saw them."""
+        self.env.restore(state["env"])
+        self.processor.load_state(state["pending"], self.env.obs.dtype)
 
     def close(self) -> None:
         """Close the envs."""

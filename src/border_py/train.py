@@ -1,19 +1,29 @@
-"""``train(cfg)``: the importable training entry point behind ``border train``."""
+"""``train(cfg)``: the importable training entry point behind ``border train``, resume included."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import OverrideType
+from hydra.errors import HydraException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from border_py.agents.networks import resolve_device
-from border_py.config import ConfigError, build, require, to_plain
+from border_py.checkpoint import Checkpoint, load_checkpoint, run_dir_of_checkpoint
+from border_py.components import build_components
+from border_py.config import GROUPS, ConfigError, build, require, to_plain
+from border_py.trainers.common import restore_agent
 
 log = logging.getLogger(__name__)
+
+NOT_CARRIED = ("resume", "run_dir")  # keys of a new invocation, never taken from the saved config
 
 
 def run_dir_of(config: dict[str, Any]) -> Path:
@@ -31,35 +41,129 @@ def check(config: dict[str, Any]) -> Any:
     Builds the trainer and the learner-side components without starting anything; returns the
     trainer. Raises :class:`ConfigError` with one line naming the bad key.
     """
-    require(
-        "seed",
-        isinstance(config.get("seed"), int) and not isinstance(config["seed"], bool),
-        "an int",
-        config.get("seed"),
-    )
+    seed = config.get("seed")
+    require("seed", isinstance(seed, int) and not isinstance(seed, bool), "an int", seed)
     resolve_device(str(config.get("device")))
     trainer = build("trainer", config["trainer"])
     trainer.check(config)
     return trainer
 
 
-def train(cfg: DictConfig | dict[str, Any]) -> dict[str, Any]:
+def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(node, dict):
+        return {prefix: node}
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        out |= _flatten(value, f"{prefix}.{key}" if prefix else str(key))
+    return out
+
+
+def resumed_config(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, Any]:
+    """The checkpoint's saved config with the command line's ``key=value`` overrides on top.
+
+    Config groups cannot change on resume (the state would not fit); every difference is logged.
+    """
+    saved = {k: v for k, v in checkpoint.config.items() if k not in NOT_CARRIED}
+    merged = OmegaConf.create(saved)
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException as exc:
+        raise ConfigError(str(exc).splitlines()[0]) from None
+    for ov in parsed:
+        key = ov.key_or_group
+        if key in NOT_CARRIED or key.startswith("hydra"):
+            continue
+        if key in GROUPS:
+            raise ConfigError(
+                f"{key}={ov.get_value_element_as_str()}: config groups cannot change when resuming;"
+                f" override keys instead (e.g. trainer.max_opts=...)"
+            )
+        if ov.is_sweep_override():
+            raise ConfigError(f"{key}: sweeps cannot resume a run")
+        if ov.type is OverrideType.DEL:
+            raise ConfigError(f"~{key}: keys cannot be deleted when resuming")
+        try:
+            OmegaConf.update(merged, key, ov.value(), force_add=ov.type is not OverrideType.CHANGE)
+        except OmegaConfBaseException as exc:
+            raise ConfigError(f"{key}: {str(exc).splitlines()[0]}") from None
+    config = to_plain(merged)
+    before, after = _flatten(saved), _flatten(config)
+    for key in sorted(set(before) | set(after)):
+        if before.get(key) != after.get(key):
+            log.info("resume: %s changed from %r to %r", key, before.get(key), after.get(key))
+    return config | {
+        "resume": str(checkpoint.path),
+        "run_dir": str(run_dir_of_checkpoint(checkpoint.path)),
+    }
+
+
+def command_line_overrides() -> list[str]:
+    """The overrides of the current Hydra job (empty outside Hydra)."""
+    if HydraConfig.initialized():
+        return list(HydraConfig.get().overrides.task)
+    return []
+
+
+@dataclass
+class Plan:
+    """A validated run, ready to start."""
+
+    trainer: Any
+    config: dict[str, Any]
+    checkpoint: Checkpoint | None
+
+    def run_dir(self) -> Path:
+        """A resumed run's own dir, else ``run_dir`` or Hydra's output dir."""
+        if self.checkpoint is not None:
+            return run_dir_of_checkpoint(self.checkpoint.path)
+        return run_dir_of(self.config)
+
+
+def prepare(cfg: DictConfig | dict[str, Any], overrides: list[str] | None = None) -> Plan:
+    """Validate ``cfg`` (for a resume: load the checkpoint and apply ``overrides`` to its config).
+
+    Raises :class:`ConfigError` (one line) for any bad input, before anything is written.
+    """
+    config = to_plain(cfg)
+    checkpoint = None
+    if config.get("resume"):
+        checkpoint = load_checkpoint(config["resume"])
+        config = resumed_config(
+            checkpoint, command_line_overrides() if overrides is None else overrides
+        )
+    trainer = check(config)
+    if checkpoint is not None:
+        done = int(checkpoint.trainer_state["opt_steps"])
+        require(
+            "trainer.max_opts",
+            trainer.max_opts > done,
+            f"> {done}, the opt steps {checkpoint.path} already has (raise it to continue)",
+            trainer.max_opts,
+        )
+        restore_agent(build_components(config, trainer.warmup_period), checkpoint)  # does it fit?
+    return Plan(trainer, config, checkpoint)
+
+
+def train(cfg: DictConfig | dict[str, Any], overrides: list[str] | None = None) -> dict[str, Any]:
     """Train the agent the config describes; return the run summary (``best_return`` first).
 
     Args:
         cfg: the composed ``train`` config (a DictConfig from Hydra, or the same as plain data).
+            With ``resume=<run or checkpoint dir>``, the run continues in its own run dir from
+            its saved config.
+        overrides: for a resume, the ``key=value`` changes to the saved config (default: the
+            current Hydra job's command-line overrides).
 
     Raises:
         ConfigError: a bad setting, raised before any training starts.
     """
-    config = to_plain(cfg)
-    trainer = check(config)
-    run_dir = run_dir_of(config)
+    plan = prepare(cfg, overrides)
+    run_dir = plan.run_dir()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small networks: one thread is as fast and leaves cores to the envs
     log.info("run dir: %s", run_dir)
     try:
-        summary = trainer.run(config, run_dir)
+        summary = plan.trainer.run(plan.config, run_dir, plan.checkpoint)
     finally:
         torch.set_num_threads(threads)
     log.info("done: %s", summary)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 
@@ -92,6 +93,20 @@ class NStepProcessor:
             next_obs=np.stack(no),
             discount=np.asarray(d, dtype=np.float32),
         )
+
+    def state(self) -> list[list[tuple[list, Any, float]]]:
+        """The pending windows as plain data (for checkpoints)."""
+        return [
+            [(np.asarray(o).tolist(), np.asarray(a).tolist(), r) for o, a, r in w]
+            for w in self._pending
+        ]
+
+    def load_state(self, state: list[list[tuple[list, Any, float]]], obs_dtype: np.dtype) -> None:
+        """Restore :meth:`state`."""
+        self._pending = [
+            deque((np.asarray(o, dtype=obs_dtype), np.asarray(a), float(r)) for o, a, r in w)
+            for w in state
+        ]
 
     def _emit(
         self, window: deque, next_obs: np.ndarray, end_discount: float

@@ -147,6 +147,10 @@ class DQN:
         """Act with a fixed ``epsilon`` from now on (Ape-X actors); None returns to the schedule."""
         self.fixed_epsilon = epsilon
 
+    def set_exploration_step(self, env_steps: int) -> None:
+        """Continue the epsilon schedule from ``env_steps`` (an actor of a resumed run)."""
+        self.env_steps = env_steps
+
     def act(self, obs: np.ndarray, explore: bool) -> np.ndarray:
         """Epsilon-greedy (``explore``) or greedy actions for a batch of observations."""
         with torch.no_grad():

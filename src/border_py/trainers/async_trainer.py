@@ -24,12 +24,13 @@ from rich.console import Console
 from rich.table import Table
 
 from border_py.actor import ActorReport
+from border_py.checkpoint import Checkpoint
 from border_py.components import Components, build_components
 from border_py.config import ConfigError, non_negative, positive, require
 from border_py.eval_worker import EvalWorker
 from border_py.lifecycle import StopSignals
-from border_py.seeding import derive_seed
-from border_py.trainers.common import LoopSettings, RunBook
+from border_py.seeding import derive_seed, global_rng_state, set_global_rng_state
+from border_py.trainers.common import LoopSettings, RunBook, restore_agent
 from border_py.weights import SharedWeights
 
 log = logging.getLogger(__name__)
@@ -72,20 +73,24 @@ class AsyncTrainer(LoopSettings):
         eval_max_steps: int = 10000,
         record_interval: int = 100,
         save_interval: int = 10000,
+        keep_checkpoints: int = 3,
+        save_replay_buffer: bool = False,
         target_return: float | None = None,
         sync_interval: int = 10,
         min_samples_per_opt: float = 0.0,
         max_samples_per_opt: float | None = None,
     ) -> None:
         super().__init__(
-            max_opts,
-            warmup_period,
-            eval_interval,
-            eval_episodes,
-            eval_max_steps,
-            record_interval,
-            save_interval,
-            target_return,
+            max_opts=max_opts,
+            warmup_period=warmup_period,
+            eval_interval=eval_interval,
+            eval_episodes=eval_episodes,
+            eval_max_steps=eval_max_steps,
+            record_interval=record_interval,
+            save_interval=save_interval,
+            keep_checkpoints=keep_checkpoints,
+            save_replay_buffer=save_replay_buffer,
+            target_return=target_return,
         )
         positive("sync_interval", sync_interval, int)
         non_negative("min_samples_per_opt", min_samples_per_opt, float)
@@ -111,14 +116,39 @@ class AsyncTrainer(LoopSettings):
             )
         return parts
 
-    def run(self, config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-        """Train with actor processes; return the run summary."""
+    def run(
+        self, config: dict[str, Any], run_dir: Path, resume: Checkpoint | None = None
+    ) -> dict[str, Any]:
+        """Train with actor processes (continuing ``resume``); return the run summary."""
         parts = self._build(config)
         agent, buffer, manager = parts.agent, parts.buffer, parts.actors
         ctx = mp.get_context("spawn")
-        book = RunBook(run_dir, config, self)
-        self.agent, self.buffer, self.manager, self.book = agent, buffer, manager, book
+        self.agent, self.buffer, self.manager = agent, buffer, manager
         self.opt_steps = self.received = self.env_steps = 0
+        self._gate_base = (0, 0)  # (samples, opt steps) the replay-ratio gates count from
+        saved_actors = None
+        if resume is not None:
+            state = resume.trainer_state
+            restore_agent(parts, resume)
+            self.opt_steps, self.env_steps = int(state["opt_steps"]), int(state["env_steps"])
+            self.received, saved_actors = int(state["samples"]), state["actors"]
+            arrays = resume.buffer()
+            if arrays is not None:
+                buffer.load(state["replay"], arrays)
+            else:
+                self._gate_base = (self.received, self.opt_steps)
+                log.warning(
+                    "resuming without a replay buffer: refilling %d transitions first",
+                    self.warmup_period,
+                )
+            set_global_rng_state(state["rng"])
+            log.info(
+                "resumed from %s at opt step %d, env step %d",
+                resume.path,
+                self.opt_steps,
+                self.env_steps,
+            )
+        book = self.book = RunBook(run_dir, config, self, parts.env_factory.spaces(), resume)
         self.window = Window()
         weights = SharedWeights.create(ctx, agent.policy_state())
         weights.publish(agent.policy_state(), 0)
@@ -136,7 +166,7 @@ class AsyncTrainer(LoopSettings):
                     derive_seed(config["seed"], "eval"),
                     self.eval_max_steps,
                 )
-                manager.start(ctx, config, weights)
+                manager.start(ctx, config, weights, saved_actors)
                 log.info("started %d actors x %d envs", manager.n_actors, manager.n_envs_per_actor)
                 while (
                     self.opt_steps < self.max_opts
@@ -167,14 +197,14 @@ class AsyncTrainer(LoopSettings):
                     if self.opt_steps % self.eval_interval == 0 and self._request_eval(evaluator):
                         last_eval_requested = self.opt_steps
                     if self.save_interval and self.opt_steps % self.save_interval == 0:
-                        book.save(self.opt_steps, self.env_steps, agent)
+                        self._save()
                 interrupted = signals.requested
                 opt_seconds = time.perf_counter() - first_opt_at if self.opt_steps else 0.0
                 manager.stop(on_report=self._ingest_one)
                 if not interrupted:
                     self._finish_evaluations(evaluator, last_eval_requested)
                 if not (self.save_interval and self.opt_steps % self.save_interval == 0):
-                    book.save(self.opt_steps, self.env_steps, agent)
+                    self._save()
             finally:
                 manager.stop(on_report=self._ingest_one)
                 if evaluator is not None:
@@ -201,14 +231,16 @@ class AsyncTrainer(LoopSettings):
         """Whether the learner must wait for data (warmup, or the min replay-ratio gate)."""
         if len(self.buffer) < max(self.warmup_period, self.agent.batch_size, 1):
             return True
-        need = self.warmup_period + (self.opt_steps + 1) * self.min_samples_per_opt
-        return self.min_samples_per_opt > 0 and self.received < need
+        received, opts = self.received - self._gate_base[0], self.opt_steps - self._gate_base[1]
+        need = self.warmup_period + (opts + 1) * self.min_samples_per_opt
+        return self.min_samples_per_opt > 0 and received < need
 
     def _flooded(self) -> bool:
         """Whether the learner has taken as many samples as the max replay-ratio gate allows."""
         if self.max_samples_per_opt is None:
             return False
-        return self.received >= self.warmup_period + (self.opt_steps + 1) * self.max_samples_per_opt
+        received, opts = self.received - self._gate_base[0], self.opt_steps - self._gate_base[1]
+        return received >= self.warmup_period + (opts + 1) * self.max_samples_per_opt
 
     def _ingest(self, reports: list[ActorReport]) -> None:
         for report in reports:
@@ -257,22 +289,41 @@ class AsyncTrainer(LoopSettings):
         self.book.recorder.scalars(scalars, self.opt_steps)
         self.window = Window(start=now)
 
+    def _trainer_state(self) -> dict[str, Any]:
+        return {
+            "opt_steps": self.opt_steps,
+            "env_steps": self.env_steps,
+            "samples": self.received,
+            "actors": [r.state() for r in self.manager.actors],
+            "replay": self.buffer.state(),
+            "rng": global_rng_state(),
+        }
+
+    def _save(self) -> None:
+        self.book.save(
+            self.opt_steps, self.env_steps, self.agent, self._trainer_state(), self.buffer.arrays()
+        )
+
     def _on_eval(
-        self, opt_steps: int, env_steps: int, result: Any, weights: dict, agent_state: dict
+        self,
+        opt_steps: int,
+        env_steps: int,
+        result: Any,
+        weights: dict,
+        snapshot: tuple[dict, dict],
     ) -> None:
         """Record an evaluation at the opt step of the weights it evaluated."""
-        self.book.on_eval(result, opt_steps, env_steps, weights, agent_state)
+        agent_state, trainer_state = snapshot
+        self.book.on_eval(result, opt_steps, env_steps, weights, agent_state, lambda: trainer_state)
 
     def _request_eval(self, evaluator: EvalWorker) -> bool:
         """Hand the current weights (and a snapshot of the learner's state) to the evaluator."""
         if evaluator.busy:
             log.info("evaluation at opt %d skipped: the evaluator is still busy", self.opt_steps)
             return False
+        snapshot = (copy.deepcopy(self.agent.state_dict()), self._trainer_state())
         return evaluator.request(
-            self.opt_steps,
-            self.env_steps,
-            self.agent.policy_state(),
-            copy.deepcopy(self.agent.state_dict()),
+            self.opt_steps, self.env_steps, self.agent.policy_state(), snapshot
         )
 
     def _finish_evaluations(self, evaluator: EvalWorker, last_requested: int) -> None:

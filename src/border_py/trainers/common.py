@@ -1,16 +1,20 @@
-"""Learner-side pieces every trainer shares: building components and run bookkeeping."""
+"""Learner-side pieces every trainer shares: loop settings and run bookkeeping."""
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from border_py import __version__
 from border_py.agents.base import Agent
-from border_py.checkpoint import save_checkpoint, step_name
-from border_py.components import build_components
-from border_py.config import non_negative, positive
+from border_py.checkpoint import Checkpoint, prune, save_checkpoint, step_name
+from border_py.components import Components, build_components
+from border_py.config import ConfigError, non_negative, positive
 from border_py.evaluator import EvalResult
 from border_py.recorder import TensorBoardRecorder
 
@@ -27,7 +31,10 @@ class LoopSettings:
         eval_episodes: episodes per evaluation.
         eval_max_steps: step cap of an evaluation episode.
         record_interval: opt steps between training scalars.
-        save_interval: opt steps between periodic checkpoints (0 disables them).
+        save_interval: opt steps between periodic checkpoints (0 disables them; a final
+            checkpoint is always written).
+        keep_checkpoints: periodic checkpoints kept, newest first (``best`` is always kept).
+        save_replay_buffer: put the replay buffer into periodic and final checkpoints.
         target_return: stop early once ``eval/return_mean`` reaches it (None: never).
     """
 
@@ -40,6 +47,8 @@ class LoopSettings:
         eval_max_steps: int = 10000,
         record_interval: int = 100,
         save_interval: int = 10000,
+        keep_checkpoints: int = 3,
+        save_replay_buffer: bool = False,
         target_return: float | None = None,
     ) -> None:
         positive("max_opts", max_opts, int)
@@ -49,6 +58,7 @@ class LoopSettings:
         positive("eval_max_steps", eval_max_steps, int)
         positive("record_interval", record_interval, int)
         non_negative("save_interval", save_interval)
+        positive("keep_checkpoints", keep_checkpoints, int)
         self.max_opts = max_opts
         self.warmup_period = warmup_period
         self.eval_interval = eval_interval
@@ -56,6 +66,8 @@ class LoopSettings:
         self.eval_max_steps = eval_max_steps
         self.record_interval = record_interval
         self.save_interval = save_interval
+        self.keep_checkpoints = keep_checkpoints
+        self.save_replay_buffer = bool(save_replay_buffer)
         self.target_return = target_return
 
     def check(self, config: dict[str, Any]) -> None:
@@ -63,42 +75,94 @@ class LoopSettings:
         build_components(config, self.warmup_period)
 
 
+def restore_agent(parts: Components, checkpoint: Checkpoint) -> None:
+    """Load a checkpoint's agent state, or explain in one line why it does not fit the config."""
+    spaces = parts.env_factory.spaces()
+    saved = checkpoint.meta.get("spaces", {})
+    for name, space in zip(("observation_space", "action_space"), spaces, strict=True):
+        if saved.get(name) not in (None, str(space)):
+            raise ConfigError(
+                f"{checkpoint.path}: its {name} {saved[name]} does not match the env's {space}"
+            )
+    try:
+        parts.agent.load_state_dict(checkpoint.agent_state)
+    except (RuntimeError, KeyError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise ConfigError(f"{checkpoint.path}: does not fit the agent config ({first})") from None
+
+
 class RunBook:
-    """Run bookkeeping shared by trainers: recording, evaluation results, best and periodic checkpoints.
+    """Run bookkeeping shared by trainers: recording, evaluations, best and periodic checkpoints.
 
     Args:
         run_dir: the run directory.
-        config: the resolved config (recorded as text, saved in checkpoints' meta).
+        config: the resolved config (recorded as text, saved into checkpoints).
         loop: the loop settings.
+        spaces: the env's (observation, action) spaces, saved into checkpoints' meta.
+        resume: the checkpoint a resumed run continues from (TensorBoard then continues after its
+            opt steps, and the best return so far carries over).
     """
 
-    def __init__(self, run_dir: Path, config: dict[str, Any], loop: LoopSettings) -> None:
+    def __init__(
+        self,
+        run_dir: Path,
+        config: dict[str, Any],
+        loop: LoopSettings,
+        spaces: tuple[Any, Any],
+        resume: Checkpoint | None = None,
+    ) -> None:
         self.run_dir = Path(run_dir)
         self.checkpoints = self.run_dir / "checkpoints"
+        self.config = config
         self.loop = loop
-        self.recorder = TensorBoardRecorder(self.run_dir)
-        self.recorder.config(config)
+        self.spaces = {"observation_space": str(spaces[0]), "action_space": str(spaces[1])}
         self.best_return = float("-inf")
+        self.seconds_before = 0.0
+        if resume is None:
+            self.recorder = TensorBoardRecorder(self.run_dir)
+            self.recorder.config(config)
+        else:
+            state = resume.trainer_state
+            self.best_return = float(state["best_return"])
+            self.seconds_before = float(state.get("seconds", 0.0))
+            # events at later steps (written after this checkpoint, before a crash) are discarded
+            self.recorder = TensorBoardRecorder(
+                self.run_dir, purge_step=int(state["opt_steps"]) + 1
+            )
         self.solved_at: dict[str, float] | None = None
         self.start = time.perf_counter()
 
     def elapsed(self) -> float:
-        """Seconds since the run started."""
-        return time.perf_counter() - self.start
+        """Training seconds so far, earlier sessions of a resumed run included."""
+        return self.seconds_before + time.perf_counter() - self.start
 
     def on_eval(
-        self, result: EvalResult, opt_steps: int, env_steps: int, policy: dict, agent_state: dict
+        self,
+        result: EvalResult,
+        opt_steps: int,
+        env_steps: int,
+        policy: dict[str, torch.Tensor],
+        agent_state: dict[str, Any],
+        trainer_state: Callable[[], dict[str, Any]],
     ) -> None:
         """Record an evaluation of the weights of ``opt_steps``; save ``best`` if it is a new best.
 
-        ``policy`` and ``agent_state`` are the acting weights and the agent's full state at ``opt_steps``.
+        ``policy``, ``agent_state`` and ``trainer_state()`` describe the run at ``opt_steps``.
         """
         self.recorder.scalars(result.scalars(), opt_steps)
         new_best = result.return_mean > self.best_return
         if new_best:
             self.best_return = result.return_mean
-            meta = self._meta(opt_steps, env_steps) | {"eval": result.scalars()}
-            save_checkpoint(self.checkpoints, "best", policy, agent_state, meta)
+            self._write(
+                "best",
+                opt_steps,
+                env_steps,
+                policy,
+                agent_state,
+                trainer_state(),
+                None,
+                {"eval": result.scalars()},
+            )
         target = self.loop.target_return
         if target is not None and self.solved_at is None and result.return_mean >= target:
             self.solved_at = {
@@ -118,23 +182,62 @@ class RunBook:
             self.elapsed(),
         )
 
-    def save(self, opt_steps: int, env_steps: int, agent: Agent) -> Path:
-        """A checkpoint of ``agent`` as it is now: ``checkpoints/<opt_steps:09d>/``."""
-        return save_checkpoint(
-            self.checkpoints,
+    def save(
+        self,
+        opt_steps: int,
+        env_steps: int,
+        agent: Agent,
+        trainer_state: dict[str, Any],
+        buffer: dict[str, Any] | None,
+    ) -> Path:
+        """A checkpoint of the run as it is now, ``checkpoints/<opt_steps:09d>/``; older ones pruned.
+
+        ``buffer`` (the replay buffer's arrays) is written when ``save_replay_buffer`` is on.
+        """
+        path = self._write(
             step_name(opt_steps),
+            opt_steps,
+            env_steps,
             agent.policy_state(),
             agent.state_dict(),
-            self._meta(opt_steps, env_steps),
+            trainer_state,
+            buffer if self.loop.save_replay_buffer else None,
+            {},
         )
+        prune(self.checkpoints, self.loop.keep_checkpoints)
+        return path
 
-    def _meta(self, opt_steps: int, env_steps: int) -> dict[str, Any]:
-        return {
+    def _write(
+        self,
+        name: str,
+        opt_steps: int,
+        env_steps: int,
+        policy: dict[str, torch.Tensor],
+        agent_state: dict[str, Any],
+        trainer_state: dict[str, Any],
+        buffer: dict[str, Any] | None,
+        extra: dict[str, Any],
+    ) -> Path:
+        meta = {
             "opt_steps": opt_steps,
             "env_steps": env_steps,
             "best_return": self.best_return,
             "seconds": round(self.elapsed(), 3),
-        }
+            "spaces": self.spaces,
+            "replay_buffer": buffer is not None,
+            "border_py": __version__,
+        } | extra
+        state = trainer_state | {"best_return": self.best_return, "seconds": self.elapsed()}
+        return save_checkpoint(
+            self.checkpoints,
+            name,
+            policy=policy,
+            agent_state=agent_state,
+            trainer_state=state,
+            config=self.config,
+            meta=meta,
+            buffer=buffer,
+        )
 
     def close(self) -> None:
         """Flush and close the recorder (idempotent)."""

@@ -1,7 +1,8 @@
 """The serial trainer: one process samples, optimizes, evaluates and saves, in border's loop order.
 
 It runs the same sampler and agent code as the async trainer's actors and learner, which makes it
-the debugging and testing mode of the async trainer.
+the debugging and testing mode of the async trainer. On CPU with a fixed seed it is exactly
+reproducible, across a stop and a resume too (with ``save_replay_buffer``).
 """
 
 from __future__ import annotations
@@ -12,19 +13,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+from border_py.checkpoint import Checkpoint
 from border_py.components import build_components
 from border_py.config import positive
 from border_py.evaluator import Evaluator
 from border_py.lifecycle import StopSignals
 from border_py.sampler import Sampler, SampleStats, episode_summary
-from border_py.seeding import derive_seed
-from border_py.trainers.common import LoopSettings, RunBook
+from border_py.seeding import derive_seed, global_rng_state, set_global_rng_state
+from border_py.trainers.common import LoopSettings, RunBook, restore_agent
 
 log = logging.getLogger(__name__)
 
 
 class SerialTrainer(LoopSettings):
-    """Per env step: sample and push; then the opt steps now due; then eval/save when due.
+    """Per env step: sample and push; then the opt steps now due; eval/save when due after each.
 
     Opt steps become due once ``warmup_period`` env steps are collected, one every
     ``opt_interval`` env steps after that.
@@ -44,52 +46,92 @@ class SerialTrainer(LoopSettings):
         eval_max_steps: int = 10000,
         record_interval: int = 100,
         save_interval: int = 10000,
+        keep_checkpoints: int = 3,
+        save_replay_buffer: bool = False,
         target_return: float | None = None,
     ) -> None:
         super().__init__(
-            max_opts,
-            warmup_period,
-            eval_interval,
-            eval_episodes,
-            eval_max_steps,
-            record_interval,
-            save_interval,
-            target_return,
+            max_opts=max_opts,
+            warmup_period=warmup_period,
+            eval_interval=eval_interval,
+            eval_episodes=eval_episodes,
+            eval_max_steps=eval_max_steps,
+            record_interval=record_interval,
+            save_interval=save_interval,
+            keep_checkpoints=keep_checkpoints,
+            save_replay_buffer=save_replay_buffer,
+            target_return=target_return,
         )
         positive("opt_interval", opt_interval)
         self.opt_interval = opt_interval
 
-    def run(self, config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-        """Train with the resolved ``config``, writing artifacts into ``run_dir``; return a summary."""
+    def run(
+        self, config: dict[str, Any], run_dir: Path, resume: Checkpoint | None = None
+    ) -> dict[str, Any]:
+        """Train with the resolved ``config`` into ``run_dir`` (continuing ``resume``); return a summary."""
         parts = build_components(config, self.warmup_period)
         agent, buffer = parts.agent, parts.buffer
         seed = config["seed"]
-        sampler = Sampler(
-            parts.env_factory,
-            agent,
-            parts.actors.n_envs_per_actor,
-            derive_seed(seed, "actor", 0, "env"),
-        )
+        env_seed = derive_seed(seed, "actor", 0, "env")
+        sampler = Sampler(parts.env_factory, agent, parts.actors.n_envs_per_actor, env_seed)
         evaluator = Evaluator(
             parts.env_factory, self.eval_episodes, derive_seed(seed, "eval"), self.eval_max_steps
         )
-        book = RunBook(run_dir, config, self)
         stats = SampleStats()
         opt_steps, last_saved = 0, -1
-        window_start, window_env, window_opt = time.perf_counter(), 0, 0
+        base_env = base_opt = 0  # where the warmup and opt-step credit count from
+        if resume is not None:
+            state = resume.trainer_state
+            restore_agent(parts, resume)
+            opt_steps = last_saved = int(state["opt_steps"])
+            stats.env_steps = int(state["env_steps"])
+            stats.episode_returns = list(state["episode_returns"])
+            stats.episode_lengths = list(state["episode_lengths"])
+            sampler.restore(state["sampler"])
+            arrays = resume.buffer()
+            if arrays is not None:
+                buffer.load(state["replay"], arrays)
+            else:
+                base_env, base_opt = stats.env_steps, opt_steps
+                log.warning(
+                    "resuming without a replay buffer (trainer.save_replay_buffer was off): "
+                    "collecting %d transitions before optimizing again",
+                    self.warmup_period,
+                )
+            set_global_rng_state(state["rng"])
+            log.info(
+                "resumed from %s at opt step %d, env step %d",
+                resume.path,
+                opt_steps,
+                stats.env_steps,
+            )
+        book = RunBook(run_dir, config, self, parts.env_factory.spaces(), resume)
+
+        def trainer_state() -> dict[str, Any]:
+            return {
+                "opt_steps": opt_steps,
+                "env_steps": stats.env_steps,
+                "episode_returns": list(stats.episode_returns),
+                "episode_lengths": list(stats.episode_lengths),
+                "sampler": sampler.state(),
+                "replay": buffer.state(),
+                "rng": global_rng_state(),
+            }
+
+        def save() -> None:
+            book.save(opt_steps, stats.env_steps, agent, trainer_state(), buffer.arrays())
+
+        window_start, window_env, window_opt = time.perf_counter(), stats.env_steps, opt_steps
         signals = StopSignals().install()
         try:
-            while opt_steps < self.max_opts and book.solved_at is None and not signals.requested:
-                batch = sampler.step(stats)
-                if batch is not None:
-                    buffer.push(batch)
-                if stats.env_steps < self.warmup_period:
-                    continue
-                due = min(
-                    self.max_opts,
-                    math.floor((stats.env_steps - self.warmup_period) / self.opt_interval) + 1,
-                )
-                while opt_steps < due and book.solved_at is None and not signals.requested:
+            while not signals.requested and book.solved_at is None:
+                ready = stats.env_steps - base_env - self.warmup_period
+                due = base_opt + math.floor(ready / self.opt_interval) + 1 if ready >= 0 else 0
+                while (
+                    opt_steps < min(due, self.max_opts)
+                    and book.solved_at is None
+                    and not signals.requested
+                ):
                     metrics = agent.update(buffer.sample(agent.batch_size))
                     opt_steps += 1
                     if opt_steps % self.record_interval == 0:
@@ -115,13 +157,19 @@ class SerialTrainer(LoopSettings):
                             opt_steps,
                             stats.env_steps,
                             agent.policy_state(),
-                            agent,
+                            agent.state_dict(),
+                            trainer_state,
                         )
                     if self.save_interval and opt_steps % self.save_interval == 0:
-                        book.save(opt_steps, stats.env_steps, agent)
+                        save()
                         last_saved = opt_steps
+                if opt_steps >= self.max_opts or signals.requested or book.solved_at is not None:
+                    break
+                batch = sampler.step(stats)
+                if batch is not None:
+                    buffer.push(batch)
             if opt_steps != last_saved:
-                book.save(opt_steps, stats.env_steps, agent)
+                save()
         finally:
             signals.restore()
             sampler.close()

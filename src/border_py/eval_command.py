@@ -1,0 +1,128 @@
+"""``border eval <run dir | checkpoint dir> [overrides]``: evaluate a saved policy.
+
+For a run dir the ``best`` checkpoint is used (the newest periodic one if there is no best).
+Overrides (``key=value``) apply to the ``eval`` settings below and to the run's ``env`` config,
+e.g. ``eval.n_episodes=20 eval.seed=7 eval.video=true env.kwargs.render_mode=...``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException
+from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+from rich.console import Console
+from rich.table import Table
+
+from border_py.checkpoint import Checkpoint, is_complete, load_checkpoint
+from border_py.components import build_agent, build_env_factory
+from border_py.config import ConfigError, closest, to_plain
+from border_py.evaluator import EvalResult, Evaluator
+from border_py.seeding import derive_seed
+
+EVAL_DEFAULTS: dict[str, Any] = {
+    "n_episodes": 10,  # episodes to play
+    "seed": None,  # base reset seed (None: the run's evaluation seed)
+    "max_steps": 10000,  # step cap per episode
+    "video": False,  # record mp4 videos next to the checkpoint (needs the [video] extra)
+}
+
+
+def pick_checkpoint(path: str) -> Checkpoint:
+    """The run's ``best`` checkpoint for a run dir, else what :func:`load_checkpoint` finds."""
+    best = Path(path).expanduser() / "checkpoints" / "best"
+    return load_checkpoint(best if is_complete(best) else path, full=False)
+
+
+def eval_settings(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, Any]:
+    """``{"eval": ..., "env": ...}``: the defaults and the run's env config, with ``overrides``."""
+    settings = OmegaConf.create({"eval": EVAL_DEFAULTS, "env": checkpoint.config["env"]})
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException as exc:
+        raise ConfigError(str(exc).splitlines()[0]) from None
+    for ov in parsed:
+        key = ov.key_or_group
+        top, _, rest = key.partition(".")
+        if top not in ("eval", "env") or not rest:
+            raise ConfigError(f"{key}: border eval takes eval.* and env.* overrides only")
+        if top == "eval" and rest not in EVAL_DEFAULTS:
+            raise ConfigError(
+                f"{key}: unknown key{closest(rest, EVAL_DEFAULTS)}; valid: {', '.join(EVAL_DEFAULTS)}"
+            )
+        try:
+            OmegaConf.update(settings, key, ov.value(), force_add=top == "env")
+        except OmegaConfBaseException as exc:
+            raise ConfigError(f"{key}: {str(exc).splitlines()[0]}") from None
+    return to_plain(settings)
+
+
+def evaluate_checkpoint(
+    path: str, overrides: list[str]
+) -> tuple[Checkpoint, dict[str, Any], EvalResult, Path]:
+    """Run the evaluation; return the checkpoint, the settings, the result and the JSON written."""
+    checkpoint = pick_checkpoint(path)
+    settings = eval_settings(checkpoint, overrides)
+    cfg = settings["eval"]
+    config = checkpoint.config | {"env": settings["env"]}
+    env_factory = build_env_factory(config)
+    agent = build_agent(config, env_factory.spaces(), "cpu")
+    try:
+        agent.load_policy_state(checkpoint.policy)
+    except (RuntimeError, KeyError) as exc:
+        raise ConfigError(
+            f"{checkpoint.path}: the policy does not fit the env ({str(exc).splitlines()[0]})"
+        ) from None
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    video_dir = checkpoint.path / f"videos_{stamp}" if cfg["video"] else None
+    if video_dir is not None:
+        try:
+            import moviepy  # noqa: F401
+        except ImportError:
+            raise ConfigError(
+                "eval.video=true needs moviepy: pip install 'border-py[video]'"
+            ) from None
+    seed = cfg["seed"] if cfg["seed"] is not None else derive_seed(config["seed"], "eval")
+    evaluator = Evaluator(env_factory, cfg["n_episodes"], seed, cfg["max_steps"], video_dir)
+    try:
+        result = evaluator.evaluate(agent)
+    finally:
+        evaluator.close()
+    out = checkpoint.path / f"eval_{stamp}.json"
+    record = {
+        "checkpoint": str(checkpoint.path),
+        "opt_steps": checkpoint.meta.get("opt_steps"),
+        "env": settings["env"],
+        "eval": cfg | {"seed": seed},
+        "result": result.scalars(),
+        "episode_returns": result.episode_returns,
+        "videos": str(video_dir) if video_dir else None,
+    }
+    out.write_text(json.dumps(record, indent=2))
+    return checkpoint, settings, result, out
+
+
+def print_result(
+    checkpoint: Checkpoint, settings: dict[str, Any], result: EvalResult, out: Path
+) -> None:
+    """The result as a rich table, and where it was written."""
+    table = Table(
+        title=f"{checkpoint.path} (opt step {checkpoint.meta.get('opt_steps')}, {settings['env']['id']})"
+    )
+    for column in ("episodes", "return (mean ± std)", "min", "max", "mean length"):
+        table.add_column(column, justify="right")
+    table.add_row(
+        str(settings["eval"]["n_episodes"]),
+        f"{result.return_mean:.2f} ± {result.return_std:.2f}",
+        f"{result.return_min:.2f}",
+        f"{result.return_max:.2f}",
+        f"{result.length_mean:.1f}",
+    )
+    console = Console()
+    console.print(table)
+    console.print(f"written: {out}")
