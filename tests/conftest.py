@@ -40,11 +40,13 @@ def scalar_tags(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
 
 
 def _is_python_helper(process: psutil.Process) -> bool:
-    """multiprocessing's resource tracker: one per test session, it exits with its parent."""
+    """multiprocessing's resource tracker and fork server: one each per test session (shared by
+    every run in it, as in a multirun sweep); they exit when the test runner does."""
     try:
-        return "resource_tracker" in " ".join(process.cmdline())
+        cmdline = " ".join(process.cmdline())
     except psutil.NoSuchProcess:
         return True
+    return "resource_tracker" in cmdline or ("forkserver" in cmdline and "main(" in cmdline)
 
 
 @pytest.fixture(autouse=True)

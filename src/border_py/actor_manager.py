@@ -9,6 +9,7 @@ settings (one in-process actor).
 from __future__ import annotations
 
 import logging
+import multiprocessing as mp
 import multiprocessing.connection
 import queue as queue_lib
 import time
@@ -77,6 +78,8 @@ class ActorManager:
         max_restarts: restarts allowed per actor before the run aborts.
         nice: niceness increment of the actor processes (Unix), so that on a machine with few
             cores the learner keeps its share of CPU however many actors run (0: same priority).
+        start_method: ``forkserver`` (children fork from a server that imported border-py once:
+            fast starts, fast restarts) or ``spawn`` (every child imports everything anew).
     """
 
     def __init__(
@@ -90,6 +93,7 @@ class ActorManager:
         queue_size: int = 64,
         max_restarts: int = 3,
         nice: int = 10,
+        start_method: str = "forkserver",
     ) -> None:
         positive("n_actors", n_actors, int)
         positive("n_envs_per_actor", n_envs_per_actor, int)
@@ -101,6 +105,12 @@ class ActorManager:
         non_negative("apex_alpha", apex_alpha, float)
         positive("queue_size", queue_size, int)
         non_negative("max_restarts", max_restarts)
+        require(
+            "start_method",
+            start_method in mp.get_all_start_methods() and start_method in ("forkserver", "spawn"),
+            f"one of {[m for m in ('forkserver', 'spawn') if m in mp.get_all_start_methods()]}",
+            start_method,
+        )
         require("nice", isinstance(nice, int) and 0 <= nice <= 19, "an int in [0, 19]", nice)
         self.n_actors = n_actors
         self.n_envs_per_actor = n_envs_per_actor
@@ -111,9 +121,18 @@ class ActorManager:
         self.queue_size = queue_size
         self.max_restarts = max_restarts
         self.nice = nice
+        self.start_method = start_method
         self.actors: list[ActorRecord] = []
         self._ctx: BaseContext | None = None
         self._stopped = False
+
+    def context(self) -> BaseContext:
+        """The multiprocessing context every child of the run starts from."""
+        ctx = mp.get_context(self.start_method)
+        if self.start_method == "forkserver":
+            # the server imports these once; each child is then a cheap fork of it
+            ctx.set_forkserver_preload(["border_py.actor", "border_py.eval_worker"])
+        return ctx
 
     def epsilons(self) -> list[float | None]:
         """The fixed epsilon of each actor (None: the agent's schedule)."""

@@ -130,11 +130,20 @@ class DQN:
                 self.device
             )
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
-        self.optimizer = torch.optim.Adam(self.q.parameters(), lr=lr, fused=True)
+        self.lr = lr
+        self._optimizer: torch.optim.Optimizer | None = None
         self.rng = np.random.default_rng(seed)
         self.env_steps = 0  # exploration position: env steps acted with explore=True
         self.opt_steps = 0
         self.fixed_epsilon: float | None = None
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """Adam over the Q-network, created on first use: actors, which only act, never need it
+        (and creating one imports torch._dynamo, seconds of start-up per process)."""
+        if self._optimizer is None:
+            self._optimizer = torch.optim.Adam(self.q.parameters(), lr=self.lr, fused=True)
+        return self._optimizer
 
     @property
     def epsilon(self) -> float:

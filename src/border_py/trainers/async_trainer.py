@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import io
 import logging
-import multiprocessing as mp
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,7 +121,7 @@ class AsyncTrainer(LoopSettings):
         """Train with actor processes (continuing ``resume``); return the run summary."""
         parts = self._build(config)
         agent, buffer, manager = parts.agent, parts.buffer, parts.actors
-        ctx = mp.get_context("spawn")
+        ctx = manager.context()
         self.agent, self.buffer, self.manager = agent, buffer, manager
         self.opt_steps = self.received = self.env_steps = 0
         self._gate_base = (0, 0)  # (samples, opt steps) the replay-ratio gates count from
