@@ -202,3 +202,14 @@ def test_find_checkpoint_ignores_partial_ones(tmp_path):
     assert find_checkpoint(tmp_path / "run") == root / "000000150"
     with pytest.raises(ConfigError, match="incomplete checkpoint"):
         find_checkpoint(root / "000000998")
+
+
+def test_border_eval_records_videos(tmp_path):
+    pytest.importorskip("moviepy", reason="the [video] extra (moviepy) is not installed")
+    train(make_config(tmp_path, *SERIAL, "trainer.max_opts=150"))
+    out = run_border(
+        ["eval", str(tmp_path / "run"), "eval.n_episodes=2", "eval.video=true"], tmp_path
+    )
+    assert out.returncode == 0, out.stderr
+    videos = list((tmp_path / "run" / "checkpoints" / "best").glob("videos_*/*.mp4"))
+    assert len(videos) == 2 and all(v.stat().st_size > 1000 for v in videos)

@@ -15,7 +15,7 @@ import queue as queue_lib
 import time
 from dataclasses import dataclass
 from multiprocessing.context import BaseContext
-from typing import Any
+from typing import Any, Protocol
 
 from border_py.actor import ActorReport, ActorSpec, actor_main
 from border_py.config import non_negative, positive, require
@@ -23,6 +23,47 @@ from border_py.lifecycle import RunError, lower_priority
 from border_py.weights import SharedWeights
 
 log = logging.getLogger(__name__)
+
+
+class ActorBackend(Protocol):
+    """What the async learner needs from the actor side, wherever the actors run.
+
+    :class:`ActorManager` implements it with local processes; a distributed backend (e.g. Ray
+    actors) implements the same methods around the same actor code (:func:`~border_py.actor.actor_main`
+    and :class:`~border_py.sampler.Sampler`), and the learner does not change.
+    """
+
+    actors: list[ActorRecord]  # one record per actor slot: counters for logs and checkpoints
+
+    def start(
+        self,
+        ctx: BaseContext,
+        config: dict[str, Any],
+        weights: SharedWeights,
+        resume: list[dict[str, Any]] | None = None,
+    ) -> None:
+        """Start the actors from the resolved config; they act with the published weights."""
+
+    def poll(self, timeout: float, max_reports: int = 64) -> list[ActorReport]:
+        """Reports (batches, errors, byes) waiting, waiting up to ``timeout`` for the first."""
+
+    def check(self) -> None:
+        """Restart dead actors; raise :class:`ActorFailure` when one may not restart again."""
+
+    def stop(self, on_report: Any = None) -> None:
+        """Staged, idempotent shutdown; drained reports go to ``on_report``."""
+
+    def accounting(self) -> dict[str, int]:
+        """Transitions sent, received and dropped."""
+
+    def queue_depth(self) -> int:
+        """Batches waiting for the learner."""
+
+    def alive(self) -> int:
+        """Actors alive now."""
+
+    def restarts(self) -> int:
+        """Restarts so far."""
 
 
 class ActorFailure(RunError):

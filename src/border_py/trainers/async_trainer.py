@@ -149,7 +149,7 @@ class AsyncTrainer(LoopSettings):
             )
         book = self.book = RunBook(run_dir, config, self, parts.env_factory.spaces(), resume)
         self.window = Window()
-        weights = SharedWeights.create(ctx, agent.policy_state())
+        weights = self.weights = SharedWeights.create(ctx, agent.policy_state())
         weights.publish(agent.policy_state(), 0)
         evaluator: EvalWorker | None = None
         interrupted = False
@@ -295,6 +295,7 @@ class AsyncTrainer(LoopSettings):
             "samples": self.received,
             "actors": [r.state() for r in self.manager.actors],
             "replay": self.buffer.state(),
+            "policy_version": self.weights.version,
             "rng": global_rng_state(),
         }
 
