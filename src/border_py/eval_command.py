@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from omegaconf import OmegaConf
@@ -62,6 +63,24 @@ def eval_settings(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, Any
     return to_plain(settings)
 
 
+def check_video(env_factory: Any) -> None:
+    """Fail with one line if videos cannot be recorded (moviepy missing, env cannot render)."""
+    try:
+        import moviepy  # noqa: F401
+
+        env = env_factory.make(render_mode="rgb_array")
+        try:
+            env.reset(seed=0)
+            env.render()
+        finally:
+            env.close()
+    except (ImportError, gym.error.Error) as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise ConfigError(
+            f"eval.video=true: cannot record ({first}); pip install 'border-py[video]'"
+        ) from None
+
+
 def evaluate_checkpoint(
     path: str, overrides: list[str]
 ) -> tuple[Checkpoint, dict[str, Any], EvalResult, Path]:
@@ -81,12 +100,7 @@ def evaluate_checkpoint(
     stamp = time.strftime("%Y%m%d-%H%M%S")
     video_dir = checkpoint.path / f"videos_{stamp}" if cfg["video"] else None
     if video_dir is not None:
-        try:
-            import moviepy  # noqa: F401
-        except ImportError:
-            raise ConfigError(
-                "eval.video=true needs moviepy: pip install 'border-py[video]'"
-            ) from None
+        check_video(env_factory)
     seed = cfg["seed"] if cfg["seed"] is not None else derive_seed(config["seed"], "eval")
     evaluator = Evaluator(env_factory, cfg["n_episodes"], seed, cfg["max_steps"], video_dir)
     try:
