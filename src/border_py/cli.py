@@ -13,14 +13,13 @@ import sys
 import hydra
 from hydra import compose, initialize_config_dir
 from hydra._internal.utils import get_args_parser
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import Override, OverrideType
 from hydra.errors import HydraException
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from border_py.checkpoint import find_checkpoint, run_dir_of_checkpoint
-from border_py.config import ConfigError, closest, config_dir, group_options
+from border_py.config import ConfigError, closest, config_dir, group_options, parse_overrides
 from border_py.eval_command import EVAL_DEFAULTS, evaluate_checkpoint, print_result
 from border_py.lifecycle import RunError
 from border_py.train import prepare, train
@@ -97,10 +96,7 @@ def check_overrides(overrides: list[str]) -> None:
 
     Sweeps are checked with their first value for keys (every value for group options).
     """
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except HydraException as exc:
-        raise ConfigError(str(exc).splitlines()[0]) from None
+    parsed = parse_overrides(overrides)
     choices: list[str] = []
     keys: list[Override] = []
     for ov in parsed:

@@ -15,6 +15,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
+from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
@@ -99,6 +102,22 @@ def build(group: str, spec: Mapping[str, Any], **runtime: Any) -> Any:
         raise ConfigError(f"{group}.{exc}") from None
     except TypeError as exc:
         raise ConfigError(f"{group}: {exc}") from None
+
+
+def parse_overrides(overrides: list[str]) -> list[Override]:
+    """Hydra's parse of ``key=value`` overrides; a syntax error becomes one :class:`ConfigError` line."""
+    try:
+        return OverridesParser.create().parse_overrides(overrides)
+    except HydraException as exc:
+        raise ConfigError(str(exc).splitlines()[0]) from None
+
+
+def set_key(cfg: DictConfig, key: str, value: Any, add: bool) -> None:
+    """``cfg.<key> = value`` (``add``: the key may be new); an OmegaConf error becomes one line."""
+    try:
+        OmegaConf.update(cfg, key, value, force_add=add)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(f"{key}: {str(exc).splitlines()[0]}") from None
 
 
 def require(key: str, ok: bool, expected: str, value: Any) -> None:

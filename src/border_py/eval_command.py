@@ -13,16 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import HydraException
 from omegaconf import OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
 from rich.table import Table
 
 from border_py.checkpoint import Checkpoint, is_complete, load_checkpoint
 from border_py.components import build_agent, build_env_factory
-from border_py.config import ConfigError, closest, to_plain
+from border_py.config import ConfigError, closest, parse_overrides, set_key, to_plain
 from border_py.evaluator import EvalResult, Evaluator
 from border_py.seeding import derive_seed
 
@@ -43,10 +40,7 @@ def pick_checkpoint(path: str) -> Checkpoint:
 def eval_settings(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, Any]:
     """``{"eval": ..., "env": ...}``: the defaults and the run's env config, with ``overrides``."""
     settings = OmegaConf.create({"eval": EVAL_DEFAULTS, "env": checkpoint.config["env"]})
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except HydraException as exc:
-        raise ConfigError(str(exc).splitlines()[0]) from None
+    parsed = parse_overrides(overrides)
     for ov in parsed:
         key = ov.key_or_group
         top, _, rest = key.partition(".")
@@ -56,10 +50,7 @@ def eval_settings(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, Any
             raise ConfigError(
                 f"{key}: unknown key{closest(rest, EVAL_DEFAULTS)}; valid: {', '.join(EVAL_DEFAULTS)}"
             )
-        try:
-            OmegaConf.update(settings, key, ov.value(), force_add=top == "env")
-        except OmegaConfBaseException as exc:
-            raise ConfigError(f"{key}: {str(exc).splitlines()[0]}") from None
+        set_key(settings, key, ov.value(), add=top == "env")
     return to_plain(settings)
 
 

@@ -9,16 +9,13 @@ from typing import Any
 
 import torch
 from hydra.core.hydra_config import HydraConfig
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import OverrideType
-from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
 
 from border_py.agents.networks import resolve_device
 from border_py.checkpoint import Checkpoint, load_checkpoint, run_dir_of_checkpoint
 from border_py.components import build_components
-from border_py.config import GROUPS, ConfigError, build, require, to_plain
+from border_py.config import GROUPS, ConfigError, build, parse_overrides, require, set_key, to_plain
 from border_py.trainers.common import restore_agent
 
 log = logging.getLogger(__name__)
@@ -65,10 +62,7 @@ def resumed_config(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, An
     """
     saved = {k: v for k, v in checkpoint.config.items() if k not in NOT_CARRIED}
     merged = OmegaConf.create(saved)
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except HydraException as exc:
-        raise ConfigError(str(exc).splitlines()[0]) from None
+    parsed = parse_overrides(overrides)
     for ov in parsed:
         key = ov.key_or_group
         if key in NOT_CARRIED or key.startswith("hydra"):
@@ -82,10 +76,7 @@ def resumed_config(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, An
             raise ConfigError(f"{key}: sweeps cannot resume a run")
         if ov.type is OverrideType.DEL:
             raise ConfigError(f"~{key}: keys cannot be deleted when resuming")
-        try:
-            OmegaConf.update(merged, key, ov.value(), force_add=ov.type is not OverrideType.CHANGE)
-        except OmegaConfBaseException as exc:
-            raise ConfigError(f"{key}: {str(exc).splitlines()[0]}") from None
+        set_key(merged, key, ov.value(), add=ov.type is not OverrideType.CHANGE)
     config = to_plain(merged)
     before, after = _flatten(saved), _flatten(config)
     for key in sorted(set(before) | set(after)):

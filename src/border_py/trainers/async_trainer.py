@@ -51,6 +51,7 @@ class Window:
     start: float = field(default_factory=time.perf_counter)
 
 
+@dataclass
 class AsyncTrainer(LoopSettings):
     """Learner of the async trainer (actors: see :class:`~border_py.actor_manager.ActorManager`).
 
@@ -63,45 +64,21 @@ class AsyncTrainer(LoopSettings):
         Others: see :class:`LoopSettings`.
     """
 
-    def __init__(
-        self,
-        max_opts: int,
-        warmup_period: int = 1000,
-        eval_interval: int = 1000,
-        eval_episodes: int = 10,
-        eval_max_steps: int = 10000,
-        record_interval: int = 100,
-        save_interval: int = 10000,
-        keep_checkpoints: int = 3,
-        save_replay_buffer: bool = False,
-        target_return: float | None = None,
-        sync_interval: int = 10,
-        min_samples_per_opt: float = 0.0,
-        max_samples_per_opt: float | None = None,
-    ) -> None:
-        super().__init__(
-            max_opts=max_opts,
-            warmup_period=warmup_period,
-            eval_interval=eval_interval,
-            eval_episodes=eval_episodes,
-            eval_max_steps=eval_max_steps,
-            record_interval=record_interval,
-            save_interval=save_interval,
-            keep_checkpoints=keep_checkpoints,
-            save_replay_buffer=save_replay_buffer,
-            target_return=target_return,
-        )
-        positive("sync_interval", sync_interval, int)
-        non_negative("min_samples_per_opt", min_samples_per_opt, float)
+    sync_interval: int = 10
+    min_samples_per_opt: float = 0.0
+    max_samples_per_opt: float | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        positive("sync_interval", self.sync_interval, int)
+        non_negative("min_samples_per_opt", self.min_samples_per_opt, float)
         require(
             "max_samples_per_opt",
-            max_samples_per_opt is None or max_samples_per_opt >= max(min_samples_per_opt, 1e-9),
+            self.max_samples_per_opt is None
+            or self.max_samples_per_opt >= max(self.min_samples_per_opt, 1e-9),
             "null or >= min_samples_per_opt and > 0",
-            max_samples_per_opt,
+            self.max_samples_per_opt,
         )
-        self.sync_interval = sync_interval
-        self.min_samples_per_opt = min_samples_per_opt
-        self.max_samples_per_opt = max_samples_per_opt
 
     def check(self, config: dict[str, Any]) -> None:
         """Validate the config, including that the agent supports the chosen exploration."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from border_py.recorder import TensorBoardRecorder
 log = logging.getLogger(__name__)
 
 
+@dataclass
 class LoopSettings:
     """Settings every trainer shares (border's names and semantics).
 
@@ -38,37 +40,27 @@ class LoopSettings:
         target_return: stop early once ``eval/return_mean`` reaches it (None: never).
     """
 
-    def __init__(
-        self,
-        max_opts: int,
-        warmup_period: int = 1000,
-        eval_interval: int = 1000,
-        eval_episodes: int = 10,
-        eval_max_steps: int = 10000,
-        record_interval: int = 100,
-        save_interval: int = 10000,
-        keep_checkpoints: int = 3,
-        save_replay_buffer: bool = False,
-        target_return: float | None = None,
-    ) -> None:
-        positive("max_opts", max_opts, int)
-        non_negative("warmup_period", warmup_period)
-        positive("eval_interval", eval_interval, int)
-        positive("eval_episodes", eval_episodes, int)
-        positive("eval_max_steps", eval_max_steps, int)
-        positive("record_interval", record_interval, int)
-        non_negative("save_interval", save_interval)
-        positive("keep_checkpoints", keep_checkpoints, int)
-        self.max_opts = max_opts
-        self.warmup_period = warmup_period
-        self.eval_interval = eval_interval
-        self.eval_episodes = eval_episodes
-        self.eval_max_steps = eval_max_steps
-        self.record_interval = record_interval
-        self.save_interval = save_interval
-        self.keep_checkpoints = keep_checkpoints
-        self.save_replay_buffer = bool(save_replay_buffer)
-        self.target_return = target_return
+    max_opts: int
+    warmup_period: int = 1000
+    eval_interval: int = 1000
+    eval_episodes: int = 10
+    eval_max_steps: int = 10000
+    record_interval: int = 100
+    save_interval: int = 10000
+    keep_checkpoints: int = 3
+    save_replay_buffer: bool = False
+    target_return: float | None = None
+
+    def __post_init__(self) -> None:
+        positive("max_opts", self.max_opts, int)
+        non_negative("warmup_period", self.warmup_period)
+        positive("eval_interval", self.eval_interval, int)
+        positive("eval_episodes", self.eval_episodes, int)
+        positive("eval_max_steps", self.eval_max_steps, int)
+        positive("record_interval", self.record_interval, int)
+        non_negative("save_interval", self.save_interval)
+        positive("keep_checkpoints", self.keep_checkpoints, int)
+        self.save_replay_buffer = bool(self.save_replay_buffer)
 
     def check(self, config: dict[str, Any]) -> None:
         """Validate the config's components against these settings without training."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from border_py.trainers.common import LoopSettings, RunBook, restore_agent
 log = logging.getLogger(__name__)
 
 
+@dataclass
 class SerialTrainer(LoopSettings):
     """Per env step: sample and push; then the opt steps now due; eval/save when due after each.
 
@@ -36,34 +38,11 @@ class SerialTrainer(LoopSettings):
         Others: see :class:`LoopSettings`.
     """
 
-    def __init__(
-        self,
-        max_opts: int,
-        opt_interval: float = 1,
-        warmup_period: int = 1000,
-        eval_interval: int = 1000,
-        eval_episodes: int = 10,
-        eval_max_steps: int = 10000,
-        record_interval: int = 100,
-        save_interval: int = 10000,
-        keep_checkpoints: int = 3,
-        save_replay_buffer: bool = False,
-        target_return: float | None = None,
-    ) -> None:
-        super().__init__(
-            max_opts=max_opts,
-            warmup_period=warmup_period,
-            eval_interval=eval_interval,
-            eval_episodes=eval_episodes,
-            eval_max_steps=eval_max_steps,
-            record_interval=record_interval,
-            save_interval=save_interval,
-            keep_checkpoints=keep_checkpoints,
-            save_replay_buffer=save_replay_buffer,
-            target_return=target_return,
-        )
-        positive("opt_interval", opt_interval)
-        self.opt_interval = opt_interval
+    opt_interval: float = 1
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        positive("opt_interval", self.opt_interval)
 
     def run(
         self, config: dict[str, Any], run_dir: Path, resume: Checkpoint | None = None
