@@ -96,7 +96,8 @@ def test_async_resume_continues_counters_epsilon_and_tensorboard(tmp_path):
     eps = _series(tmp_path / "run", "train/epsilon")
     before = [v for s, v in eps if s <= 400]
     after = [v for s, v in eps if s > 400]
-    assert max(after) <= min(before) + 1e-6  # the schedule continued, it did not restart at 1.0
+    # each actor's schedule continued from its saved position (a restart would log ~1.0 again)
+    assert max(after) <= max(before) + 1e-9 < 1.0
     final = load_checkpoint(tmp_path / "run").trainer_state["actors"]
     assert all(a["env_steps"] > b["env_steps"] for a, b in zip(final, saved_actors, strict=True))
     assert all(
