@@ -212,6 +212,23 @@ def test_replay_buffer_wraps_around_and_samples_what_it_holds():
     assert sorted(buf._storage["reward"].tolist()) == [17, 18, 19, 20, 21]
 
 
+def test_replay_buffer_snapshot_into_a_larger_capacity_keeps_time_order():
+    def chunk(values):
+        v = np.asarray(values, np.float32)
+        return Transitions(v[:, None], v.astype(np.int64), v, v[:, None], np.ones_like(v))
+
+    small = UniformReplayBuffer(capacity=4, seed=0)
+    small.push(chunk([0, 1, 2, 3, 4, 5]))  # wrapped: rows hold [4, 5, 2, 3]
+    large = UniformReplayBuffer(capacity=8, seed=0)
+    large.load(small.state(), small.arrays())
+    large.push(chunk([6, 7]))
+    assert len(large) == 6
+    assert large._storage["reward"][:6].tolist() == [2, 3, 4, 5, 6, 7]  # oldest first, no zeros
+    same = UniformReplayBuffer(capacity=4, seed=0)
+    same.load(small.state(), small.arrays())
+    assert same.sample(16).reward.tolist() == small.sample(16).reward.tolist()  # exact
+
+
 def test_replay_buffer_sampling_is_seeded():
     def draws(seed):
         buf = UniformReplayBuffer(capacity=100, seed=seed)

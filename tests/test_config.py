@@ -87,7 +87,17 @@ def test_the_composed_default_config_has_every_group(tmp_path):
         (["agent.lrr=1"], "agent.lrr: unknown key 'lrr' in agent (did you mean 'lr'?)"),
         (["agent.loss=l1"], "agent.loss='l1': must be 'huber' or 'mse'"),
         (["device=cuda"], "device='cuda': CUDA is not available"),
-        (["seed=abc"], "seed='abc': must be an int"),
+        (["seed=abc"], "seed='abc': must be a non-negative int"),
+        (["seed=-1"], "seed=-1: must be a non-negative int"),
+        (["device=gpu"], "device='gpu': must be cpu, cuda or cuda:<index>"),
+        (["agent.hidden_sizes=[a]"], "agent: invalid literal for int()"),
+        (["+env.kwargs.foo=1"], "env: cannot make 'CartPole-v1'"),
+        (["env=gym", "env.id=123"], "env.id=123: must be a gymnasium id string"),
+        (["trainer.target_return=abc"], "trainer.target_return='abc': must be null or a number"),
+        (
+            ["trainer.save_replay_buffer=abc"],
+            "trainer.save_replay_buffer='abc': must be true or false",
+        ),
     ],
 )
 def test_bad_input_is_one_line_naming_the_key(overrides, expected):

@@ -186,6 +186,16 @@ def test_bad_resume_and_eval_input_is_one_line_and_overwrites_nothing(tmp_path):
         (["eval", str(tmp_path / "missing")], "no such file or directory"),
         (["eval", str(run), "env.id=Acrobot-v1"], "does not fit the env"),
         (["eval", str(run), "eval.n_episode=3"], "did you mean 'n_episodes'"),
+        (["eval", str(run), "eval.n_episodes=0"], "eval.n_episodes=0: must be a positive int"),
+        (["eval", str(run), "eval.seed=-1"], "eval.seed=-1: must be null or a non-negative int"),
+        (
+            ["train", f"resume={run}", "trainer.max_opts=300", "agent.n_step=1"],
+            "agent.n_step=1: cannot change",
+        ),
+        (
+            ["train", f"resume={run}", "trainer.max_opts=300", "replay_buffer.capacity=250"],
+            "replay_buffer.capacity=250: must be >=",
+        ),
     ]
     for args, expected in cases:
         out = run_border(args, tmp_path, timeout=120)
@@ -193,6 +203,16 @@ def test_bad_resume_and_eval_input_is_one_line_and_overwrites_nothing(tmp_path):
         assert out.returncode == 2 and len(lines) == 1 and expected in lines[0], (args, out.stderr)
     after = {p: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()}
     assert after == before
+
+
+def test_resuming_an_older_checkpoint_sets_newer_ones_aside(tmp_path):
+    train(make_config(tmp_path, *SERIAL, "trainer.max_opts=450"))
+    root = tmp_path / "run" / "checkpoints"
+    assert [p.name for p in sorted(root.glob("0*"))] == ["000000150", "000000300", "000000450"]
+    train(make_config(tmp_path, f"resume={root / '000000150'}"), overrides=["trainer.max_opts=200"])
+    assert [p.name for p in sorted(root.glob("0*"))] == ["000000150", "000000200"]
+    assert sorted(p.name for p in (root / "abandoned").iterdir()) == ["000000300", "000000450"]
+    assert find_checkpoint(tmp_path / "run") == root / "000000200"
 
 
 def test_find_checkpoint_ignores_partial_ones(tmp_path):

@@ -72,7 +72,7 @@ def actor_main(
     spec: ActorSpec, config: dict[str, Any], weights: SharedWeights, channel: Any, stop: Any
 ) -> None:
     """Entry point of an actor process (the target of ``Process``)."""
-    parent_pid = init_child(f"actor {spec.index}")
+    parent_pid = init_child(f"actor {spec.index}", stop)
     sent = dropped = 0
     try:
         seed = config["seed"]
@@ -121,7 +121,11 @@ def actor_main(
                 dropped += len(batch)
         sampler.close()
     except Exception:
-        channel.put(ActorReport(spec.index, "error", error=traceback.format_exc()), timeout=5)
+        error = traceback.format_exc()
+        try:
+            channel.put(ActorReport(spec.index, "error", error=error), timeout=5)
+        except queue_lib.Full:  # the learner is not reading: say it here (stderr) at least
+            log.error("actor %d crashed:\n%s", spec.index, error)
         raise SystemExit(1) from None
     try:
         channel.put(ActorReport(spec.index, "bye", sent=sent, dropped=dropped), timeout=5)

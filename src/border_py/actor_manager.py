@@ -166,6 +166,7 @@ class ActorManager:
         self.actors: list[ActorRecord] = []
         self._ctx: BaseContext | None = None
         self._stopped = False
+        self._closed = False
 
     def context(self) -> BaseContext:
         """The multiprocessing context every child of the run starts from."""
@@ -313,11 +314,19 @@ class ActorManager:
             drain_timeout: seconds to wait for the byes.
             join_timeout: seconds to wait at each of join, terminate and kill.
         """
-        if self._stopped or not self.actors:
+        if not self.actors:
             return
-        self._stopped = True
-        self.stop_event.set()
         started = [r for r in self.actors if r.process is not None]
+        if (
+            not self._stopped
+        ):  # a second call (e.g. after Ctrl-C mid-drain) goes straight to reaping
+            self._stopped = True
+            self.stop_event.set()
+            self._drain(started, on_report, drain_timeout)
+        self._reap([r.process for r in started], join_timeout)
+
+    def _drain(self, started: list[ActorRecord], on_report: Any, drain_timeout: float) -> None:
+        """Take reports until every live actor said bye (or the timeout)."""
         waiting = [r for r in started if r.process.is_alive()]
         deadline = time.monotonic() + drain_timeout
         while time.monotonic() < deadline:
@@ -329,7 +338,11 @@ class ActorManager:
         for report in self.poll(timeout=0):  # whatever the last exits flushed
             if on_report is not None:
                 on_report(report)
-        processes = [r.process for r in started]
+
+    def _reap(self, processes: list[Any], join_timeout: float) -> None:
+        """Join, then terminate, then kill what is still alive; close the queue."""
+        if not any(p.is_alive() for p in processes) and self._closed:
+            return
         _join_all(processes, join_timeout)
         for p in processes:
             if p.is_alive():
@@ -341,8 +354,10 @@ class ActorManager:
                 log.error("actor %s ignored SIGTERM: killing", p.name)
                 p.kill()
                 p.join(timeout=join_timeout)
-        self.channel.close()
-        self.channel.cancel_join_thread()
+        if not self._closed:
+            self._closed = True
+            self.channel.close()
+            self.channel.cancel_join_thread()
 
     def accounting(self) -> dict[str, int]:
         """Transitions sent (per the actors' byes), received and dropped, all actors together."""

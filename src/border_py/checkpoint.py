@@ -66,7 +66,11 @@ def save_checkpoint(
         if final.exists():
             old = root / f".old-{name}-{os.getpid()}"
             os.replace(final, old)
-            os.replace(tmp, final)
+            try:
+                os.replace(tmp, final)
+            except BaseException:
+                os.replace(old, final)  # keep the previous one rather than none
+                raise
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, final)
@@ -87,6 +91,35 @@ def prune(root: Path, keep: int) -> None:
     """Delete all but the newest ``keep`` periodic checkpoints (``best`` is never deleted)."""
     for old in periodic_checkpoints(root)[:-keep] if keep > 0 else []:
         shutil.rmtree(old, ignore_errors=True)
+
+
+def set_aside_newer(root: Path, opt_steps: int) -> list[Path]:
+    """Move periodic checkpoints newer than ``opt_steps`` to ``root/abandoned/`` (a run resumed
+    from an older checkpoint starts a new timeline; they would be mistaken for its newest)."""
+    moved = []
+    for path in periodic_checkpoints(root):
+        if int(path.name) > opt_steps:
+            target = root / "abandoned" / path.name
+            target.parent.mkdir(exist_ok=True)
+            shutil.rmtree(target, ignore_errors=True)
+            os.replace(path, target)
+            moved.append(target)
+    return moved
+
+
+def recover(root: Path) -> None:
+    """Clean up after a process killed while writing: put back a replaced checkpoint whose
+    successor never landed, and delete temporary directories."""
+    if not root.is_dir():
+        return
+    for old in root.glob(".old-*"):
+        name = old.name.removeprefix(".old-").rsplit("-", 1)[0]
+        if not (root / name).exists() and is_complete(old):
+            os.replace(old, root / name)
+        else:
+            shutil.rmtree(old, ignore_errors=True)
+    for tmp in root.glob(".tmp-*"):
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def is_complete(path: Path) -> bool:

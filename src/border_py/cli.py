@@ -99,13 +99,14 @@ def check_overrides(overrides: list[str]) -> None:
     parsed = parse_overrides(overrides)
     choices: list[str] = []
     keys: list[Override] = []
+    others: list[str] = []  # +key=value and ~key: Hydra checks them; they join the composition
     for ov in parsed:
         name = ov.key_or_group
-        if name.startswith("hydra") or ov.type in (
-            OverrideType.ADD,
-            OverrideType.FORCE_ADD,
-            OverrideType.DEL,
-        ):
+        if name.startswith("hydra"):
+            continue
+        if ov.type in (OverrideType.ADD, OverrideType.FORCE_ADD, OverrideType.DEL):
+            if not ov.is_sweep_override():
+                others.append(ov.input_line)
             continue
         if name in group_dirs():
             options = group_options(name)
@@ -139,7 +140,8 @@ def check_overrides(overrides: list[str]) -> None:
                 node = node[part]
             path.append(part)
     first_values = [f"{ov.key_or_group}={_first_value(ov)}" for ov in keys]
-    prepare(_compose([*choices, *first_values]), overrides=[*choices, *first_values])
+    final = [*choices, *first_values, *others]
+    prepare(_compose(final), overrides=final)
 
 
 def _compose(overrides: list[str]) -> DictConfig:

@@ -100,8 +100,8 @@ def build(group: str, spec: Mapping[str, Any], **runtime: Any) -> Any:
         return target(**kwargs, **runtime)
     except ConfigError as exc:
         raise ConfigError(f"{group}.{exc}") from None
-    except TypeError as exc:
-        raise ConfigError(f"{group}: {exc}") from None
+    except (TypeError, ValueError) as exc:  # e.g. a string where the class needs a number
+        raise ConfigError(f"{group}: {str(exc).splitlines()[0]}") from None
 
 
 def parse_overrides(overrides: list[str]) -> list[Override]:

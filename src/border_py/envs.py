@@ -31,6 +31,7 @@ class GymEnvFactory:
     def __init__(
         self, id: str, kwargs: dict[str, Any] | None = None, max_episode_steps: int | None = None
     ) -> None:
+        require("id", isinstance(id, str), "a gymnasium id string", id)
         self.id = id
         self.kwargs = dict(kwargs or {})
         self.max_episode_steps = max_episode_steps
@@ -68,8 +69,14 @@ class GymEnvFactory:
         return VectorEnv(SyncVectorEnv(envs, autoreset_mode=AutoresetMode.SAME_STEP), seed)
 
     def spaces(self) -> tuple[gym.Space, gym.Space]:
-        """(observation_space, action_space) of one instance."""
-        env = self.make()
+        """(observation_space, action_space) of one instance; a failure to build it is a ConfigError."""
+        try:
+            env = self.make()
+        except Exception as exc:  # bad kwargs, a missing optional dependency, ...
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ConfigError(
+                f"env: cannot make {self.id!r} with kwargs {self.kwargs} ({first})"
+            ) from None
         try:
             return env.observation_space, env.action_space
         finally:

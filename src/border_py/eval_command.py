@@ -19,7 +19,15 @@ from rich.table import Table
 
 from border_py.checkpoint import Checkpoint, is_complete, load_checkpoint
 from border_py.components import build_agent, build_env_factory
-from border_py.config import ConfigError, closest, parse_overrides, set_key, to_plain
+from border_py.config import (
+    ConfigError,
+    closest,
+    parse_overrides,
+    positive,
+    require,
+    set_key,
+    to_plain,
+)
 from border_py.evaluator import EvalResult, Evaluator
 from border_py.seeding import derive_seed
 
@@ -51,7 +59,15 @@ def eval_settings(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, Any
                 f"{key}: unknown key{closest(rest, EVAL_DEFAULTS)}; valid: {', '.join(EVAL_DEFAULTS)}"
             )
         set_key(settings, key, ov.value(), add=top == "env")
-    return to_plain(settings)
+    plain = to_plain(settings)
+    cfg = plain["eval"]
+    positive("eval.n_episodes", cfg["n_episodes"], int)
+    positive("eval.max_steps", cfg["max_steps"], int)
+    seed = cfg["seed"]
+    seed_ok = seed is None or (isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0)
+    require("eval.seed", seed_ok, "null or a non-negative int", seed)
+    require("eval.video", isinstance(cfg["video"], bool), "true or false", cfg["video"])
+    return plain
 
 
 def check_video(env_factory: Any) -> None:

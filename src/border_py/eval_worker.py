@@ -119,17 +119,14 @@ class EvalWorker:
         return done
 
     def close(self, timeout: float = 5.0) -> None:
-        """Ask the worker to exit, then join, terminate, kill (idempotent)."""
+        """Ask the worker to exit, then join, then kill (idempotent)."""
         if self._closed:
             return
         self._closed = True
         with contextlib.suppress(queue_lib.Full):
             self.requests.put(None, timeout=1)
         self.process.join(timeout=timeout)
-        if self.process.is_alive():
-            self.process.terminate()
-            self.process.join(timeout=timeout)
-        if self.process.is_alive():
+        if self.process.is_alive():  # it ignores SIGTERM (see init_child): kill it
             self.process.kill()
             self.process.join(timeout=timeout)
         for q in (self.requests, self.results):

@@ -9,6 +9,7 @@ import signal
 import sys
 import threading
 from types import FrameType
+from typing import Any
 
 import torch
 
@@ -60,12 +61,22 @@ class StopSignals:
         self.restore()
 
 
-def init_child(name: str) -> int:
+def init_child(name: str, stop: Any = None) -> int:
     """Set up a child process: ignore SIGINT, die with the parent, one torch thread, a log prefix.
+
+    SIGINT and SIGTERM sent to the whole process group (Ctrl-C, ``scancel``, ``kill -- -pgid``)
+    are the learner's to handle: it stops its children in stages. A SIGTERM is obeyed only once
+    ``stop`` (the run's stop event) is set, i.e. from the learner's shutdown.
 
     Returns the parent's pid, to be checked with :func:`parent_alive`.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        if stop is not None and stop.is_set():
+            os._exit(0)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
     if sys.platform.startswith("linux"):
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from border_py.config import positive
+from border_py.config import ConfigError, positive
 from border_py.transitions import Transitions
 
 
@@ -55,18 +55,26 @@ class UniformReplayBuffer:
         return {k: v[: self._size] for k, v in self._storage.items()}
 
     def load(self, state: dict, arrays: dict[str, np.ndarray]) -> None:
-        """Restore :meth:`state` and :meth:`arrays` (the capacity may be larger than before)."""
-        size = int(state["size"])
+        """Restore :meth:`state` and :meth:`arrays`.
+
+        With the same capacity the rows keep their places (an exact resume); with a larger one
+        they are put in time order, oldest first, and new transitions follow them.
+        """
+        size, next_row = int(state["size"]), int(state["next"])
         if size > self.capacity:
-            raise ValueError(
-                f"the snapshot holds {size} transitions, more than capacity {self.capacity}"
+            raise ConfigError(
+                f"replay_buffer.capacity={self.capacity}: must be >= {size}, the transitions the"
+                " checkpoint's replay buffer holds"
             )
+        if size != self.capacity and next_row != size:  # a wrapped ring: unroll it, oldest first
+            arrays = {k: np.roll(v, -next_row, axis=0) for k, v in arrays.items()}
+            next_row = size
         self._storage = {
             k: np.zeros((self.capacity, *v.shape[1:]), dtype=v.dtype) for k, v in arrays.items()
         }
         for key, value in arrays.items():
             self._storage[key][:size] = value
-        self._size, self._next = size, int(state["next"]) % self.capacity
+        self._size, self._next = size, next_row % self.capacity
         self.rng.bit_generator.state = state["rng"]
 
     def sample(self, batch_size: int) -> Transitions:

@@ -39,7 +39,8 @@ def check(config: dict[str, Any]) -> Any:
     trainer. Raises :class:`ConfigError` with one line naming the bad key.
     """
     seed = config.get("seed")
-    require("seed", isinstance(seed, int) and not isinstance(seed, bool), "an int", seed)
+    is_int = isinstance(seed, int) and not isinstance(seed, bool)
+    require("seed", is_int and seed >= 0, "a non-negative int", seed)
     resolve_device(str(config.get("device")))
     trainer = build("trainer", config["trainer"])
     trainer.check(config)
@@ -95,6 +96,35 @@ def command_line_overrides() -> list[str]:
     return []
 
 
+def _get(config: dict[str, Any], key: str) -> Any:
+    node: Any = config
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def check_fits(checkpoint: Checkpoint, config: dict[str, Any]) -> None:
+    """Refuse resume overrides that the checkpoint's state cannot follow."""
+    fixed = ["agent.n_step"]  # pending n-step windows were built with it
+    if "sampler" in checkpoint.trainer_state:  # serial: the saved envs are restored one by one
+        fixed.append("actor_manager.n_envs_per_actor")
+    for key in fixed:
+        before, after = _get(checkpoint.config, key), _get(config, key)
+        if before != after:
+            raise ConfigError(
+                f"{key}={after}: cannot change when resuming (the checkpoint has {before})"
+            )
+    if checkpoint.meta.get("replay_buffer"):
+        size = int(checkpoint.trainer_state["replay"]["size"])
+        capacity = _get(config, "replay_buffer.capacity")
+        require(
+            "replay_buffer.capacity",
+            capacity >= size,
+            f">= {size}, the transitions the checkpoint holds",
+            capacity,
+        )
+
+
 @dataclass
 class Plan:
     """A validated run, ready to start."""
@@ -131,6 +161,7 @@ def prepare(cfg: DictConfig | dict[str, Any], overrides: list[str] | None = None
             f"> {done}, the opt steps {checkpoint.path} already has (raise it to continue)",
             trainer.max_opts,
         )
+        check_fits(checkpoint, config)
         restore_agent(build_components(config, trainer.warmup_period), checkpoint)  # does it fit?
     return Plan(trainer, config, checkpoint)
 

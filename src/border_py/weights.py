@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from border_py.lifecycle import RunError
+
 Layout = tuple[tuple[str, tuple[int, ...]], ...]
 
 
@@ -53,14 +55,24 @@ class SharedWeights:
         """How many times weights were published (0: never)."""
         return int(self._header[0])
 
-    def publish(self, state: dict[str, torch.Tensor], opt_steps: int) -> int:
-        """Write ``state`` (the weights after ``opt_steps`` opt steps); return the new version."""
+    def publish(self, state: dict[str, torch.Tensor], opt_steps: int, timeout: float = 10.0) -> int:
+        """Write ``state`` (the weights after ``opt_steps`` opt steps); return the new version.
+
+        Raises:
+            RunError: the lock stayed taken for ``timeout`` seconds (a reader died holding it).
+        """
         flat = torch.cat([state[key].detach().reshape(-1).float().cpu() for key, _ in self.layout])
-        with self.lock:
+        if not self.lock.acquire(timeout=timeout):
+            raise RunError(
+                f"the shared weights stayed locked for {timeout:.0f} s (an actor died reading them?)"
+            )
+        try:
             self._data[:] = flat.numpy()
             self._header[1] = opt_steps
             self._header[0] += 1
             return int(self._header[0])
+        finally:
+            self.lock.release()
 
     def read(self, timeout: float = 5.0) -> tuple[int, int, dict[str, torch.Tensor]] | None:
         """(version, opt_steps, state) of the latest weights, or None if the lock was not had in time."""

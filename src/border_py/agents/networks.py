@@ -36,7 +36,16 @@ def polyak_update(online: nn.Module, target: nn.Module, tau: float) -> None:
 
 def resolve_device(device: str) -> torch.device:
     """``torch.device(device)``, refusing CUDA when it is not available."""
-    dev = torch.device(device)
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise ConfigError(f"device={device!r}: must be cpu, cuda or cuda:<index>") from None
+    if dev.type not in ("cpu", "cuda"):
+        raise ConfigError(f"device={device!r}: must be cpu, cuda or cuda:<index>")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ConfigError(
+            f"device={device!r}: this machine has {torch.cuda.device_count()} CUDA devices"
+        )
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"device={device!r}: CUDA is not available on this machine (use cpu)")
     return dev

@@ -108,6 +108,7 @@ class AsyncTrainer(LoopSettings):
             restore_agent(parts, resume)
             self.opt_steps, self.env_steps = int(state["opt_steps"]), int(state["env_steps"])
             self.received, saved_actors = int(state["samples"]), state["actors"]
+            self._gate_base = tuple(state["gate_base"])
             arrays = resume.buffer()
             if arrays is not None:
                 buffer.load(state["replay"], arrays)
@@ -127,7 +128,7 @@ class AsyncTrainer(LoopSettings):
         book = self.book = RunBook(run_dir, config, self, parts.env_factory.spaces(), resume)
         self.window = Window()
         weights = self.weights = SharedWeights.create(ctx, agent.policy_state())
-        weights.publish(agent.policy_state(), 0)
+        weights.publish(agent.policy_state(), self.opt_steps)
         evaluator: EvalWorker | None = None
         interrupted = False
         last_health = time.monotonic()
@@ -154,6 +155,8 @@ class AsyncTrainer(LoopSettings):
                         self._ingest(manager.poll(timeout=WAIT_FOR_DATA_SECONDS))
                     elif not self._flooded():
                         self._ingest(manager.poll(timeout=0))
+                    if signals.requested:  # no health checks or restarts once stopping
+                        break
                     if time.monotonic() - last_health > HEALTH_CHECK_SECONDS:
                         manager.check()
                         last_health = time.monotonic()
@@ -178,7 +181,7 @@ class AsyncTrainer(LoopSettings):
                 opt_seconds = time.perf_counter() - first_opt_at if self.opt_steps else 0.0
                 manager.stop(on_report=self._ingest_one)
                 if not interrupted:
-                    self._finish_evaluations(evaluator, last_eval_requested)
+                    self._finish_evaluations(evaluator, last_eval_requested, signals)
                 if not (self.save_interval and self.opt_steps % self.save_interval == 0):
                     self._save()
             finally:
@@ -270,6 +273,7 @@ class AsyncTrainer(LoopSettings):
             "opt_steps": self.opt_steps,
             "env_steps": self.env_steps,
             "samples": self.received,
+            "gate_base": list(self._gate_base),
             "actors": [r.state() for r in self.manager.actors],
             "replay": self.buffer.state(),
             "policy_version": self.weights.version,
@@ -303,15 +307,24 @@ class AsyncTrainer(LoopSettings):
             self.opt_steps, self.env_steps, self.agent.policy_state(), snapshot
         )
 
-    def _finish_evaluations(self, evaluator: EvalWorker, last_requested: int) -> None:
-        """Collect the evaluation in flight, then evaluate the final weights if not done yet."""
+    def _finish_evaluations(
+        self, evaluator: EvalWorker, last_requested: int, signals: StopSignals
+    ) -> None:
+        """Collect the evaluation in flight, then evaluate the final weights if not done yet.
+
+        A stop signal meanwhile cuts this short (the final checkpoint follows at once).
+        """
         deadline = time.monotonic() + 600
-        while evaluator.busy and time.monotonic() < deadline:
+        while evaluator.busy and time.monotonic() < deadline and not signals.requested:
             for result in evaluator.poll(timeout=0.5):
                 self._on_eval(*result)
-        if last_requested != self.opt_steps and self.book.solved_at is None:
+        if (
+            last_requested != self.opt_steps
+            and self.book.solved_at is None
+            and not signals.requested
+        ):
             self._request_eval(evaluator)
-            while evaluator.busy and time.monotonic() < deadline:
+            while evaluator.busy and time.monotonic() < deadline and not signals.requested:
                 for result in evaluator.poll(timeout=0.5):
                     self._on_eval(*result)
 

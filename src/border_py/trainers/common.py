@@ -13,9 +13,16 @@ import torch
 
 from border_py import __version__
 from border_py.agents.base import Agent
-from border_py.checkpoint import Checkpoint, prune, save_checkpoint, step_name
+from border_py.checkpoint import (
+    Checkpoint,
+    prune,
+    recover,
+    save_checkpoint,
+    set_aside_newer,
+    step_name,
+)
 from border_py.components import Components, build_components
-from border_py.config import ConfigError, non_negative, positive
+from border_py.config import ConfigError, non_negative, positive, require
 from border_py.evaluator import EvalResult
 from border_py.recorder import TensorBoardRecorder
 
@@ -60,7 +67,15 @@ class LoopSettings:
         positive("record_interval", self.record_interval, int)
         non_negative("save_interval", self.save_interval)
         positive("keep_checkpoints", self.keep_checkpoints, int)
-        self.save_replay_buffer = bool(self.save_replay_buffer)
+        require(
+            "save_replay_buffer",
+            isinstance(self.save_replay_buffer, bool),
+            "true or false",
+            self.save_replay_buffer,
+        )
+        target = self.target_return
+        number = isinstance(target, (int, float)) and not isinstance(target, bool)
+        require("target_return", target is None or number, "null or a number", target)
 
     def check(self, config: dict[str, Any]) -> None:
         """Validate the config's components against these settings without training."""
@@ -110,6 +125,10 @@ class RunBook:
         self.spaces = {"observation_space": str(spaces[0]), "action_space": str(spaces[1])}
         self.best_return = float("-inf")
         self.seconds_before = 0.0
+        recover(self.checkpoints)
+        if resume is not None:
+            for path in set_aside_newer(self.checkpoints, int(resume.trainer_state["opt_steps"])):
+                log.warning("resuming from an older checkpoint: moved %s aside", path)
         if resume is None:
             self.recorder = TensorBoardRecorder(self.run_dir)
             self.recorder.config(config)

@@ -67,6 +67,7 @@ class SerialTrainer(LoopSettings):
             stats.episode_returns = list(state["episode_returns"])
             stats.episode_lengths = list(state["episode_lengths"])
             sampler.restore(state["sampler"])
+            base_env, base_opt = int(state["base_env"]), int(state["base_opt"])
             arrays = resume.buffer()
             if arrays is not None:
                 buffer.load(state["replay"], arrays)
@@ -90,6 +91,8 @@ class SerialTrainer(LoopSettings):
             return {
                 "opt_steps": opt_steps,
                 "env_steps": stats.env_steps,
+                "base_env": base_env,
+                "base_opt": base_opt,
                 "episode_returns": list(stats.episode_returns),
                 "episode_lengths": list(stats.episode_lengths),
                 "sampler": sampler.state(),
