@@ -35,6 +35,9 @@ class ActorBackend(Protocol):
 
     actors: list[ActorRecord]  # one record per actor slot: counters for logs and checkpoints
 
+    def context(self) -> BaseContext:
+        """The multiprocessing context for the run's local processes (evaluator, weights)."""
+
     def start(
         self,
         ctx: BaseContext,

@@ -212,8 +212,3 @@ def load_checkpoint(path: str | Path, full: bool = True) -> Checkpoint:
         config=_load_json(ckpt / "config.json"),
         meta=_load_json(ckpt / "meta.json"),
     )
-
-
-def load_policy(path: Path) -> dict[str, torch.Tensor]:
-    """The acting weights of the checkpoint at ``path``."""
-    return torch.load(Path(path) / "policy.pt", weights_only=True, map_location="cpu")

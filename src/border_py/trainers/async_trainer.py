@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from border_py.actor import ActorReport
+from border_py.actor_manager import ActorBackend
 from border_py.checkpoint import Checkpoint
 from border_py.components import Components, build_components
 from border_py.config import ConfigError, non_negative, positive, require
@@ -97,7 +98,8 @@ class AsyncTrainer(LoopSettings):
     ) -> dict[str, Any]:
         """Train with actor processes (continuing ``resume``); return the run summary."""
         parts = self._build(config)
-        agent, buffer, manager = parts.agent, parts.buffer, parts.actors
+        agent, buffer = parts.agent, parts.buffer
+        manager: ActorBackend = parts.actors
         ctx = manager.context()
         self.agent, self.buffer, self.manager = agent, buffer, manager
         self.opt_steps = self.received = self.env_steps = 0
