@@ -2,7 +2,9 @@
 
 A user's own agent (``agent._target_=my_pkg.MyAgent``) implements these methods. Its constructor
 receives the keys of its YAML plus the runtime keyword arguments ``observation_space``,
-``action_space``, ``device`` and ``seed``.
+``action_space``, ``device`` and ``seed``. Optional methods: ``set_epsilon(eps)`` (Ape-X actors,
+``actor_manager.exploration=apex``) and ``set_exploration_step(env_steps)`` (a resumed actor
+continues its exploration schedule).
 """
 
 from __future__ import annotations
