@@ -63,9 +63,13 @@ class GymEnvFactory:
             kwargs["max_episode_steps"] = self.max_episode_steps
         return gym.make(self.id, **kwargs)
 
-    def make_vector(self, n_envs: int, seed: int) -> VectorEnv:
-        """``n_envs`` copies stepped together, wrapped in :class:`VectorEnv`."""
-        envs = [lambda: EpisodeLog(self.make())] * n_envs
+    def make_vector(self, n_envs: int, seed: int, replayable: bool = False) -> VectorEnv:
+        """``n_envs`` copies stepped together, wrapped in :class:`VectorEnv`.
+
+        ``replayable`` logs each episode (:class:`EpisodeLog`) so that :meth:`VectorEnv.state`
+        can capture the envs for a checkpoint; actors, whose envs are not checkpointed, skip it.
+        """
+        envs = [(lambda: EpisodeLog(self.make())) if replayable else self.make] * n_envs
         return VectorEnv(SyncVectorEnv(envs, autoreset_mode=AutoresetMode.SAME_STEP), seed)
 
     def spaces(self) -> tuple[gym.Space, gym.Space]:

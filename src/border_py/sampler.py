@@ -33,11 +33,19 @@ class Sampler:
         agent: acts (``explore=True``) and defines ``gamma`` and ``n_step``.
         n_envs: envs stepped together.
         seed: seed of the envs' first reset (env ``i`` gets ``seed + i``).
+        replayable: keep what :meth:`state` needs to checkpoint the envs (a little work per step).
     """
 
-    def __init__(self, env_factory: GymEnvFactory, agent: Agent, n_envs: int, seed: int) -> None:
+    def __init__(
+        self,
+        env_factory: GymEnvFactory,
+        agent: Agent,
+        n_envs: int,
+        seed: int,
+        replayable: bool = False,
+    ) -> None:
         self.agent = agent
-        self.env: VectorEnv = env_factory.make_vector(n_envs, seed)
+        self.env: VectorEnv = env_factory.make_vector(n_envs, seed, replayable)
         self.processor = NStepProcessor(n_envs, agent.n_step, agent.gamma)
 
     def step(self, stats: SampleStats) -> Transitions | None:

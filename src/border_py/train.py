@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from border_py.agents.networks import resolve_device
 from border_py.checkpoint import Checkpoint, load_checkpoint, run_dir_of_checkpoint
-from border_py.components import build_components
+from border_py.components import Components
 from border_py.config import GROUPS, ConfigError, build, parse_overrides, require, set_key, to_plain
 from border_py.trainers.common import restore_agent
 
@@ -32,19 +32,18 @@ def run_dir_of(config: dict[str, Any]) -> Path:
     raise ConfigError("run_dir: not set and no Hydra run dir is active (set run_dir=<path>)")
 
 
-def check(config: dict[str, Any]) -> Any:
+def check(config: dict[str, Any]) -> tuple[Any, Components]:
     """Validate the whole resolved config (top-level keys, every group, cross-field rules).
 
-    Builds the trainer and the learner-side components without starting anything; returns the
-    trainer. Raises :class:`ConfigError` with one line naming the bad key.
+    Builds the trainer and the learner-side components without starting anything; returns both.
+    Raises :class:`ConfigError` with one line naming the bad key.
     """
     seed = config.get("seed")
     is_int = isinstance(seed, int) and not isinstance(seed, bool)
     require("seed", is_int and seed >= 0, "a non-negative int", seed)
     resolve_device(str(config.get("device")))
     trainer = build("trainer", config["trainer"])
-    trainer.check(config)
-    return trainer
+    return trainer, trainer.check(config)
 
 
 def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
@@ -152,7 +151,7 @@ def prepare(cfg: DictConfig | dict[str, Any], overrides: list[str] | None = None
         config = resumed_config(
             checkpoint, command_line_overrides() if overrides is None else overrides
         )
-    trainer = check(config)
+    trainer, parts = check(config)
     if checkpoint is not None:
         done = int(checkpoint.trainer_state["opt_steps"])
         require(
@@ -162,7 +161,7 @@ def prepare(cfg: DictConfig | dict[str, Any], overrides: list[str] | None = None
             trainer.max_opts,
         )
         check_fits(checkpoint, config)
-        restore_agent(build_components(config, trainer.warmup_period), checkpoint)  # does it fit?
+        restore_agent(parts, checkpoint)  # does the saved state fit the agent?
     return Plan(trainer, config, checkpoint)
 
 

@@ -81,9 +81,9 @@ class AsyncTrainer(LoopSettings):
             self.max_samples_per_opt,
         )
 
-    def check(self, config: dict[str, Any]) -> None:
+    def check(self, config: dict[str, Any]) -> Components:
         """Validate the config, including that the agent supports the chosen exploration."""
-        self._build(config)
+        return self._build(config)
 
     def _build(self, config: dict[str, Any]) -> Components:
         parts = build_components(config, self.warmup_period)

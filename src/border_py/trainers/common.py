@@ -77,9 +77,9 @@ class LoopSettings:
         number = isinstance(target, (int, float)) and not isinstance(target, bool)
         require("target_return", target is None or number, "null or a number", target)
 
-    def check(self, config: dict[str, Any]) -> None:
-        """Validate the config's components against these settings without training."""
-        build_components(config, self.warmup_period)
+    def check(self, config: dict[str, Any]) -> Components:
+        """Validate the config's components against these settings without training; return them."""
+        return build_components(config, self.warmup_period)
 
 
 def restore_agent(parts: Components, checkpoint: Checkpoint) -> None:

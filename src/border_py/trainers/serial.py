@@ -52,7 +52,9 @@ class SerialTrainer(LoopSettings):
         agent, buffer = parts.agent, parts.buffer
         seed = config["seed"]
         env_seed = derive_seed(seed, "actor", 0, "env")
-        sampler = Sampler(parts.env_factory, agent, parts.actors.n_envs_per_actor, env_seed)
+        sampler = Sampler(
+            parts.env_factory, agent, parts.actors.n_envs_per_actor, env_seed, replayable=True
+        )
         evaluator = Evaluator(
             parts.env_factory, self.eval_episodes, derive_seed(seed, "eval"), self.eval_max_steps
         )
