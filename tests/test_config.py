@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from border_py.cli import check_overrides
-from border_py.config import ConfigError, build, config_dir, resolve_target
+from border_py.config import OVERLAYS, ConfigError, build, config_dir, group_options, resolve_target
 from border_py.envs import GymEnvFactory
 
 from .conftest import make_config
@@ -30,6 +30,8 @@ FILL = {("env", "gym"): {"id": "CartPole-v1"}, ("replay_buffer", "uniform"): {"s
 
 def options():
     for group_dir in sorted(p for p in config_dir().iterdir() if p.is_dir()):
+        if group_dir.name in OVERLAYS:
+            continue
         for yml in sorted(group_dir.glob("*.yaml")):
             yield group_dir.name, yml.stem
 
@@ -46,6 +48,11 @@ def test_every_key_is_a_parameter_and_every_option_instantiates(group, option):
     spec |= FILL.get((group, option), {})
     runtime = RUNTIME.get(group, lambda: {})()
     assert build(group, spec, **runtime) is not None
+
+
+@pytest.mark.parametrize(("group", "option"), [(g, o) for g in OVERLAYS for o in group_options(g)])
+def test_every_overlay_composes_and_validates(group, option):
+    check_overrides([f"{group}={option}"])  # composes, builds every component, cross-checks
 
 
 def test_the_composed_default_config_has_every_group(tmp_path):

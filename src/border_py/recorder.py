@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ class TensorBoardRecorder:
 
     def __init__(self, run_dir: Path, purge_step: int | None = None) -> None:
         self.log_dir = Path(run_dir) / "tensorboard"
+        _after_existing_files(self.log_dir)
         self.writer: SummaryWriter | None = SummaryWriter(str(self.log_dir), purge_step=purge_step)
 
     def scalars(self, values: dict[str, Any], step: int) -> None:
@@ -44,3 +46,19 @@ class TensorBoardRecorder:
         if self.writer is not None:
             self.writer.close()
             self.writer = None
+
+
+def _after_existing_files(log_dir: Path) -> None:
+    """Wait, if needed, until a new event file's name sorts after every existing one.
+
+    Readers take a run's event files in name order, and a name starts with its creation second
+    (then host, pid and a per-process counter): a resumed run's file created in the same second as
+    the previous session's could otherwise be read first.
+    """
+    stamps = []
+    for path in log_dir.glob("events.out.tfevents.*"):
+        stamp = path.name.split(".")[3]
+        if stamp.isdigit():
+            stamps.append(int(stamp))
+    if stamps:
+        time.sleep(max(0.0, max(stamps) + 1 - time.time()))

@@ -15,7 +15,16 @@ from omegaconf import DictConfig, OmegaConf
 from border_py.agents.networks import resolve_device
 from border_py.checkpoint import Checkpoint, load_checkpoint, run_dir_of_checkpoint
 from border_py.components import Components
-from border_py.config import GROUPS, ConfigError, build, parse_overrides, require, set_key, to_plain
+from border_py.config import (
+    GROUPS,
+    OVERLAYS,
+    ConfigError,
+    build,
+    parse_overrides,
+    require,
+    set_key,
+    to_plain,
+)
 from border_py.trainers.common import restore_agent
 
 log = logging.getLogger(__name__)
@@ -67,7 +76,7 @@ def resumed_config(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, An
         key = ov.key_or_group
         if key in NOT_CARRIED or key.startswith("hydra"):
             continue
-        if key in GROUPS:
+        if key in GROUPS or key in OVERLAYS:
             raise ConfigError(
                 f"{key}={ov.get_value_element_as_str()}: config groups cannot change when resuming;"
                 f" override keys instead (e.g. trainer.max_opts=...)"

@@ -30,7 +30,7 @@ from border_py.config import ConfigError, non_negative, positive, require
 from border_py.eval_worker import EvalWorker
 from border_py.lifecycle import StopSignals
 from border_py.seeding import derive_seed, global_rng_state, set_global_rng_state
-from border_py.trainers.common import LoopSettings, RunBook, restore_agent
+from border_py.trainers.common import LoopSettings, RunBook, learn_step, restore_agent
 from border_py.weights import SharedWeights
 
 log = logging.getLogger(__name__)
@@ -168,7 +168,7 @@ class AsyncTrainer(LoopSettings):
                         continue
                     if self.opt_steps == 0:
                         first_opt_at = time.perf_counter()
-                    metrics = agent.update(buffer.sample(agent.batch_size))
+                    metrics = learn_step(agent, buffer)
                     self.opt_steps += 1
                     self.window.opts += 1
                     if self.opt_steps % self.sync_interval == 0:

@@ -82,6 +82,15 @@ class LoopSettings:
         return build_components(config, self.warmup_period)
 
 
+def learn_step(agent: Agent, buffer: Any) -> dict[str, Any]:
+    """One optimization step: sample a batch from the replay buffer, update the agent on it.
+
+    Every trainer optimizes through this function, so what a step involves (sampling, the update,
+    anything the buffer needs back from it) is defined once.
+    """
+    return agent.update(buffer.sample(agent.batch_size))
+
+
 def restore_agent(parts: Components, checkpoint: Checkpoint) -> None:
     """Load a checkpoint's agent state, or explain in one line why it does not fit the config."""
     spaces = parts.env_factory.spaces()

@@ -21,7 +21,7 @@ from border_py.evaluator import Evaluator
 from border_py.lifecycle import StopSignals
 from border_py.sampler import Sampler, SampleStats, episode_summary
 from border_py.seeding import derive_seed, global_rng_state, set_global_rng_state
-from border_py.trainers.common import LoopSettings, RunBook, restore_agent
+from border_py.trainers.common import LoopSettings, RunBook, learn_step, restore_agent
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ class SerialTrainer(LoopSettings):
                     and book.solved_at is None
                     and not signals.requested
                 ):
-                    metrics = agent.update(buffer.sample(agent.batch_size))
+                    metrics = learn_step(agent, buffer)
                     opt_steps += 1
                     if opt_steps % self.record_interval == 0:
                         now = time.perf_counter()
