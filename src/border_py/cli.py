@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
+from typing import ClassVar
 
 import hydra
 from hydra import compose, initialize_config_dir
 from hydra._internal.utils import get_args_parser
+from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.types import Override, OverrideType
 from hydra.errors import HydraException
+from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
@@ -22,6 +26,7 @@ from border_py.checkpoint import find_checkpoint, run_dir_of_checkpoint
 from border_py.config import ConfigError, closest, config_dir, group_options, parse_overrides
 from border_py.eval_command import EVAL_DEFAULTS, evaluate_checkpoint, print_result
 from border_py.lifecycle import RunError
+from border_py.results import read_result, write_result
 from border_py.train import prepare, train
 
 log = logging.getLogger("border_py")
@@ -65,23 +70,55 @@ def fail(message: str, status: int = 2) -> int:
     return status
 
 
+class SweepFailures:
+    """The jobs of the current multirun that failed (their run dirs), for the exit status."""
+
+    jobs = 0
+    failed: ClassVar[list[str]] = []
+
+
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="train")
 def _hydra_train(cfg: DictConfig) -> float:
-    """Hydra task function: train; errors become one line (exit 2: config, 1: run), Ctrl-C exits 130."""
+    """Hydra task function: train and return the objective.
+
+    A single run turns errors into one line (exit 2: config, 1: run) and Ctrl-C into exit 130.
+    In a multirun, a failing job is recorded as failed in its run dir (``result.json``, and its
+    traceback in the job's log) and returns NaN, so the sweep goes on; Ctrl-C ends the sweep.
+    """
+    multirun = HydraConfig.get().mode == RunMode.MULTIRUN
+    SweepFailures.jobs += 1
     try:
         summary = train(cfg)
-    except ConfigError as exc:
-        log.error("config error: %s", exc)
-        sys.exit(fail(str(exc)))
-    except RunError as exc:
-        log.error("run failed: %s", exc)
-        sys.exit(fail(str(exc), 1))
+    except (ConfigError, RunError) as exc:
+        if not multirun:
+            log.error(
+                "%s: %s", "config error" if isinstance(exc, ConfigError) else "run failed", exc
+            )
+            sys.exit(fail(str(exc), 2 if isinstance(exc, ConfigError) else 1))
+        return _job_failed(exc)
+    except Exception as exc:
+        if not multirun:
+            log.exception("run failed")
+            sys.exit(
+                fail(f"run failed: {type(exc).__name__}: {exc} (traceback in the run's log)", 1)
+            )
+        return _job_failed(exc)
     if summary.get("interrupted"):
         log.warning(
             "stopped by a signal after %d opt steps; final checkpoint saved", summary["opt_steps"]
         )
         sys.exit(130)
-    return summary["best_return"]
+    return summary["objective"]
+
+
+def _job_failed(exc: Exception) -> float:
+    """Record a failed sweep job in its run dir and log it; the sweep goes on."""
+    run_dir = Path(HydraConfig.get().runtime.output_dir)
+    log.error("job failed: %s", exc, exc_info=not isinstance(exc, (ConfigError, RunError)))
+    if read_result(run_dir) is None:  # train() records the failures of a started run itself
+        write_result(run_dir, "failed", error=exc, overrides=list(HydraConfig.get().overrides.task))
+    SweepFailures.failed.append(str(run_dir))
+    return float("nan")
 
 
 def _first_value(override: Override) -> str:
@@ -175,7 +212,14 @@ def train_command(args: list[str]) -> int:
             return fail(str(exc))
         args = [*args, f"hydra.run.dir='{run_dir}'", "hydra.output_subdir=null"]
     sys.argv = ["border train", *args]
+    SweepFailures.jobs, SweepFailures.failed = 0, []
     _hydra_train()
+    if SweepFailures.failed:
+        return fail(
+            f"{len(SweepFailures.failed)} of {SweepFailures.jobs} sweep jobs failed"
+            f" (see result.json in: {', '.join(SweepFailures.failed)})",
+            1,
+        )
     return 0
 
 

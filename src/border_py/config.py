@@ -23,7 +23,7 @@ from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
 log = logging.getLogger(__name__)
 
-GROUPS = ("agent", "env", "replay_buffer", "actor_manager", "trainer")
+GROUPS = ("agent", "env", "replay_buffer", "actor_manager", "trainer", "recorder")
 OVERLAYS = ("experiment",)  # groups of `# @package _global_` files that set keys of other groups
 
 

@@ -21,11 +21,13 @@ from border_py.config import (
     ConfigError,
     build,
     parse_overrides,
+    positive,
     require,
     set_key,
     to_plain,
 )
-from border_py.trainers.common import restore_agent
+from border_py.results import OBJECTIVES, objective_value, write_result
+from border_py.trainers.common import build_recorder, restore_agent
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,12 @@ def check(config: dict[str, Any]) -> tuple[Any, Components]:
     is_int = isinstance(seed, int) and not isinstance(seed, bool)
     require("seed", is_int and seed >= 0, "a non-negative int", seed)
     resolve_device(str(config.get("device")))
+    objective = config.get("objective", "best")
+    require("objective", objective in OBJECTIVES, f"one of {', '.join(OBJECTIVES)}", objective)
+    progress = config.get("progress", True)
+    require("progress", isinstance(progress, bool), "true or false", progress)
+    positive("progress_interval", config.get("progress_interval", 30))
+    build_recorder(config)  # settings only: nothing is opened or written
     trainer = build("trainer", config["trainer"])
     return trainer, trainer.check(config)
 
@@ -184,6 +192,11 @@ def train(cfg: DictConfig | dict[str, Any], overrides: list[str] | None = None) 
         overrides: for a resume, the ``key=value`` changes to the saved config (default: the
             current Hydra job's command-line overrides).
 
+    Returns:
+        The run summary: ``objective`` (the value a sweeper optimizes, per the ``objective`` key),
+        ``best_return``/``final_return``/``mean_return`` (None before any evaluation), opt and env
+        steps, seconds, ``solved_at``, ``interrupted``; it is also written to ``result.json``.
+
     Raises:
         ConfigError: a bad setting, raised before any training starts.
     """
@@ -192,9 +205,18 @@ def train(cfg: DictConfig | dict[str, Any], overrides: list[str] | None = None) 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small networks: one thread is as fast and leaves cores to the envs
     log.info("run dir: %s", run_dir)
+    given = command_line_overrides() if overrides is None else overrides
     try:
         summary = plan.trainer.run(plan.config, run_dir, plan.checkpoint)
+    except BaseException as exc:
+        if run_dir.is_dir():
+            status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+            write_result(run_dir, status, error=exc, overrides=given)
+        raise
     finally:
         torch.set_num_threads(threads)
+    summary["objective"] = objective_value(summary, plan.config.get("objective", "best"))
+    status = "interrupted" if summary["interrupted"] else "completed"
+    write_result(run_dir, status, summary, overrides=given)
     log.info("done: %s", summary)
     return summary

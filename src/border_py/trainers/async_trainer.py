@@ -127,12 +127,21 @@ class AsyncTrainer(LoopSettings):
                 self.opt_steps,
                 self.env_steps,
             )
-        book = self.book = RunBook(run_dir, config, self, parts.env_factory.spaces(), resume)
+        book = self.book = RunBook(
+            run_dir,
+            config,
+            self,
+            parts.env_factory.spaces(),
+            buffer.capacity,
+            manager.n_actors,
+            resume,
+        )
         self.window = Window()
         weights = self.weights = SharedWeights.create(ctx, agent.policy_state())
         weights.publish(agent.policy_state(), self.opt_steps)
         evaluator: EvalWorker | None = None
         interrupted = False
+        status = "failed"
         last_health = time.monotonic()
         last_eval_requested = -1
         first_opt_at = opt_seconds = 0.0
@@ -164,6 +173,14 @@ class AsyncTrainer(LoopSettings):
                         last_health = time.monotonic()
                     for result in evaluator.poll():
                         self._on_eval(*result)
+                    if book.progress.due():
+                        book.progress.update(
+                            self.opt_steps,
+                            self.received,
+                            len(buffer),
+                            manager.alive(),
+                            manager.restarts(),
+                        )
                     if starving:
                         continue
                     if self.opt_steps == 0:
@@ -186,21 +203,19 @@ class AsyncTrainer(LoopSettings):
                     self._finish_evaluations(evaluator, last_eval_requested, signals)
                 if not (self.save_interval and self.opt_steps % self.save_interval == 0):
                     self._save()
+                status = "interrupted" if interrupted else "completed"
             finally:
                 manager.stop(on_report=self._ingest_one)
                 if evaluator is not None:
                     evaluator.close()
-                book.close()
+                book.close(status)
         accounting = manager.accounting()
         self._log_actor_table(accounting)
-        return {
-            "best_return": book.best_return,
+        return book.summary() | {
             "opt_steps": self.opt_steps,
             "env_steps": self.env_steps,
             "samples": self.received,
-            "seconds": book.elapsed(),
             "opt_steps_per_sec": self.opt_steps / opt_seconds if opt_seconds else 0.0,
-            "solved_at": book.solved_at,
             "interrupted": interrupted,
             "accounting": accounting,
             "restarts": manager.restarts(),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,9 +23,10 @@ from border_py.checkpoint import (
     step_name,
 )
 from border_py.components import Components, build_components
-from border_py.config import ConfigError, non_negative, positive, require
+from border_py.config import ConfigError, build, non_negative, positive, require
+from border_py.console import ProgressView
 from border_py.evaluator import EvalResult
-from border_py.recorder import TensorBoardRecorder
+from border_py.recorders import Recorder, TensorBoardRecorder
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +84,14 @@ class LoopSettings:
         return build_components(config, self.warmup_period)
 
 
+DEFAULT_RECORDER = {"_target_": f"{TensorBoardRecorder.__module__}.TensorBoardRecorder"}
+
+
+def build_recorder(config: dict[str, Any]) -> Recorder:
+    """The ``recorder`` group (TensorBoard for configs saved before the group existed)."""
+    return build("recorder", config.get("recorder") or DEFAULT_RECORDER)
+
+
 def learn_step(agent: Agent, buffer: Any) -> dict[str, Any]:
     """One optimization step: sample a batch from the replay buffer, update the agent on it.
 
@@ -108,15 +118,19 @@ def restore_agent(parts: Components, checkpoint: Checkpoint) -> None:
 
 
 class RunBook:
-    """Run bookkeeping shared by trainers: recording, evaluations, best and periodic checkpoints.
+    """Run bookkeeping shared by trainers: recording, progress, evaluations, best and periodic
+    checkpoints.
 
     Args:
         run_dir: the run directory.
-        config: the resolved config (recorded as text, saved into checkpoints).
+        config: the resolved config (recorded, saved into checkpoints; its ``recorder`` group
+            says where metrics go, ``progress``/``progress_interval`` how the console shows them).
         loop: the loop settings.
         spaces: the env's (observation, action) spaces, saved into checkpoints' meta.
-        resume: the checkpoint a resumed run continues from (TensorBoard then continues after its
-            opt steps, and the best return so far carries over).
+        capacity: the replay buffer's capacity (shown as a fill ratio).
+        n_actors: actor processes (None: the serial trainer).
+        resume: the checkpoint a resumed run continues from (recording then continues after its
+            opt steps, and the best return and the evaluation history carry over).
     """
 
     def __init__(
@@ -125,6 +139,8 @@ class RunBook:
         config: dict[str, Any],
         loop: LoopSettings,
         spaces: tuple[Any, Any],
+        capacity: int,
+        n_actors: int | None = None,
         resume: Checkpoint | None = None,
     ) -> None:
         self.run_dir = Path(run_dir)
@@ -133,22 +149,29 @@ class RunBook:
         self.loop = loop
         self.spaces = {"observation_space": str(spaces[0]), "action_space": str(spaces[1])}
         self.best_return = float("-inf")
+        self.eval_returns: list[float] = []  # eval/return_mean of every evaluation, in order
         self.seconds_before = 0.0
+        start_opts = 0
         recover(self.checkpoints)
         if resume is not None:
-            for path in set_aside_newer(self.checkpoints, int(resume.trainer_state["opt_steps"])):
-                log.warning("resuming from an older checkpoint: moved %s aside", path)
-        if resume is None:
-            self.recorder = TensorBoardRecorder(self.run_dir)
-            self.recorder.config(config)
-        else:
             state = resume.trainer_state
+            start_opts = int(state["opt_steps"])
+            for path in set_aside_newer(self.checkpoints, start_opts):
+                log.warning("resuming from an older checkpoint: moved %s aside", path)
             self.best_return = float(state["best_return"])
+            self.eval_returns = [float(r) for r in state.get("eval_returns", [])]
             self.seconds_before = float(state.get("seconds", 0.0))
-            # events at later steps (written after this checkpoint, before a crash) are discarded
-            self.recorder = TensorBoardRecorder(
-                self.run_dir, purge_step=int(state["opt_steps"]) + 1
-            )
+        self.recorder: Recorder = build_recorder(config)
+        self.progress = ProgressView(
+            loop.max_opts,
+            start_opts,
+            bool(config.get("progress", True)),
+            float(config.get("progress_interval", 30)),
+            capacity,
+            n_actors,
+        )
+        # a resumed run's events after the checkpoint (written before a crash) are discarded
+        self.recorder.open(self.run_dir, config, None if resume is None else start_opts)
         self.solved_at: dict[str, float] | None = None
         self.start = time.perf_counter()
 
@@ -170,6 +193,7 @@ class RunBook:
         ``policy``, ``agent_state`` and ``trainer_state()`` describe the run at ``opt_steps``.
         """
         self.recorder.scalars(result.scalars(), opt_steps)
+        self.eval_returns.append(result.return_mean)
         new_best = result.return_mean > self.best_return
         if new_best:
             self.best_return = result.return_mean
@@ -183,6 +207,7 @@ class RunBook:
                 None,
                 {"eval": result.scalars()},
             )
+        self.progress.on_eval(result.return_mean, self.best_return)
         target = self.loop.target_return
         if target is not None and self.solved_at is None and result.return_mean >= target:
             self.solved_at = {
@@ -247,7 +272,11 @@ class RunBook:
             "replay_buffer": buffer is not None,
             "border_py": __version__,
         } | extra
-        state = trainer_state | {"best_return": self.best_return, "seconds": self.elapsed()}
+        state = trainer_state | {
+            "best_return": self.best_return,
+            "eval_returns": list(self.eval_returns),
+            "seconds": self.elapsed(),
+        }
         return save_checkpoint(
             self.checkpoints,
             name,
@@ -259,6 +288,24 @@ class RunBook:
             buffer=buffer,
         )
 
-    def close(self) -> None:
-        """Flush and close the recorder (idempotent)."""
-        self.recorder.close()
+    def returns(self) -> dict[str, float | None]:
+        """Best, final (the last evaluation's) and mean ``eval/return_mean`` (None before any)."""
+        history = self.eval_returns
+        return {
+            "best_return": self.best_return if math.isfinite(self.best_return) else None,
+            "final_return": history[-1] if history else None,
+            "mean_return": sum(history) / len(history) if history else None,
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """What every trainer's run summary holds: returns, seconds, when the target was hit."""
+        return self.returns() | {"seconds": self.elapsed(), "solved_at": self.solved_at}
+
+    def close(self, status: str) -> None:
+        """End the run's recording with ``status`` (``completed``, ``interrupted``, ``failed``)
+        and its final returns; stop the progress view (idempotent)."""
+        self.progress.close()
+        final = {
+            f"hparams/{key}": value for key, value in self.returns().items() if value is not None
+        }
+        self.recorder.close(status, final)

@@ -87,7 +87,9 @@ class SerialTrainer(LoopSettings):
                 opt_steps,
                 stats.env_steps,
             )
-        book = RunBook(run_dir, config, self, parts.env_factory.spaces(), resume)
+        book = RunBook(
+            run_dir, config, self, parts.env_factory.spaces(), buffer.capacity, None, resume
+        )
 
         def trainer_state() -> dict[str, Any]:
             return {
@@ -107,6 +109,7 @@ class SerialTrainer(LoopSettings):
 
         window_start, window_env, window_opt = time.perf_counter(), stats.env_steps, opt_steps
         signals = StopSignals().install()
+        status = "failed"
         try:
             while not signals.requested and book.solved_at is None:
                 ready = stats.env_steps - base_env - self.warmup_period
@@ -118,6 +121,8 @@ class SerialTrainer(LoopSettings):
                 ):
                     metrics = learn_step(agent, buffer)
                     opt_steps += 1
+                    if book.progress.due():
+                        book.progress.update(opt_steps, stats.env_steps, len(buffer))
                     if opt_steps % self.record_interval == 0:
                         now = time.perf_counter()
                         seconds = max(now - window_start, 1e-9)
@@ -154,16 +159,14 @@ class SerialTrainer(LoopSettings):
                     buffer.push(batch)
             if opt_steps != last_saved:
                 save()
+            status = "interrupted" if signals.requested else "completed"
         finally:
             signals.restore()
             sampler.close()
             evaluator.close()
-            book.close()
-        return {
-            "best_return": book.best_return,
+            book.close(status)
+        return book.summary() | {
             "opt_steps": opt_steps,
             "env_steps": stats.env_steps,
-            "seconds": book.elapsed(),
-            "solved_at": book.solved_at,
             "interrupted": signals.requested,
         }

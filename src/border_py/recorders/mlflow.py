@@ -1,0 +1,117 @@
+"""MLflow recording (the ``[mlflow]`` extra): a local SQLite store in the run dir, no server needed."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+
+from border_py.config import ConfigError, require
+from border_py.recorders.base import hyperparameters
+
+RUN_ID_FILE = "mlflow_run.json"  # in the run dir: a resumed run continues the same MLflow run
+STATUS = {"completed": "FINISHED", "interrupted": "KILLED", "failed": "FAILED"}
+BATCH = 100  # MLflow's limit on params per log_batch call
+
+
+def default_store(run_dir: Path) -> Path:
+    """Where the SQLite store goes by default: the sweep dir for a multirun job (so the jobs of a
+    sweep are compared in one MLflow experiment), else the run dir."""
+    if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+        return Path(HydraConfig.get().sweep.dir).resolve()
+    return Path(run_dir)
+
+
+class MlflowRecorder:
+    """Params (the flattened config), metrics at each opt step, tags and the run's end status in
+    MLflow, through ``MlflowClient`` (no process-global active run, so sweep jobs never mix).
+
+    Args:
+        tracking_uri: an MLflow tracking URI (``http://...``, ``sqlite:///...``); null: a SQLite
+            store ``mlflow.db`` in the run dir (in the sweep dir for the jobs of a multirun).
+        experiment_name: the MLflow experiment the run belongs to.
+        run_name: the MLflow run name (null: the run dir's name).
+    """
+
+    def __init__(
+        self,
+        tracking_uri: str | None = None,
+        experiment_name: str = "border-py",
+        run_name: str | None = None,
+    ) -> None:
+        require(
+            "experiment_name",
+            isinstance(experiment_name, str) and experiment_name != "",
+            "a non-empty string",
+            experiment_name,
+        )
+        try:
+            from mlflow.tracking import MlflowClient  # noqa: F401
+        except ImportError:
+            raise ConfigError(
+                "_target_: the MLflow recorder needs MLflow: pip install 'border-py[mlflow]'"
+            ) from None
+        self.tracking_uri = tracking_uri
+        self.experiment_name = experiment_name
+        self.run_name = run_name
+        self.client: Any = None
+        self.run_id: str | None = None
+
+    def open(self, run_dir: Path, config: dict[str, Any], resume_step: int | None) -> None:
+        """Connect, then create the MLflow run, or reopen it when the run is resumed."""
+        from mlflow.entities import Param
+        from mlflow.tracking import MlflowClient
+
+        for name in ("alembic", "mlflow.store.db.utils"):  # schema creation chatter
+            logging.getLogger(name).setLevel(logging.WARNING)
+        run_dir = Path(run_dir)
+        store = default_store(run_dir)
+        store.mkdir(parents=True, exist_ok=True)
+        uri = self.tracking_uri or f"sqlite:///{store / 'mlflow.db'}"
+        self.client = MlflowClient(tracking_uri=uri)
+        id_file = run_dir / RUN_ID_FILE
+        if resume_step is not None and id_file.is_file():
+            self.run_id = json.loads(id_file.read_text())["run_id"]
+            self.client.update_run(self.run_id, status="RUNNING")
+            return
+        experiment = self.client.get_experiment_by_name(self.experiment_name)
+        if experiment is None:
+            experiment_id = self.client.create_experiment(
+                self.experiment_name, artifact_location=(store / "mlartifacts").as_uri()
+            )
+        else:
+            experiment_id = experiment.experiment_id
+        run = self.client.create_run(
+            experiment_id,
+            run_name=self.run_name or run_dir.name,
+            tags={"border_py.run_dir": str(run_dir)},
+        )
+        self.run_id = run.info.run_id
+        params = [Param(k, str(v)) for k, v in hyperparameters(config).items()]
+        for i in range(0, len(params), BATCH):
+            self.client.log_batch(self.run_id, params=params[i : i + BATCH])
+        id_file.write_text(json.dumps({"tracking_uri": uri, "run_id": self.run_id}))
+
+    def scalars(self, values: dict[str, Any], step: int) -> None:
+        """Log each ``tag: value`` at ``step`` in one batch."""
+        from mlflow.entities import Metric
+
+        assert self.client is not None, "recorder is not open"
+        now = int(time.time() * 1000)
+        metrics = [Metric(tag, float(value), now, step) for tag, value in values.items()]
+        self.client.log_batch(self.run_id, metrics=metrics)
+        self.last_step = step
+
+    def close(self, status: str = "completed", final: dict[str, float] | None = None) -> None:
+        """Log the final metrics and end the MLflow run with ``status`` (idempotent)."""
+        if self.client is None:
+            return
+        if final:
+            self.scalars(final, getattr(self, "last_step", 0))
+        self.client.set_terminated(self.run_id, STATUS[status])
+        self.client = None

@@ -1,0 +1,105 @@
+"""TensorBoard recording through ``torch.utils.tensorboard`` (the default recorder)."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
+from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
+from torch.utils.tensorboard import SummaryWriter
+from torch.utils.tensorboard.summary import hparams
+
+from border_py.config import positive
+from border_py.recorders.base import COMPARED_TAGS, hyperparameters
+
+STATUS = {
+    "completed": "STATUS_SUCCESS",
+    "interrupted": "STATUS_UNKNOWN",  # stopped by a signal: neither success nor failure
+    "failed": "STATUS_FAILURE",
+}
+
+
+class TensorBoardRecorder:
+    """Scalars (global step = optimization step), the config as text, and the HPARAMS summary,
+    in ``<run dir>/tensorboard/``.
+
+    Every config value is a hyper-parameter of the run in TensorBoard's HPARAMS tab, where the jobs
+    of a sweep (``tensorboard --logdir <sweep dir>``) are compared on ``eval/return_mean`` and the
+    final ``hparams/*`` metrics.
+
+    Args:
+        flush_secs: seconds between flushes of pending events to disk.
+    """
+
+    def __init__(self, flush_secs: int = 10) -> None:
+        positive("flush_secs", flush_secs, int)
+        self.flush_secs = flush_secs
+        self.writer: SummaryWriter | None = None
+
+    def open(self, run_dir: Path, config: dict[str, Any], resume_step: int | None) -> None:
+        """Create the writer; a new run also writes its config and hyper-parameters."""
+        self.log_dir = Path(run_dir) / "tensorboard"
+        _after_existing_files(self.log_dir)
+        purge = None if resume_step is None else resume_step + 1
+        self.writer = SummaryWriter(str(self.log_dir), purge_step=purge, flush_secs=self.flush_secs)
+        self.last_step = resume_step or 0
+        if resume_step is None:
+            text = json.dumps(config, indent=2, default=str)
+            self.writer.add_text("config", "```\n" + text + "\n```", 0)
+            experiment, session_start, _ = hparams(
+                hyperparameters(config), dict.fromkeys(COMPARED_TAGS, 0.0)
+            )
+            for summary in (experiment, session_start):
+                self.writer.file_writer.add_summary(summary)
+
+    def scalars(self, values: dict[str, Any], step: int) -> None:
+        """Write each ``tag: value`` at ``step``."""
+        assert self.writer is not None, "recorder is not open"
+        self.last_step = max(self.last_step, step)
+        for tag, value in values.items():
+            self.writer.add_scalar(tag, float(value), step)
+
+    def close(self, status: str = "completed", final: dict[str, float] | None = None) -> None:
+        """Write the final metrics and the session's end status, flush, close (idempotent)."""
+        if self.writer is None:
+            return
+        if final:
+            self.scalars(final, self.last_step)
+        self.writer.file_writer.add_summary(_session_end(STATUS[status]))
+        self.writer.close()
+        self.writer = None
+
+
+def _session_end(status: str) -> Summary:
+    """The HPARAMS plugin's session-end summary with ``status`` (e.g. ``STATUS_FAILURE``)."""
+    info = plugin_data_pb2.SessionEndInfo(
+        status=api_pb2.Status.Value(status), end_time_secs=time.time()
+    )
+    content = plugin_data_pb2.HParamsPluginData(
+        session_end_info=info, version=metadata.PLUGIN_DATA_VERSION
+    )
+    meta = SummaryMetadata(
+        plugin_data=SummaryMetadata.PluginData(
+            plugin_name=metadata.PLUGIN_NAME, content=content.SerializeToString()
+        )
+    )
+    return Summary(value=[Summary.Value(tag=metadata.SESSION_END_INFO_TAG, metadata=meta)])
+
+
+def _after_existing_files(log_dir: Path) -> None:
+    """Wait, if needed, until a new event file's name sorts after every existing one.
+
+    Readers take a run's event files in name order, and a name starts with its creation second
+    (then host, pid and a per-process counter): a resumed run's file created in the same second as
+    the previous session's could otherwise be read first.
+    """
+    stamps = []
+    for path in log_dir.glob("events.out.tfevents.*"):
+        stamp = path.name.split(".")[3]
+        if stamp.isdigit():
+            stamps.append(int(stamp))
+    if stamps:
+        time.sleep(max(0.0, max(stamps) + 1 - time.time()))

@@ -1,0 +1,71 @@
+"""A run's outcome in ``<run dir>/result.json``, and the objective a sweep optimizes.
+
+Every run that started writes ``result.json`` when it ends: ``completed``, ``interrupted`` (a stop
+signal), or ``failed`` (with the error). ``border report`` reads it; a sweeper optimizes the
+``objective`` value that ``train`` returns.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import traceback
+from pathlib import Path
+from typing import Any
+
+RESULT_FILE = "result.json"
+OBJECTIVES = ("best", "final", "mean")  # best | final (last evaluation) | mean of all evaluations
+
+
+def objective_value(summary: dict[str, Any], objective: str) -> float:
+    """The summary's ``<objective>_return`` as a float (NaN when no evaluation happened, which
+    sweepers treat as a failed trial)."""
+    value = summary.get(f"{objective}_return")
+    return float("nan") if value is None else float(value)
+
+
+def _plain(value: Any) -> Any:
+    """JSON-safe: NaN and infinities become None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def write_result(
+    run_dir: Path,
+    status: str,
+    summary: dict[str, Any] | None = None,
+    error: BaseException | None = None,
+    overrides: list[str] | None = None,
+) -> Path:
+    """Write ``result.json`` atomically: status, the run summary, the error (type, message,
+    traceback) and the command-line overrides."""
+    record: dict[str, Any] = {"status": status, "overrides": list(overrides or [])}
+    if summary is not None:
+        record["summary"] = _plain(summary)
+    if error is not None:
+        lines = str(error).strip().splitlines()
+        record["error"] = {
+            "type": type(error).__name__,
+            "message": lines[0] if lines else type(error).__name__,
+            "traceback": "".join(traceback.format_exception(error)),
+        }
+    path = Path(run_dir) / RESULT_FILE
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(record, indent=2, default=str))
+    os.replace(tmp, path)
+    return path
+
+
+def read_result(run_dir: Path) -> dict[str, Any] | None:
+    """The run's ``result.json``, or None if it has none (still running, or killed)."""
+    path = Path(run_dir) / RESULT_FILE
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
