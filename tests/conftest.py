@@ -57,3 +57,18 @@ def no_leftover_processes():
     if children:
         _, alive = psutil.wait_procs(children, timeout=3)
         assert not alive, f"leftover processes: {[p.cmdline() for p in alive]}"
+
+
+def processes_with_marker(marker: str) -> list[psutil.Process]:
+    """Live processes whose environment holds ``BORDER_TEST_MARKER=<marker>`` (children inherit it,
+    so this finds orphans that were re-parented away from the test runner too)."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.environ().get("BORDER_TEST_MARKER") == marker and process.status() != (
+                psutil.STATUS_ZOMBIE
+            ):
+                found.append(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found

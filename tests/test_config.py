@@ -105,6 +105,33 @@ def test_the_composed_default_config_has_every_group(tmp_path):
             ["trainer.save_replay_buffer=abc"],
             "trainer.save_replay_buffer='abc': must be true or false",
         ),
+        (["objective=top"], "objective='top': must be one of best, final, mean"),
+        (["progress=maybe"], "progress='maybe': must be true or false"),
+        (["progress_interval=0"], "progress_interval=0: must be a positive float"),
+        (
+            ["recorder=mlfow"],
+            "recorder=mlfow: unknown option of config group 'recorder' (did you mean 'mlflow'?)",
+        ),
+        (["recorder.flush_secs=0"], "recorder.flush_secs=0: must be a positive int"),
+        (
+            ["recorder.flush_sec=5"],
+            "recorder.flush_sec: unknown key 'flush_sec' in recorder (did you mean 'flush_secs'?)",
+        ),
+        (
+            ["recorder=mlflow", "recorder.experiment_name="],
+            "recorder.experiment_name='': must be a non-empty string",
+        ),
+        (["-m", "agent.lr=1e-3,-1"], "agent.lr=-1: must be a positive float"),  # every sweep value
+        (
+            ["-m", "trainer=serial,async", "trainer.opt_interval=2"],
+            "with trainer=async: Could not override 'trainer.opt_interval'",
+        ),
+        (
+            ["-m", "seed=0,1", "trainer.warmup_period=100,500000"],
+            "trainer.warmup_period=500000: must be <= replay_buffer.capacity=100000",
+        ),
+        (["experiment=sac_pendulm"], "experiment=sac_pendulm: unknown option of config group"),
+        (["hparams_search=dqn"], "hparams_search=dqn: unknown option of config group"),
     ],
 )
 def test_bad_input_is_one_line_naming_the_key(overrides, expected):
@@ -113,6 +140,7 @@ def test_bad_input_is_one_line_naming_the_key(overrides, expected):
             ["env=cartpole,pong"],
             "env=pong: unknown option of config group 'env'",
         )
+    overrides = [o for o in overrides if o != "-m"]  # the CLI strips Hydra's flags
     with pytest.raises(ConfigError) as err:
         check_overrides(overrides)
     message = str(err.value)

@@ -7,6 +7,7 @@ group option or key fails with one line that names the closest valid choices.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 from pathlib import Path
@@ -26,6 +27,7 @@ from border_py.checkpoint import find_checkpoint, run_dir_of_checkpoint
 from border_py.config import ConfigError, closest, config_dir, group_options, parse_overrides
 from border_py.eval_command import EVAL_DEFAULTS, evaluate_checkpoint, print_result
 from border_py.lifecycle import RunError
+from border_py.report import report
 from border_py.results import read_result, write_result
 from border_py.train import prepare, train
 
@@ -39,6 +41,7 @@ Asynchronous multi-process off-policy deep RL, driven by Hydra configs.
 commands:
   train     train an agent (a Hydra app: key=value overrides, group=option, -m for sweeps)
   eval      evaluate a saved policy: border eval <run dir | checkpoint dir> [eval.*/env.* overrides]
+  report    compare runs: border report <run or sweep dir> [--csv FILE] [--plot FILE]
 
 examples:
   border train                                         # DQN on CartPole-v1 with the defaults
@@ -49,12 +52,13 @@ examples:
   border train --cfg job                               # print the composed config
   border train resume=outputs/<date>/<time> trainer.max_opts=50000   # continue a run
   border eval outputs/<date>/<time> eval.n_episodes=20 eval.video=true
+  border report outputs/multirun/<date>/<time> --csv sweep.csv      # table + report.png
 
 Outputs (TensorBoard logs in tensorboard/, checkpoints/, train.log) land in outputs/<date>/<time>/.
 """
 
 
-COMMANDS = ("train", "eval")
+COMMANDS = ("train", "eval", "report")
 EVAL_USAGE = f"""\
 usage: border eval <run dir | checkpoint dir> [overrides]
 
@@ -121,20 +125,26 @@ def _job_failed(exc: Exception) -> float:
     return float("nan")
 
 
-def _first_value(override: Override) -> str:
-    """The override's value as a string (the first value of a sweep)."""
-    if override.is_sweep_override():
-        return next(iter(override.sweep_string_iterator()))
-    return override.get_value_element_as_str()
+def _values(override: Override) -> list[str]:
+    """The override's values as strings: one, every value of a sweep, or none for a sweep that is
+    not a list (an Optuna ``interval(...)``: its values are the sweeper's to draw)."""
+    if not override.is_sweep_override():
+        return [override.get_value_element_as_str()]
+    try:
+        return list(override.sweep_string_iterator())
+    except (HydraException, TypeError, ValueError):
+        return []
 
 
 def check_overrides(overrides: list[str]) -> None:
     """Raise :class:`ConfigError` for an unparsable override, an unknown group option or key, or a bad value.
 
-    Sweeps are checked with their first value for keys (every value for group options).
+    Every value of a sweep is checked (with the first value of every other override), so that a
+    typo fails at once rather than in the middle of a sweep.
     """
     parsed = parse_overrides(overrides)
     choices: list[str] = []
+    group_sweeps: list[tuple[int, str, list[str]]] = []  # (index in choices, group, other values)
     keys: list[Override] = []
     others: list[str] = []  # +key=value and ~key: Hydra checks them; they join the composition
     for ov in parsed:
@@ -147,15 +157,15 @@ def check_overrides(overrides: list[str]) -> None:
             continue
         if name in group_dirs():
             options = group_options(name)
-            values = (
-                list(ov.sweep_string_iterator()) if ov.is_sweep_override() else [_first_value(ov)]
-            )
+            values = _values(ov)
             for value in values:
                 if value not in options:
                     raise ConfigError(
                         f"{name}={value}: unknown option of config group '{name}'{closest(value, options)};"
                         f" choose from: {', '.join(options)}"
                     )
+            if len(values) > 1:
+                group_sweeps.append((len(choices), name, values[1:]))
             choices.append(f"{name}={values[0]}")
         else:
             keys.append(ov)
@@ -176,9 +186,21 @@ def check_overrides(overrides: list[str]) -> None:
             if depth < len(parts) - 1:
                 node = node[part]
             path.append(part)
-    first_values = [f"{ov.key_or_group}={_first_value(ov)}" for ov in keys]
+    checked = [ov for ov in keys if _values(ov)]
+    first_values = [f"{ov.key_or_group}={_values(ov)[0]}" for ov in checked]
     final = [*choices, *first_values, *others]
     prepare(_compose(final), overrides=final)
+    for i, ov in enumerate(checked):  # the other values of each swept key
+        for value in _values(ov)[1:]:
+            variant = [*first_values[:i], f"{ov.key_or_group}={value}", *first_values[i + 1 :]]
+            prepare(_compose([*choices, *variant, *others]), overrides=variant)
+    for i, name, values in group_sweeps:  # the other options of each swept group
+        for value in values:
+            variant = [*choices[:i], f"{name}={value}", *choices[i + 1 :]]
+            try:
+                prepare(_compose([*variant, *first_values, *others]), overrides=variant)
+            except ConfigError as exc:
+                raise ConfigError(f"with {name}={value}: {exc}") from None
 
 
 def _compose(overrides: list[str]) -> DictConfig:
@@ -187,7 +209,12 @@ def _compose(overrides: list[str]) -> DictConfig:
         try:
             return compose(config_name="train", overrides=overrides)
         except (HydraException, OmegaConfBaseException) as exc:
-            raise ConfigError(str(exc).splitlines()[0]) from None
+            first = str(exc).splitlines()[0]
+            if "hydra/sweeper" in first:
+                first += (
+                    " (hparams_search needs the Optuna sweeper: pip install 'border-py[sweep]')"
+                )
+            raise ConfigError(first) from None
 
 
 def group_dirs() -> list[str]:
@@ -237,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
         return train_command(rest)
     if command == "eval":
         return eval_cli(rest)
+    if command == "report":
+        return report_cli(rest)
     return fail(
         f"unknown command '{command}'{closest(command, COMMANDS)}; commands: {', '.join(COMMANDS)}"
     )
@@ -252,6 +281,23 @@ def eval_cli(args: list[str]) -> int:
     except ConfigError as exc:
         return fail(str(exc))
     return 0
+
+
+def report_cli(args: list[str]) -> int:
+    """``border report``: a table of the runs under a directory, a PNG of their eval curves."""
+    parser = argparse.ArgumentParser(
+        prog="border report",
+        description="Compare runs: a table (status, best and final eval return, steps, wall time)"
+        " and a PNG of their eval/return_mean curves.",
+    )
+    parser.add_argument("path", help="a run dir, a sweep dir, or any directory holding runs")
+    parser.add_argument("--csv", type=Path, help="also write the table as CSV to this file")
+    parser.add_argument("--plot", type=Path, help="where the PNG goes (default: <path>/report.png)")
+    parsed = parser.parse_args(args)
+    try:
+        return report(parsed.path, parsed.csv, parsed.plot)
+    except ConfigError as exc:
+        return fail(str(exc))
 
 
 if __name__ == "__main__":

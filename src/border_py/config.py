@@ -24,7 +24,10 @@ from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 log = logging.getLogger(__name__)
 
 GROUPS = ("agent", "env", "replay_buffer", "actor_manager", "trainer", "recorder")
-OVERLAYS = ("experiment",)  # groups of `# @package _global_` files that set keys of other groups
+OVERLAYS = (
+    "experiment",
+    "hparams_search",
+)  # `# @package _global_` files setting other groups' keys
 
 
 class ConfigError(ValueError):
