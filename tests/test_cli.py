@@ -45,6 +45,9 @@ def test_train_help_lists_groups_and_options(tmp_path):
         "env: cartpole, gym",
         "replay_buffer: uniform",
         "trainer: async, serial",
+        "recorder: both, mlflow, tensorboard",
+        "experiment: dqn_cartpole",
+        "hparams_search: dqn_cartpole",
         "max_opts",
     ):
         assert text in out.stdout

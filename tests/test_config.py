@@ -132,6 +132,14 @@ def test_the_composed_default_config_has_every_group(tmp_path):
         ),
         (["experiment=sac_pendulm"], "experiment=sac_pendulm: unknown option of config group"),
         (["hparams_search=dqn"], "hparams_search=dqn: unknown option of config group"),
+        (
+            ["recorder=both", "recorder.recorders.tensorboard.flush_secs=0"],
+            "recorder.recorders.tensorboard.flush_secs=0: must be a positive int",
+        ),
+        (
+            ["recorder=mlflow", "recorder.tracking_uri=5"],
+            "recorder.tracking_uri=5: must be null or a tracking URI string",
+        ),
     ],
 )
 def test_bad_input_is_one_line_naming_the_key(overrides, expected):

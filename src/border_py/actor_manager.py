@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import multiprocessing.connection
+import os
 import queue as queue_lib
 import time
 from dataclasses import dataclass
@@ -204,6 +205,16 @@ class ActorManager:
                 exploration positions continue, envs get fresh seeds.
         """
         self._ctx, self._config, self._weights = ctx, config, weights
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        if cores and self.n_actors > cores:
+            log.warning(
+                "%d actors on %d CPU cores: actors, learner and evaluator share them (the actors"
+                " run at nice %d, so the learner keeps its share; more envs per actor is the"
+                " cheaper way to more samples)",
+                self.n_actors,
+                cores,
+                self.nice,
+            )
         self.channel = ctx.Queue(maxsize=self.queue_size)
         self.stop_event = ctx.Event()
         self.actors = [ActorRecord(process=None) for _ in range(self.n_actors)]

@@ -21,7 +21,7 @@ class Recorders:
         if not isinstance(recorders, dict) or not recorders:
             raise ConfigError(f"recorders={recorders!r}: must map names to recorder specs")
         self.members: list[Recorder] = [
-            build(f"recorder.recorders.{name}", dict(spec)) for name, spec in recorders.items()
+            build(f"recorders.{name}", dict(spec)) for name, spec in recorders.items()
         ]
 
     def open(self, run_dir: Path, config: dict[str, Any], resume_step: int | None) -> None:

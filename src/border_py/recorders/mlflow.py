@@ -45,6 +45,12 @@ class MlflowRecorder:
         run_name: str | None = None,
     ) -> None:
         require(
+            "tracking_uri",
+            tracking_uri is None or isinstance(tracking_uri, str),
+            "null or a tracking URI string",
+            tracking_uri,
+        )
+        require(
             "experiment_name",
             isinstance(experiment_name, str) and experiment_name != "",
             "a non-empty string",
