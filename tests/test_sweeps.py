@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
+import signal
+import subprocess
+import time
 import uuid
 
 import pytest
@@ -14,7 +18,7 @@ from tensorboard.plugins.hparams import plugin_data_pb2
 
 from border_py import train
 
-from .conftest import REPO, make_config, processes_with_marker, run_border, scalar_tags
+from .conftest import BORDER, REPO, make_config, processes_with_marker, run_border, scalar_tags
 
 TINY = [
     "trainer.max_opts=300",
@@ -199,3 +203,42 @@ def test_optuna_search_space_runs_trials_and_reports_the_best(tmp_path):
         "agent.eps_decay_steps",
     }
     assert 3e-4 <= best["best_params"]["agent.lr"] <= 5e-3
+
+
+def test_ctrl_c_stops_the_running_job_gracefully_and_ends_the_sweep(tmp_path):
+    marker = uuid.uuid4().hex
+    proc = subprocess.Popen(
+        [
+            *BORDER,
+            "train",
+            "-m",
+            "seed=0,1",
+            "trainer.max_opts=1000000",
+            "agent.hidden_sizes=[16]",
+            "progress_interval=0.5",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "BORDER_TEST_MARKER": marker},
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # wait until job 0 is optimizing
+            logs = list((tmp_path / "outputs").glob("multirun/*/*/0/train.log"))
+            if logs and re.search(r"progress: opt [1-9]", logs[0].read_text()):
+                break
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, output
+    sweep = _sweep_dir(tmp_path)
+    result = json.loads((sweep / "0" / "result.json").read_text())
+    assert result["status"] == "interrupted" and result["summary"]["opt_steps"] > 0
+    assert not (sweep / "1").exists()  # the sweep ended with the interrupted job
+    assert not processes_with_marker(marker)
