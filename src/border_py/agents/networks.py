@@ -83,9 +83,12 @@ class QEnsemble(nn.Module):
         sizes = [obs_dim + act_dim, *(int(h) for h in hidden_sizes), 1]
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()
-        for fan_in, fan_out in zip(sizes[:-1], sizes[1:], strict=True):
+        for k in range(len(sizes) - 1):
+            fan_in, fan_out = sizes[k], sizes[k + 1]
             bound = 1.0 / math.sqrt(fan_in)
-            self.weights.append(nn.Parameter(torch.empty(n, fan_in, fan_out).uniform_(-bound, bound)))
+            self.weights.append(
+                nn.Parameter(torch.empty(n, fan_in, fan_out).uniform_(-bound, bound))
+            )
             self.biases.append(nn.Parameter(torch.empty(n, 1, fan_out).uniform_(-bound, bound)))
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:

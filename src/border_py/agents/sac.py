@@ -135,7 +135,9 @@ class SAC:
         require("tau", 0 < tau <= 1, "in (0, 1]", tau)
         require("learn_alpha", isinstance(learn_alpha, bool), "true or false", learn_alpha)
         number = isinstance(target_entropy, (int, float)) and not isinstance(target_entropy, bool)
-        require("target_entropy", target_entropy is None or number, "null or a number", target_entropy)
+        require(
+            "target_entropy", target_entropy is None or number, "null or a number", target_entropy
+        )
         require(
             "hidden_sizes", all(int(h) > 0 for h in hidden_sizes), "positive widths", hidden_sizes
         )
@@ -156,9 +158,7 @@ class SAC:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             self.policy = GaussianPolicy(obs_dim, hidden_sizes, self.act_dim).to(self.device)
-            self.critics = QEnsemble(obs_dim, self.act_dim, hidden_sizes, n_critics).to(
-                self.device
-            )
+            self.critics = QEnsemble(obs_dim, self.act_dim, hidden_sizes, n_critics).to(self.device)
         self.critic_targets = copy.deepcopy(self.critics).requires_grad_(False)
         self.log_alpha = torch.tensor(
             math.log(alpha), device=self.device, requires_grad=learn_alpha
@@ -179,10 +179,14 @@ class SAC:
         if self._optimizers is None:
             self._optimizers = {
                 "actor": torch.optim.Adam(self.policy.parameters(), lr=self.actor_lr, fused=True),
-                "critic": torch.optim.Adam(self.critics.parameters(), lr=self.critic_lr, fused=True),
+                "critic": torch.optim.Adam(
+                    self.critics.parameters(), lr=self.critic_lr, fused=True
+                ),
             }
             if self.learn_alpha:
-                self._optimizers["alpha"] = torch.optim.Adam([self.log_alpha], lr=self.alpha_lr, fused=True)
+                self._optimizers["alpha"] = torch.optim.Adam(
+                    [self.log_alpha], lr=self.alpha_lr, fused=True
+                )
         return self._optimizers
 
     @property
