@@ -74,6 +74,9 @@ def temperature_loss(
 class SAC:
     """Soft Actor-Critic agent with a tanh-squashed Gaussian policy and ``n_critics`` Q-networks.
 
+    Actors receive the policy network alone (:meth:`policy_state`). SAC reports no per-sample TD
+    errors, so it does not drive prioritized replay (its batches' ``weight`` is not used).
+
     Args:
         observation_space: the env's (Box) observation space.
         action_space: the env's Box action space (finite bounds).
@@ -188,11 +191,6 @@ class SAC:
                     [self.log_alpha], lr=self.alpha_lr, fused=True
                 )
         return self._optimizers
-
-    @property
-    def alpha(self) -> float:
-        """The current entropy coefficient."""
-        return float(self.log_alpha.exp())
 
     def set_exploration_step(self, env_steps: int) -> None:
         """Continue from ``env_steps`` exploring env steps (an actor of a resumed run)."""
