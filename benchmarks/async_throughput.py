@@ -9,6 +9,8 @@ Prints three tables:
 3. weight publication latency: from ``publish`` to the first actor step with the new version.
 
     python benchmarks/async_throughput.py [--seconds 5] [--envs-per-actor 16] [overrides...]
+    python benchmarks/async_throughput.py --actors 1 2 4 --opts 1000 experiment=sac_halfcheetah \
+        agent.random_steps=0 trainer.warmup_period=1000   # SAC on HalfCheetah-v5 ([mujoco] extra)
 """
 
 from __future__ import annotations
@@ -99,16 +101,22 @@ def sampling_rate(config: dict, n_actors: int, n_envs: int, seconds: float) -> t
     return rate, 1000 * statistics.median(latencies) if latencies else float("nan")
 
 
+def random_actions(space, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` uniformly random actions of a Discrete or (bounded) Box space."""
+    if hasattr(space, "n"):
+        return rng.integers(0, int(space.n), n)
+    return rng.uniform(space.low, space.high, (n, *space.shape)).astype(np.float32)
+
+
 def bare_opt_rate(config: dict, n_opts: int) -> float:
     parts = build_components(config, 0)
     n = 10_000
-    space_dim = parts.env_factory.spaces()[0].shape
+    obs_space, action_space = parts.env_factory.spaces()
     rng = np.random.default_rng(0)
-    obs = rng.normal(size=(n, *space_dim)).astype(np.float32)
+    obs = rng.normal(size=(n, *obs_space.shape)).astype(np.float32)
+    actions = random_actions(action_space, n, rng)
     parts.buffer.push(
-        Transitions(
-            obs, rng.integers(0, 2, n), np.ones(n, np.float32), obs, np.full(n, 0.99, np.float32)
-        )
+        Transitions(obs, actions, np.ones(n, np.float32), obs, np.full(n, 0.99, np.float32))
     )
     for _ in range(50):
         parts.agent.update(parts.buffer.sample(parts.agent.batch_size))
@@ -145,6 +153,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--envs-per-actor", type=int, default=16)
     parser.add_argument("--opts", type=int, default=3000)
+    parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -160,7 +169,7 @@ def main() -> None:
         f"   {'n_actors':>8} {'transitions/s':>14} {'x raw 2-proc':>13} {'x 2 actors':>11} {'publish->actor ms':>18}"
     )
     rates = {}
-    for n in (1, 2, 4, 8):
+    for n in args.actors:
         rate, latency = sampling_rate(config, n, args.envs_per_actor, args.seconds)
         rates[n] = rate
         vs2 = rate / rates[2] if 2 in rates else float("nan")
@@ -171,7 +180,7 @@ def main() -> None:
         f"\n2. learner efficiency ({args.opts} opt steps; async learner with actors vs a bare loop)"
     )
     print(f"   bare loop: {bare:,.0f} opt steps/s")
-    for n in (2, 8):
+    for n in sorted({2, max(args.actors)}):
         rate = async_opt_rate(args.overrides, args.opts, n)
         print(f"   {n} actors: {rate:,.0f} opt steps/s = {rate / bare:.2f} x bare")
 
