@@ -1,7 +1,7 @@
 """Test envs with stacked uint8 frames whose content says where they come from.
 
-``FramePattern-v0`` emits 6x6 uint8 frames; a frame is a pure function of (stream tag, episode,
-step), so any stack a buffer rebuilds can be checked against the stack gymnasium's
+``FramePattern-v0`` emits 6x6 uint8 frames; a frame is a pure function of (tag, episode, step),
+two random numbers drawn at each reset and the step in the episode, so any stack a buffer rebuilds can be checked against the stack gymnasium's
 ``FrameStackObservation(4)`` would have produced. Episodes end at a random step (terminated) or at
 the time limit (truncated): both kinds of boundary occur within a few dozen steps.
 ``PongStack-v0`` is Atari Pong from pixels as in C3 (``AtariPreprocessing`` then
@@ -19,7 +19,8 @@ STACK = 4
 
 
 def pattern(tag: int, episode: int, step: int) -> np.ndarray:
-    """The frame of ``step`` in ``episode`` of the stream ``tag``."""
+    """The frame of ``step`` in ``episode`` (mod 256) of the stream ``tag``."""
+    episode %= 256
     frame = (np.arange(SIDE * SIDE, dtype=np.int64) * 31 + step * 7 + episode * 13 + tag) % 251
     frame[:5] = [tag >> 8, tag & 255, episode % 256, step >> 8, step & 255]
     return frame.astype(np.uint8).reshape(SIDE, SIDE)
@@ -38,16 +39,13 @@ class FramePattern(gym.Env):
     action_space = gym.spaces.Discrete(2)
 
     def __init__(self) -> None:
-        self.tag = -1
-        self.episode = -1
-        self.t = 0
-        self.length = 0
+        self.tag = self.episode = self.t = self.length = 0
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
-        if self.tag < 0:
-            self.tag = int(self.np_random.integers(1, 65536))
-        self.episode += 1
+        # everything comes from np_random, so that a checkpoint can replay the episode
+        self.tag = int(self.np_random.integers(1, 65536))
+        self.episode = int(self.np_random.integers(0, 256))
         self.t = 0
         self.length = int(self.np_random.integers(2, 13))
         return pattern(self.tag, self.episode, 0), {}

@@ -37,8 +37,8 @@ class FrameChunk:
         pixels: the frames, uint8 ``(m, H, W)``.
         prev: int64 ``(m,)``: local id of the frame below each one in its stack (its own id for a
             reset frame padded with itself, :data:`ZERO` for one padded with zeros).
-        keep_from: later chunks and transitions of this source use no frame whose local id is
-            below this (the store may forget how to translate older ones).
+        keep_from: this chunk, the transitions sent with it and everything later from this source
+            use no frame whose local id is below this (the store may forget older ones).
     """
 
     source: int
@@ -61,7 +61,7 @@ class FrameChunk:
             chunks[0].first,
             np.concatenate([c.pixels for c in chunks]),
             np.concatenate([c.prev for c in chunks]),
-            chunks[-1].keep_from,
+            chunks[0].keep_from,
         )
 
 
@@ -87,6 +87,7 @@ class FrameEncoder:
         self.horizon = 2 * n_envs * (n_step + 1)
         self.next_id = 0
         self._first = 0  # local id of the first frame not yet taken
+        self._keep_from = 0  # no transition emitted from now on uses a frame below this
         self._pixels: list[np.ndarray] = []
         self._prev: list[np.ndarray] = []
         self.ids = self._resets(first_obs)
@@ -137,10 +138,9 @@ class FrameEncoder:
         else:
             pixels = np.empty((0, *like.shape[-2:]), like.dtype)
             prev = np.empty(0, np.int64)
-        chunk = FrameChunk(
-            self.source, self._first, pixels, prev, max(self.next_id - self.horizon, 0)
-        )
+        chunk = FrameChunk(self.source, self._first, pixels, prev, self._keep_from)
         self._first, self._pixels, self._prev = self.next_id, [], []
+        self._keep_from = max(self.next_id - self.horizon, 0)
         return chunk
 
     def state(self) -> dict[str, Any]:
@@ -149,6 +149,7 @@ class FrameEncoder:
         return {
             "next_id": self.next_id,
             "first": self._first,
+            "keep_from": self._keep_from,
             "ids": self.ids.tolist(),
             "pixels": None if pending is None else pending.tolist(),
             "prev": np.concatenate(self._prev).tolist() if self._prev else [],
@@ -157,6 +158,7 @@ class FrameEncoder:
     def load_state(self, state: dict[str, Any], dtype: np.dtype) -> None:
         """Restore :meth:`state`."""
         self.next_id, self._first = int(state["next_id"]), int(state["first"])
+        self._keep_from = int(state["keep_from"])
         self.ids = np.asarray(state["ids"], dtype=np.int64)
         if state["pixels"] is None:
             self._pixels, self._prev = [], []
@@ -243,7 +245,7 @@ class FrameStore:
         for level in range(self.stack - 1, -1, -1):
             out[:, level] = g
             below = self.prev[np.maximum(g, 0) % self.capacity]
-            below = np.where(below >= self.first_live, below, MISSING)
+            below = np.where((below >= self.first_live) | (below == ZERO), below, MISSING)
             g = np.where(g >= 0, below, g)
         return out
 
