@@ -264,7 +264,9 @@ class FrameStore:
         """The stacks whose newest frames are ``gids`` (all live), uint8 ``(B, k, H, W)``."""
         chain = self.chain(gids)
         slots = np.where(chain >= 0, chain % self.capacity, self.capacity)
-        return self.pixels[slots]
+        # np.take on rows of flat frames: several times faster than fancy indexing on 3-d frames
+        flat = self.pixels.reshape(len(self.pixels), -1)
+        return np.take(flat, slots, axis=0).reshape(*slots.shape, *self.pixels.shape[1:])
 
     def state(self) -> dict[str, Any]:
         """Counters and translation tables as plain data."""

@@ -57,6 +57,17 @@ class UniformReplayBuffer:
     def __len__(self) -> int:
         return self._size
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the allocated storage (rows, frames, priority trees)."""
+        arrays = [*self._storage.values()]
+        if self._frames is not None and self._frames.pixels is not None:
+            arrays += [self._frames.pixels, self._frames.prev]
+        return sum(a.nbytes for a in arrays) + self._extra_nbytes()
+
+    def _extra_nbytes(self) -> int:
+        return 0
+
     def check_run(self, agent: Any, observation_space: gym.Space) -> None:
         """Fail with one :class:`ConfigError` line if this buffer cannot serve ``agent`` on
         ``observation_space`` (called before anything starts)."""
@@ -264,6 +275,9 @@ class PrioritizedReplayBuffer(UniformReplayBuffer):
         self._min = MinTree(capacity)
         self.max_priority = 1.0  # the largest |TD error| + eps seen (before the exponent)
         self.samples = 0  # calls of sample() so far: the beta schedule's position
+
+    def _extra_nbytes(self) -> int:
+        return sum(level.nbytes for tree in (self._sum, self._min) for level in tree.levels)
 
     def check_run(self, agent: Any, observation_space: gym.Space) -> None:
         """Also require an agent that reports TD errors (and computes them on actors if asked)."""
