@@ -7,7 +7,8 @@ Prints three tables:
 2. the same for Atari frame rows (``frame_stack=4``, 84x84 uint8 frames, episodes of 1000 steps)
    in a full buffer of ``--atari-capacity`` rows (default 200k: 1.4 GB; pass 1000000 for 7 GB);
 3. memory: bytes per stored Atari transition at ``--capacity`` rows, from the arrays' ``nbytes``
-   (frame storage against two stacks per row; storage is allocated lazily, so this needs no RAM).
+   (storage is allocated lazily, so this needs no RAM), against two stacks per row (measured at
+   10k rows: 1M would not fit).
 
     python benchmarks/replay_bench.py [--capacity 1000000] [--atari-capacity 200000] [--batches 300]
 """
@@ -68,6 +69,25 @@ def per_batch_seconds(buffer: UniformReplayBuffer, batch_size: int, batches: int
     return (time.perf_counter() - start) / batches
 
 
+def dqn_update_seconds(batch_size: int, batches: int) -> float:
+    """Mean seconds of one update of the shipped DQN (128x128 MLP) on CartPole rows, for scale."""
+    import gymnasium as gym
+    import torch
+
+    from border_py.agents.dqn import DQN
+
+    torch.set_num_threads(1)
+    space = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
+    agent = DQN(space, gym.spaces.Discrete(2), hidden_sizes=[128, 128], batch_size=batch_size)
+    batch = cartpole_rows(batch_size, np.random.default_rng(0))
+    for _ in range(10):
+        agent.update(batch)
+    start = time.perf_counter()
+    for _ in range(batches):
+        agent.update(batch)
+    return (time.perf_counter() - start) / batches
+
+
 def cost_table(title: str, make, capacity: int, chunk: int, frames: bool, batches: int) -> None:
     stack = STACK if frames else None
     buffers = {
@@ -77,14 +97,20 @@ def cost_table(title: str, make, capacity: int, chunk: int, frames: bool, batche
     for buffer in buffers.values():
         fill(buffer, make, capacity, chunk)
     print(f"\n{title} ({capacity:,} rows, full)")
-    print(f"{'batch':>6} | {'uniform sample':>15} | {'prioritized sample+update':>26} | ratio")
+    print(
+        f"{'batch':>6} | {'uniform sample':>15} | {'prioritized sample+update':>26} | ratio"
+        + ("" if frames else " | for scale: a DQN update (128x128 MLP)")
+    )
     for batch_size in (128, 256):
         uniform = per_batch_seconds(buffers["uniform"], batch_size, batches)
         prioritized = per_batch_seconds(buffers["prioritized"], batch_size, batches)
-        print(
+        line = (
             f"{batch_size:>6} | {uniform * 1e6:>12.0f} us | {prioritized * 1e6:>23.0f} us |"
             f" {prioritized / uniform:.2f}x"
         )
+        if not frames:
+            line += f" | {dqn_update_seconds(batch_size, batches) * 1e6:.0f} us"
+        print(line)
 
 
 def memory_table(capacity: int) -> None:
@@ -93,7 +119,8 @@ def memory_table(capacity: int) -> None:
     framed.push(atari_rows(0, 8, rng))  # allocates everything (lazily: untouched pages are free)
     uniform_framed = UniformReplayBuffer(capacity, 0, frame_stack=STACK)
     uniform_framed.push(atari_rows(0, 8, rng))
-    stacks = UniformReplayBuffer(capacity, 0)
+    plain_capacity = min(capacity, 10_000)  # 1M rows of two stacks would be 56 GB
+    stacks = UniformReplayBuffer(plain_capacity, 0)
     plain = atari_rows(0, 8, rng)
     stacks.push(
         Transitions(
@@ -111,12 +138,12 @@ def memory_table(capacity: int) -> None:
     for name, buffer in (
         ("frame storage, prioritized", framed),
         ("frame storage, uniform", uniform_framed),
-        ("two stacks per row, uniform", stacks),
+        (f"two stacks per row ({plain_capacity:,} rows)", stacks),
     ):
-        per_row = buffer.nbytes / capacity
+        per_row = buffer.nbytes / buffer.capacity
         print(
-            f"{name:>28}: {per_row:>8.0f} bytes = {per_row / (SIDE * SIDE):.3f} x 84*84"
-            f" ({buffer.nbytes / 2**30:.2f} GiB in all)"
+            f"{name:>32}: {per_row:>8.0f} bytes = {per_row / (SIDE * SIDE):.3f} x 84*84"
+            f" ({per_row * capacity / 2**30:.2f} GiB for {capacity:,})"
         )
 
 
