@@ -43,7 +43,7 @@ def test_train_help_lists_groups_and_options(tmp_path):
     for text in (
         "agent: dqn",
         "env: cartpole, gym",
-        "replay_buffer: uniform",
+        "replay_buffer: prioritized, uniform",
         "trainer: async, serial",
         "recorder: both, mlflow, tensorboard",
         "experiment: dqn_cartpole",

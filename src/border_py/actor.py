@@ -1,8 +1,9 @@
 """The actor process: a CPU copy of the policy stepping its envs and sending transition batches.
 
 Each actor builds everything from plain config data, waits for the learner's first weights, then
-loops: pick up new weights if the version changed, sample ``n_buffer`` transitions, put them on
-the bounded queue (blocking with a timeout: back-pressure). It reports crashes with their
+loops: pick up new weights if the version changed, sample ``n_buffer`` transitions (with their
+initial priorities, scored by this copy of the policy, under ``replay_buffer.priority_from_actors``;
+frame by frame under ``replay_buffer.frame_stack``), put them on the bounded queue (blocking with a timeout: back-pressure). It reports crashes with their
 traceback and ends with a ``bye`` that carries its transition counts.
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 
 from border_py.components import build_agent, build_env_factory
 from border_py.lifecycle import init_child, parent_alive
-from border_py.sampler import Sampler, SampleStats
+from border_py.sampler import Sampler, SampleStats, sampler_options
 from border_py.seeding import derive_seed
 from border_py.transitions import Transitions
 from border_py.weights import SharedWeights
@@ -89,6 +90,7 @@ def actor_main(
             agent,
             spec.n_envs,
             derive_seed(seed, "actor", spec.index, spec.incarnation, "env"),
+            **sampler_options(config),
         )
         version = policy_opt_steps = 0
         loaded_at = 0.0

@@ -61,7 +61,8 @@ def build_agent(
 def build_components(config: dict[str, Any], warmup_period: int) -> Components:
     """Build and cross-check env factory, learner agent, replay buffer and actor settings."""
     env_factory = build_env_factory(config)
-    agent = build_agent(config, env_factory.spaces(), config["device"])
+    spaces = env_factory.spaces()
+    agent = build_agent(config, spaces, config["device"])
     rb = dict(config["replay_buffer"])
     if rb.get("seed") is None:
         rb["seed"] = derive_seed(config["seed"], "replay_buffer")
@@ -80,4 +81,5 @@ def build_components(config: dict[str, Any], warmup_period: int) -> Components:
         f"<= replay_buffer.capacity={capacity}",
         warmup_period,
     )
+    buffer.check_run(agent, spaces[0])
     return Components(env_factory, agent, buffer, actors)

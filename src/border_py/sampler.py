@@ -6,13 +6,14 @@ the async trainer, so both produce transitions the same way.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from border_py.agents.base import Agent
 from border_py.envs import GymEnvFactory, VectorEnv
+from border_py.frames import FrameEncoder
 from border_py.transitions import NStepProcessor, Transitions
 
 
@@ -25,6 +26,15 @@ class SampleStats:
     episode_lengths: list[int] = field(default_factory=list)
 
 
+def sampler_options(config: dict[str, Any]) -> dict[str, Any]:
+    """What the replay buffer of the resolved ``config`` needs from the samplers that feed it."""
+    rb = config["replay_buffer"]
+    return {
+        "frame_stack": rb.get("frame_stack"),
+        "priorities": bool(rb.get("priority_from_actors", False)),
+    }
+
+
 class Sampler:
     """Steps a vector env with an agent's exploring policy and emits n-step transitions.
 
@@ -32,8 +42,14 @@ class Sampler:
         env_factory: builds the envs.
         agent: acts (``explore=True``) and defines ``gamma`` and ``n_step``.
         n_envs: envs stepped together.
-        seed: seed of the envs' first reset (env ``i`` gets ``seed + i``).
+        seed: seed of the envs' first reset (env ``i`` gets ``seed + i``); also names this
+            sampler's stream of frames.
         replayable: keep what :meth:`state` needs to checkpoint the envs (a little work per step).
+        frame_stack: null, or ``k``: send each new frame of the stacked observations once
+            (:class:`~border_py.frames.FrameEncoder`); transitions then carry frame ids and the
+            frames they need (``replay_buffer.frame_stack``).
+        priorities: attach the agent's ``td_error`` of each emitted batch as its ``priority``
+            (``replay_buffer.priority_from_actors``).
     """
 
     def __init__(
@@ -43,40 +59,90 @@ class Sampler:
         n_envs: int,
         seed: int,
         replayable: bool = False,
+        frame_stack: int | None = None,
+        priorities: bool = False,
     ) -> None:
         self.agent = agent
+        self.priorities = priorities
         self.env: VectorEnv = env_factory.make_vector(n_envs, seed, replayable)
         self.processor = NStepProcessor(n_envs, agent.n_step, agent.gamma)
+        self.frames: FrameEncoder | None = None
+        self.stack_processor: NStepProcessor | None = None
+        if frame_stack:
+            self.frames = FrameEncoder(seed, n_envs, agent.n_step, self.env.obs)
+            if priorities:  # the agent scores full stacks: keep them alongside the frame ids
+                self.stack_processor = NStepProcessor(n_envs, agent.n_step, agent.gamma)
 
-    def step(self, stats: SampleStats) -> Transitions | None:
-        """One batched policy call and one step of every env; returns finished transitions."""
+    def _step(self, stats: SampleStats) -> tuple[Transitions | None, Transitions | None]:
+        """One batched policy call and one step of every env: (transitions to send, the same
+        transitions with full observations for the agent to score, when it must)."""
         obs = self.env.obs
         action = self.agent.act(obs, explore=True)
         step = self.env.step(action)
         stats.env_steps += self.env.num_envs
         stats.episode_returns += step.episode_returns
         stats.episode_lengths += step.episode_lengths
-        return self.processor.process(obs, action, step)
+        if self.frames is None:
+            out = self.processor.process(obs, action, step)
+            return out, out
+        obs_ids = self.frames.ids
+        done = step.terminated | step.truncated
+        next_ids = self.frames.observe(obs, step.next_obs, done, step.obs)
+        out = self.processor.process(obs_ids, action, replace(step, next_obs=next_ids))
+        scored = None
+        if self.stack_processor is not None:
+            scored = self.stack_processor.process(obs, action, step)
+        if out is not None:  # frames travel with (or before) the first transitions using them
+            out.frames = self.frames.take(obs)
+        return out, scored
+
+    def _score(self, batch: Transitions | None, scored: Transitions | None) -> Transitions | None:
+        if batch is not None and self.priorities:
+            batch.priority = np.asarray(self.agent.td_error(scored), dtype=np.float32)
+        return batch
+
+    def step(self, stats: SampleStats) -> Transitions | None:
+        """One batched policy call and one step of every env; returns finished transitions."""
+        return self._score(*self._step(stats))
 
     def sample(self, min_transitions: int, stats: SampleStats) -> Transitions:
-        """Step until at least ``min_transitions`` transitions are ready; return them in one batch."""
+        """Step until at least ``min_transitions`` transitions are ready; return them in one batch
+        (with priorities, scored in one call)."""
         parts: list[Transitions] = []
+        scored: list[Transitions] = []
         ready = 0
         while ready < min_transitions:
-            out = self.step(stats)
+            out, full = self._step(stats)
             if out is not None:
                 parts.append(out)
+                if full is not None and self.frames is not None:
+                    scored.append(full)
                 ready += len(out)
-        return Transitions.concat(parts)
+        batch = Transitions.concat(parts)
+        if not self.priorities:
+            return batch
+        return self._score(batch, batch if self.frames is None else Transitions.concat(scored))
 
     def state(self) -> dict[str, Any]:
         """Env and n-step state as plain data (for checkpoints)."""
-        return {"env": self.env.state(), "pending": self.processor.state()}
+        state = {"env": self.env.state(), "pending": self.processor.state()}
+        if self.frames is not None:
+            state["frames"] = self.frames.state()
+        if self.stack_processor is not None:
+            state["pending_stacks"] = self.stack_processor.state()
+        return state
 
     def restore(self, state: dict[str, Any]) -> None:
         """Put envs and pending n-step windows back as :meth:`state` saw them."""
         self.env.restore(state["env"])
-        self.processor.load_state(state["pending"], self.env.obs.dtype)
+        dtype = self.env.obs.dtype
+        if self.frames is None:
+            self.processor.load_state(state["pending"], dtype)
+            return
+        self.processor.load_state(state["pending"], np.dtype(np.int64))
+        self.frames.load_state(state["frames"], dtype)
+        if self.stack_processor is not None:
+            self.stack_processor.load_state(state["pending_stacks"], dtype)
 
     def close(self) -> None:
         """Close the envs."""

@@ -13,40 +13,61 @@ and ``discount = 0`` when the episode terminated (nothing follows a true end).
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from border_py.envs import VectorStep
+from border_py.frames import FrameChunk
+
+STORED = ("obs", "action", "reward", "next_obs", "discount")
 
 
 @dataclass
 class Transitions:
-    """A batch of transitions as numpy arrays, the unit actors send and buffers store."""
+    """A batch of transitions as numpy arrays, the unit actors send and buffers store.
+
+    Only the fields in ``STORED`` are stored as buffer columns; the others are metadata:
+
+    - ``weight``: importance-sampling weights of a prioritized sample (float32, max 1), else None;
+    - ``index``: the storage rows a prioritized sample drew (for the priority update), else None;
+    - ``priority``: initial priorities (non-negative TD-error magnitudes) computed by the actor
+      that sent the batch (``replay_buffer.priority_from_actors``), else None;
+    - ``frames``: the new frames a batch of frame references needs (``replay_buffer.frame_stack``):
+      ``obs`` and ``next_obs`` then hold the ids of the newest frame of each stack, not the stacks.
+    """
 
     obs: np.ndarray
     action: np.ndarray
     reward: np.ndarray
     next_obs: np.ndarray
     discount: np.ndarray
+    weight: np.ndarray | None = None
+    index: np.ndarray | None = None
+    priority: np.ndarray | None = None
+    frames: FrameChunk | None = None
 
     def __len__(self) -> int:
         return len(self.reward)
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """Field name -> array."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """Stored field name -> array."""
+        return {name: getattr(self, name) for name in STORED}
 
     @staticmethod
     def concat(parts: list[Transitions]) -> Transitions:
-        """One batch made of ``parts`` in order."""
-        return Transitions(
-            **{
-                f.name: np.concatenate([getattr(p, f.name) for p in parts])
-                for f in fields(Transitions)
-            }
+        """One batch made of ``parts`` in order (their priorities and frames too; no sample
+        metadata)."""
+        out = Transitions(
+            **{name: np.concatenate([getattr(p, name) for p in parts]) for name in STORED}
         )
+        if all(p.priority is not None for p in parts):
+            out.priority = np.concatenate([p.priority for p in parts])
+        chunks = [p.frames for p in parts if p.frames is not None]
+        if chunks:
+            out.frames = FrameChunk.concat(chunks)
+        return out
 
 
 class NStepProcessor:

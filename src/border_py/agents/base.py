@@ -5,6 +5,17 @@ receives the keys of its YAML plus the runtime keyword arguments ``observation_s
 ``action_space``, ``device`` and ``seed``. Optional methods: ``set_epsilon(eps)`` (Ape-X actors,
 ``actor_manager.exploration=apex``) and ``set_exploration_step(env_steps)`` (a resumed actor
 continues its exploration schedule).
+
+Prioritized replay (``replay_buffer=prioritized``) needs more, checked before anything starts:
+
+- the class attribute ``reports_td_error = True``: ``update(batch)`` multiplies its per-sample
+  losses by ``batch.weight`` (importance-sampling weights, when not None) exactly once, and when
+  ``batch.index`` is set returns, among its metrics, ``"td_error"``: a float32 numpy array (B,) of
+  non-negative per-sample TD-error magnitudes, which become the sampled rows' new priorities (the
+  trainer removes it from the metrics). Without the attribute the run fails with one line.
+- with ``replay_buffer.priority_from_actors=true``, a method ``td_error(batch) -> np.ndarray``:
+  the same magnitudes for a batch of fresh transitions, computed by an actor's copy of the policy
+  (no gradient, no state change, only the policy weights: bootstrap from the online network).
 """
 
 from __future__ import annotations

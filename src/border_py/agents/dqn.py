@@ -175,8 +175,16 @@ class DQN:
         """``train/epsilon``."""
         return {"train/epsilon": self.epsilon}
 
-    def update(self, batch: Transitions) -> dict[str, float]:
-        """One gradient step on the TD loss, then the target-network update."""
+    reports_td_error = True  # update() returns td_error for prioritized samples (agents/base.py)
+
+    def update(self, batch: Transitions) -> dict[str, object]:
+        """One gradient step on the TD loss, then the target-network update.
+
+        With importance-sampling weights (``batch.weight``, a prioritized sample) the loss is the
+        mean of the weighted per-sample losses (each weight applied once); for a prioritized
+        sample (``batch.index`` set) the metrics include ``td_error``, the per-sample
+        ``|y - Q(s, a)|`` (float32 numpy), for the buffer's priority update.
+        """
         obs = torch.as_tensor(batch.obs, dtype=torch.float32, device=self.device)
         next_obs = torch.as_tensor(batch.next_obs, dtype=torch.float32, device=self.device)
         action = torch.as_tensor(batch.action, dtype=torch.int64, device=self.device)
@@ -188,7 +196,13 @@ class DQN:
             next_q_online = self.q(next_obs) if self.double_dqn else next_q_target
             target = dqn_targets(reward, discount, next_q_online, next_q_target, self.double_dqn)
         q = self.q(obs).gather(1, action.unsqueeze(1)).squeeze(1)
-        loss = F.smooth_l1_loss(q, target) if self.loss == "huber" else F.mse_loss(q, target)
+        if self.loss == "huber":
+            per_sample = F.smooth_l1_loss(q, target, reduction="none")
+        else:
+            per_sample = F.mse_loss(q, target, reduction="none")
+        if batch.weight is not None:
+            per_sample = per_sample * torch.as_tensor(batch.weight, device=self.device)
+        loss = per_sample.mean()
 
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -201,7 +215,28 @@ class DQN:
             polyak_update(self.q, self.q_target, self.tau)
         elif self.opt_steps % self.target_update_interval == 0:
             self.q_target.load_state_dict(self.q.state_dict())
-        return {"train/loss": loss.detach(), "train/q_mean": q.detach().mean()}
+        metrics: dict[str, object] = {
+            "train/loss": loss.detach(),
+            "train/q_mean": q.detach().mean(),
+        }
+        if batch.index is not None:  # a numpy copy waits for the GPU: only when the buffer needs it
+            metrics["td_error"] = (target - q.detach()).abs().cpu().numpy().astype(np.float32)
+        return metrics
+
+    def td_error(self, batch: Transitions) -> np.ndarray:
+        """Per-sample ``|y - Q(s, a)|`` with the online network for the bootstrap too (an actor's
+        copy has no target network): initial priorities for prioritized replay (Ape-X). No
+        gradient, no state change."""
+        with torch.no_grad():
+            obs = torch.as_tensor(batch.obs, dtype=torch.float32, device=self.device)
+            next_obs = torch.as_tensor(batch.next_obs, dtype=torch.float32, device=self.device)
+            action = torch.as_tensor(batch.action, dtype=torch.int64, device=self.device)
+            reward = torch.as_tensor(batch.reward, device=self.device)
+            discount = torch.as_tensor(batch.discount, device=self.device)
+            next_q = self.q(next_obs)
+            target = dqn_targets(reward, discount, next_q, next_q, self.double_dqn)
+            q = self.q(obs).gather(1, action.unsqueeze(1)).squeeze(1)
+            return (target - q).abs().cpu().numpy().astype(np.float32)
 
     def policy_state(self) -> dict[str, torch.Tensor]:
         """The online Q-network's weights on CPU."""

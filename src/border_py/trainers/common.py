@@ -96,9 +96,20 @@ def learn_step(agent: Agent, buffer: Any) -> dict[str, Any]:
     """One optimization step: sample a batch from the replay buffer, update the agent on it.
 
     Every trainer optimizes through this function, so what a step involves (sampling, the update,
-    anything the buffer needs back from it) is defined once.
+    anything the buffer needs back from it) is defined once. A prioritized sample (its ``index``
+    set) gets its rows' priorities replaced by the ``td_error`` the agent returns; ``td_error`` is
+    never returned as a metric.
     """
-    return agent.update(buffer.sample(agent.batch_size))
+    batch = buffer.sample(agent.batch_size)
+    metrics = agent.update(batch)
+    td_error = metrics.pop("td_error", None)
+    if batch.index is not None:
+        if td_error is None:
+            raise RuntimeError(
+                f"{type(agent).__name__}.update returned no 'td_error' for a prioritized batch"
+            )
+        buffer.update_priorities(batch.index, td_error)
+    return metrics
 
 
 def restore_agent(parts: Components, checkpoint: Checkpoint) -> None:

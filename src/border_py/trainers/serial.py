@@ -19,7 +19,7 @@ from border_py.components import build_components
 from border_py.config import positive
 from border_py.evaluator import Evaluator
 from border_py.lifecycle import StopSignals
-from border_py.sampler import Sampler, SampleStats, episode_summary
+from border_py.sampler import Sampler, SampleStats, episode_summary, sampler_options
 from border_py.seeding import derive_seed, global_rng_state, set_global_rng_state
 from border_py.trainers.common import LoopSettings, RunBook, learn_step, restore_agent
 
@@ -53,7 +53,12 @@ class SerialTrainer(LoopSettings):
         seed = config["seed"]
         env_seed = derive_seed(seed, "actor", 0, "env")
         sampler = Sampler(
-            parts.env_factory, agent, parts.actors.n_envs_per_actor, env_seed, replayable=True
+            parts.env_factory,
+            agent,
+            parts.actors.n_envs_per_actor,
+            env_seed,
+            replayable=True,
+            **sampler_options(config),
         )
         evaluator = Evaluator(
             parts.env_factory, self.eval_episodes, derive_seed(seed, "eval"), self.eval_max_steps

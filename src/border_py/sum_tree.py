@@ -1,0 +1,132 @@
+"""Segment trees over a fixed number of leaves, updated and searched in batches with numpy.
+
+A tree over ``capacity`` leaves has ``BRANCHING`` (32) children per node: level 0 holds the
+leaves, level ``j + 1`` holds the combination (sum or minimum) of each group of 32 consecutive
+nodes of level ``j``, and the last level holds the root alone. Each level is padded to a multiple
+of 32 with the neutral value (0 for sums, +inf for minima). Every node is recomputed from its
+children whenever a leaf below it changes, so a tree is always a pure function of its leaves (no
+drift from incremental updates).
+
+A batched update of ``B`` leaves recomputes at most ``B`` nodes per level, and a batched prefix
+search walks ``B`` paths from the root down at once, looking at 32 children per step: both are
+O(B log N) numpy work (``log_32 N`` levels: 4 for a million leaves) with no Python loop over the
+batch. The wide nodes keep the number of numpy calls, which dominates for batches of a few
+hundred, four times lower than a binary tree's.
+"""
+
+from __future__ import annotations
+
+from itertools import pairwise
+
+import numpy as np
+
+BRANCHING = 32
+
+
+class _SegmentTree:
+    """Leaves combined in groups of ``BRANCHING`` up to the root; padding holds ``_neutral``."""
+
+    _neutral: float
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        self.capacity = capacity
+        self.levels: list[np.ndarray] = []  # levels[0]: the leaves; levels[-1]: the root alone
+        n = capacity
+        while True:
+            padded = -(-n // BRANCHING) * BRANCHING
+            self.levels.append(np.full(padded, self._neutral, dtype=np.float64))
+            n = padded // BRANCHING
+            if n == 1:
+                self.levels.append(np.full(1, self._neutral, dtype=np.float64))
+                break
+
+    @staticmethod
+    def _reduce(groups: np.ndarray) -> np.ndarray:
+        """The combination of each row of ``groups`` (shape ``(n, BRANCHING)``)."""
+        raise NotImplementedError
+
+    def leaves(self, index: np.ndarray | slice = slice(None)) -> np.ndarray:
+        """Leaf values at ``index`` (a view for a slice of the ``capacity`` leaves; an index array
+        may also point into the padding past them, which holds the neutral value)."""
+        if isinstance(index, slice):
+            return self.levels[0][: self.capacity][index]
+        return self.levels[0][index]
+
+    def set(self, index: np.ndarray, values: np.ndarray | float) -> None:
+        """Set leaves ``index`` to ``values`` (a repeated index keeps its last value) and
+        recompute their ancestors."""
+        index = np.asarray(index, dtype=np.int64).reshape(-1)
+        if index.size == 0:
+            return
+        values = np.broadcast_to(np.asarray(values, dtype=np.float64), index.shape)
+        # the last occurrence of each index wins: unique over the reversed batch (sorted)
+        node, first = np.unique(index[::-1], return_index=True)
+        self.levels[0][node] = values[::-1][first]
+        for child, parent in pairwise(self.levels):
+            node = node // BRANCHING
+            if len(node) > 1:  # still sorted: drop repeats in O(B)
+                keep = np.empty(len(node), dtype=bool)
+                keep[0] = True
+                np.not_equal(node[1:], node[:-1], out=keep[1:])
+                node = node[keep]
+            parent[node] = self._reduce(child.reshape(-1, BRANCHING)[node])
+
+    def rebuild(self, values: np.ndarray) -> None:
+        """Set all ``capacity`` leaves to ``values`` and recompute every level."""
+        self.levels[0][:] = self._neutral
+        self.levels[0][: self.capacity] = values
+        for child, parent in pairwise(self.levels):
+            parent[:] = self._neutral
+            parent[: len(child) // BRANCHING] = self._reduce(child.reshape(-1, BRANCHING))
+
+    @property
+    def root(self) -> float:
+        """The combination of all leaves."""
+        return float(self.levels[-1][0])
+
+
+class SumTree(_SegmentTree):
+    """Sums of non-negative leaves, with a batched search by prefix sum (proportional sampling)."""
+
+    _neutral = 0.0
+
+    @staticmethod
+    def _reduce(groups: np.ndarray) -> np.ndarray:
+        return groups.sum(axis=1)
+
+    @property
+    def total(self) -> float:
+        """The sum of all leaves."""
+        return self.root
+
+    def find_prefix(self, values: np.ndarray) -> np.ndarray:
+        """For each ``v`` in ``values`` (in ``[0, total)``), the leaf ``i`` with
+        ``sum(leaves[:i]) <= v < sum(leaves[:i + 1])``: a uniform ``v`` hits leaf ``i`` with
+        probability ``leaf_i / total``, and a zero leaf never."""
+        value = np.array(values, dtype=np.float64).reshape(-1)
+        node = np.zeros(value.shape, dtype=np.int64)
+        rows = np.arange(len(value))
+        for level in reversed(self.levels[:-1]):
+            running = np.cumsum(level.reshape(-1, BRANCHING)[node], axis=1)  # (B, BRANCHING)
+            # skip every child whose running total is <= v; descend into the first one above it
+            k = np.minimum(np.count_nonzero(running <= value[:, None], axis=1), BRANCHING - 1)
+            value -= np.where(k > 0, running[rows, k - 1], 0.0)
+            node = node * BRANCHING + k
+        return node
+
+
+class MinTree(_SegmentTree):
+    """Minimum of the leaves (padding is +inf)."""
+
+    _neutral = np.inf
+
+    @staticmethod
+    def _reduce(groups: np.ndarray) -> np.ndarray:
+        return groups.min(axis=1)
+
+    @property
+    def min(self) -> float:
+        """The smallest leaf."""
+        return self.root
