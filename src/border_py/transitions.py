@@ -31,6 +31,12 @@ class Transitions:
     next_obs: np.ndarray
     discount: np.ndarray
 
+    # Sampling metadata (never stored as columns): importance weights, storage rows and actors'
+    # initial priorities of a prioritized sample; None otherwise.
+    weight = None
+    index = None
+    priority = None
+
     def __len__(self) -> int:
         return len(self.reward)
 

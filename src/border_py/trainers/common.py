@@ -88,7 +88,9 @@ def learn_step(agent: Agent, buffer: Any) -> dict[str, Any]:
     Every trainer optimizes through this function, so what a step involves (sampling, the update,
     anything the buffer needs back from it) is defined once.
     """
-    return agent.update(buffer.sample(agent.batch_size))
+    metrics = agent.update(buffer.sample(agent.batch_size))
+    metrics.pop("td_error", None)  # per-sample TD errors are for a prioritized buffer, not scalars
+    return metrics
 
 
 def restore_agent(parts: Components, checkpoint: Checkpoint) -> None:
