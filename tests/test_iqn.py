@@ -3,16 +3,30 @@ then real training on CartPole-v1 in both trainers, resume and ``border eval``."
 
 from __future__ import annotations
 
+import json
+
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
+from border_py import train
 from border_py.agents.dqn import DQN
 from border_py.agents.iqn import IQN, midpoints, quantile_huber_loss
 from border_py.agents.networks import DuelingHead, NatureCNN, QuantileNetwork, q_network
 from border_py.config import ConfigError
 from border_py.transitions import Transitions
+
+from .conftest import make_config, run_border, scalar_tags
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """One torch thread, as in the trainers' processes."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
 
 BOX, TWO = gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2)
 PIXELS = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
@@ -86,7 +100,7 @@ def test_dueling_dqn_trains_on_a_fixed_batch():
     agent = DQN(BOX, TWO, hidden_sizes=[16, 16], dueling=True, lr=1e-2, loss="mse", tau=0.01)
     batch = _batch(8)
     first = float(agent.update(batch)["train/loss"])
-    for _ in range(300):
+    for _ in range(150):
         last = float(agent.update(batch)["train/loss"])
     assert last < first / 4
 
@@ -244,3 +258,66 @@ def test_iqn_on_pixels_uses_the_nature_cnn():
     assert agent.act(obs, explore=False).shape == (2,)
     batch = Transitions(obs, np.array([0, 5]), np.ones(2, np.float32), obs, np.ones(2, np.float32))
     assert np.isfinite(float(agent.update(batch)["train/loss"]))
+
+
+# -- real training, resume, border eval ----------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_serial_iqn_solves_cartpole(tmp_path):
+    cfg = make_config(tmp_path, "experiment=iqn_cartpole", "trainer=serial", "seed=0")
+    summary = train(cfg)
+    assert summary["best_return"] >= 475, summary
+    assert summary["solved_at"] is not None
+    tags = scalar_tags(tmp_path / "run")
+    assert max(v for _, v in tags["eval/return_mean"]) == pytest.approx(summary["best_return"])
+    assert {"train/loss", "train/q_mean", "train/epsilon"} <= set(tags)
+
+
+@pytest.mark.slow
+def test_async_iqn_solves_cartpole(tmp_path):
+    cfg = make_config(tmp_path, "experiment=iqn_cartpole", "actor_manager.n_actors=2", "seed=0")
+    summary = train(cfg)
+    assert summary["best_return"] >= 475, summary
+    assert summary["accounting"]["sent"] == summary["accounting"]["received"]
+
+
+SHORT_SERIAL = [
+    "agent=iqn",
+    "trainer=serial",
+    "agent.hidden_sizes=[32,32]",
+    "agent.n_tau=8",
+    "agent.n_tau_prime=8",
+    "agent.k=8",
+    "trainer.warmup_period=200",
+    "trainer.eval_interval=150",
+    "trainer.eval_episodes=2",
+    "trainer.record_interval=50",
+    "trainer.save_interval=150",
+    "trainer.save_replay_buffer=true",
+]
+
+
+def test_iqn_serial_resume_is_exact_and_border_eval_works(tmp_path):
+    full, part = tmp_path / "full", tmp_path / "part"
+    train(make_config(full, *SHORT_SERIAL, "trainer.max_opts=300"))
+    train(make_config(part, *SHORT_SERIAL, "trainer.max_opts=150"))
+    resumed = train(
+        make_config(part, "resume=" + str(part / "run")), overrides=["trainer.max_opts=300"]
+    )
+    assert resumed["opt_steps"] == 300
+    a, b = scalar_tags(full / "run"), scalar_tags(part / "run")
+    for tag in ("train/loss", "train/q_mean", "eval/return_mean", "train/epsilon"):
+        assert [s for s, _ in a[tag]] == [s for s, _ in b[tag]], tag
+        np.testing.assert_array_equal([v for _, v in a[tag]], [v for _, v in b[tag]], err_msg=tag)
+    agent_state = torch.load(
+        part / "run" / "checkpoints" / "000000300" / "agent.pt", weights_only=True
+    )
+    assert {"z", "z_target", "optimizer", "tau_rng", "rng"} <= set(agent_state)
+
+    out = run_border(["eval", str(part / "run"), "eval.n_episodes=3"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    (written,) = (part / "run" / "checkpoints" / "best").glob("eval_*.json")
+    record = json.loads(written.read_text())
+    assert len(record["episode_returns"]) == 3
+    assert record["result"]["eval/return_mean"] == pytest.approx(np.mean(record["episode_returns"]))
