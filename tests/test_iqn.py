@@ -19,6 +19,7 @@ from border_py.transitions import Transitions
 
 from .conftest import make_config, run_border, scalar_tags
 
+
 @pytest.fixture(autouse=True)
 def one_torch_thread():
     """One torch thread, as in the trainers' processes."""
