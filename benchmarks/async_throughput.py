@@ -11,6 +11,13 @@ Prints three tables:
     python benchmarks/async_throughput.py [--seconds 5] [--envs-per-actor 16] [overrides...]
     python benchmarks/async_throughput.py --actors 1 2 4 --opts 1000 experiment=sac_halfcheetah \
         agent.random_steps=0 trainer.warmup_period=1000   # SAC on HalfCheetah-v5 ([mujoco] extra)
+
+With ``--atari`` it prints the Atari table instead: frames/s (env steps x frame skip) reaching the
+learner with 1, 2 and 4 actors of ``experiment=dqn_pong_async`` (Nature-CNN policy, preprocessing,
+``--atari-envs-per-actor`` envs per actor), next to one process stepping the same preprocessed
+env with random actions and no policy:
+
+    python benchmarks/async_throughput.py --atari [--seconds 10] [--atari-envs-per-actor 4] [overrides...]
 """
 
 from __future__ import annotations
@@ -148,16 +155,52 @@ def async_opt_rate(overrides: list[str], n_opts: int, n_actors: int) -> float:
     return summary["opt_steps_per_sec"]
 
 
+def raw_atari_frames(config: dict, seconds: float) -> float:
+    """Frames/s of one process stepping the preprocessed training env with random actions."""
+    factory = build("env", config["env"])
+    env = factory.make(training=True)
+    env.action_space.seed(0)
+    env.reset(seed=0)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() < start + seconds:
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        steps += 1
+        if terminated or truncated:
+            env.reset()
+    env.close()
+    return steps * factory.frame_skip / (time.perf_counter() - start)
+
+
+def atari_section(args: argparse.Namespace) -> None:
+    """Atari sampling throughput in frames/s (env steps x frame skip) with 1, 2, 4 actors."""
+    config = load_config(["experiment=dqn_pong_async", *args.overrides])
+    n_envs = args.atari_envs_per_actor
+    skip = config["env"]["frame_skip"]
+    raw = raw_atari_frames(config, args.seconds)
+    print(f"\nAtari sampling, {config['env']['id']}, {n_envs} envs per actor (learner only drains)")
+    print(f"   raw frames/s, random actions, 1 process, no policy: {raw:,.0f}")
+    print(f"   {'n_actors':>8} {'frames/s':>10} {'x raw 1-proc':>13} {'publish->actor ms':>18}")
+    for n in (1, 2, 4):
+        rate, latency = sampling_rate(config, n, n_envs, args.seconds)
+        frames = rate * skip  # one transition per env step in steady state
+        print(f"   {n:>8} {frames:>10,.0f} {frames / raw:>13.2f} {latency:>18.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--envs-per-actor", type=int, default=16)
     parser.add_argument("--opts", type=int, default=3000)
     parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4, 8])
+    parser.add_argument("--atari", action="store_true", help="the Atari table (needs [atari])")
+    parser.add_argument("--atari-envs-per-actor", type=int, default=4)
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     torch.set_num_threads(1)
+    if args.atari:
+        atari_section(args)
+        return
     config = load_config(args.overrides)
     env_id = config["env"]["id"]
 

@@ -41,8 +41,8 @@ def test_train_help_lists_groups_and_options(tmp_path):
     out = run_border(["train", "--help"], tmp_path)
     assert out.returncode == 0, out.stderr
     for text in (
-        "agent: dqn",
-        "env: cartpole, gym",
+        "agent: dqn, iqn, sac",
+        "env: atari, cartpole, gym, mujoco, pendulum",
         "replay_buffer: prioritized, uniform",
         "trainer: async, serial",
         "recorder: both, mlflow, tensorboard",

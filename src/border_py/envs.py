@@ -54,8 +54,12 @@ class GymEnvFactory:
         except ImportError as exc:
             raise ConfigError(f"id={id!r}: its module cannot be imported ({exc})") from None
 
-    def make(self, render_mode: str | None = None) -> gym.Env:
-        """One environment instance (seeded by the caller's first ``reset``)."""
+    def make(self, render_mode: str | None = None, training: bool = False) -> gym.Env:
+        """One environment instance (seeded by the caller's first ``reset``).
+
+        ``training`` asks for an actor's env rather than an evaluation env; they are the same
+        here, subclasses may differ (e.g. Atari's reward clipping, see :mod:`border_py.atari`).
+        """
         kwargs = dict(self.kwargs)
         if render_mode is not None:
             kwargs["render_mode"] = render_mode
@@ -69,7 +73,12 @@ class GymEnvFactory:
         ``replayable`` logs each episode (:class:`EpisodeLog`) so that :meth:`VectorEnv.state`
         can capture the envs for a checkpoint; actors, whose envs are not checkpointed, skip it.
         """
-        envs = [(lambda: EpisodeLog(self.make())) if replayable else self.make] * n_envs
+
+        def make() -> gym.Env:
+            env = self.make(training=True)
+            return EpisodeLog(env) if replayable else env
+
+        envs = [make] * n_envs
         return VectorEnv(SyncVectorEnv(envs, autoreset_mode=AutoresetMode.SAME_STEP), seed)
 
     def spaces(self) -> tuple[gym.Space, gym.Space]:

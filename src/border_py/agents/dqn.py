@@ -18,16 +18,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from border_py.agents.networks import flat_dim, mlp, polyak_update
-from border_py.config import ConfigError, non_negative, positive, require
+from border_py.agents.exploration import EpsilonGreedy, linear_epsilon
+from border_py.agents.networks import polyak_update, q_network
+from border_py.config import ConfigError, positive, require
 from border_py.transitions import Transitions
 
-
-def linear_epsilon(step: int, start: float, final: float, decay_steps: int) -> float:
-    """Epsilon decaying linearly from ``start`` to ``final`` over ``decay_steps`` env steps."""
-    if decay_steps <= 0 or step >= decay_steps:
-        return final
-    return start + (final - start) * step / decay_steps
+__all__ = ["DQN", "dqn_targets", "linear_epsilon"]
 
 
 def dqn_targets(
@@ -46,15 +42,23 @@ def dqn_targets(
     return reward + discount * next_value
 
 
-class DQN:
-    """DQN agent for discrete actions with an MLP Q-network.
+class DQN(EpsilonGreedy):
+    """DQN agent for discrete actions, epsilon-greedy.
+
+    The Q-network is an MLP for vector observations and the Nature CNN (Mnih et al. 2015) for
+    uint8 (C, H, W) images, optionally with a dueling head (Wang et al. 2016).
 
     Args:
         observation_space: the env's (Box) observation space.
         action_space: the env's Discrete action space.
         device: where the learner's networks live (``cpu`` or ``cuda``).
         seed: seeds network initialization and exploration.
-        hidden_sizes: widths of the Q-network's hidden layers.
+        hidden_sizes: widths of the fully connected hidden layers (after the CNN torso for
+            images: the Nature DQN has one of 512).
+        network: ``auto`` (the CNN torso for uint8 (C, H, W) observations, else an MLP),
+            ``mlp`` or ``cnn``.
+        dueling: a dueling head: the last hidden layer split into value and advantage streams,
+            ``Q = V + A - mean_a A``.
         lr: Adam learning rate.
         gamma: discount factor.
         n_step: rewards summed per transition (returns are computed by the actors).
@@ -76,6 +80,8 @@ class DQN:
         device: str = "cpu",
         seed: int = 0,
         hidden_sizes: Sequence[int] = (256, 256),
+        network: str = "auto",
+        dueling: bool = False,
         lr: float = 1e-3,
         gamma: float = 0.99,
         n_step: int = 1,
@@ -97,7 +103,6 @@ class DQN:
         positive("batch_size", batch_size, int)
         positive("n_step", n_step, int)
         positive("target_update_interval", target_update_interval, int)
-        non_negative("eps_decay_steps", eps_decay_steps)
         require("gamma", 0 <= gamma <= 1, "in [0, 1]", gamma)
         require("loss", loss in ("huber", "mse"), "'huber' or 'mse'", loss)
         require("tau", tau is None or 0 < tau <= 1, "null or in (0, 1]", tau)
@@ -107,11 +112,11 @@ class DQN:
             "null or > 0",
             max_grad_norm,
         )
-        for key, eps in (("eps_start", eps_start), ("eps_final", eps_final)):
-            require(key, 0 <= eps <= 1, "in [0, 1]", eps)
         require(
             "hidden_sizes", all(int(h) > 0 for h in hidden_sizes), "positive widths", hidden_sizes
         )
+        require("dueling", isinstance(dueling, bool), "true or false", dueling)
+        super().__init__(int(action_space.n), seed, eps_start, eps_final, eps_decay_steps)
 
         self.gamma, self.n_step, self.batch_size = gamma, n_step, batch_size
         self.double_dqn, self.loss = double_dqn, loss
@@ -120,22 +125,17 @@ class DQN:
             target_update_interval,
             tau,
         )
-        self.eps_start, self.eps_final, self.eps_decay_steps = eps_start, eps_final, eps_decay_steps
-        self.n_actions = int(action_space.n)
         self.device = torch.device(device)
 
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.q = mlp(flat_dim(observation_space.shape), hidden_sizes, self.n_actions).to(
-                self.device
-            )
+            self.q = q_network(
+                observation_space, self.n_actions, hidden_sizes, network, dueling
+            ).to(self.device)
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
         self.lr = lr
         self._optimizer: torch.optim.Optimizer | None = None
-        self.rng = np.random.default_rng(seed)
-        self.env_steps = 0  # exploration position: env steps acted with explore=True
         self.opt_steps = 0
-        self.fixed_epsilon: float | None = None
 
     @property
     def optimizer(self) -> torch.optim.Optimizer:
@@ -145,35 +145,12 @@ class DQN:
             self._optimizer = torch.optim.Adam(self.q.parameters(), lr=self.lr, fused=True)
         return self._optimizer
 
-    @property
-    def epsilon(self) -> float:
-        """Current exploration epsilon (a fixed value if set, else the linear schedule)."""
-        if self.fixed_epsilon is not None:
-            return self.fixed_epsilon
-        return linear_epsilon(self.env_steps, self.eps_start, self.eps_final, self.eps_decay_steps)
-
-    def set_epsilon(self, epsilon: float | None) -> None:
-        """Act with a fixed ``epsilon`` from now on (Ape-X actors); None returns to the schedule."""
-        self.fixed_epsilon = epsilon
-
-    def set_exploration_step(self, env_steps: int) -> None:
-        """Continue the epsilon schedule from ``env_steps`` (an actor of a resumed run)."""
-        self.env_steps = env_steps
-
     def act(self, obs: np.ndarray, explore: bool) -> np.ndarray:
         """Epsilon-greedy (``explore``) or greedy actions for a batch of observations."""
         with torch.no_grad():
             q = self.q(torch.as_tensor(obs, dtype=torch.float32, device=self.device))
         actions = q.argmax(dim=1).cpu().numpy()
-        if explore:
-            random = self.rng.random(len(actions)) < self.epsilon
-            actions[random] = self.rng.integers(0, self.n_actions, size=int(random.sum()))
-            self.env_steps += len(actions)
-        return actions
-
-    def exploration_stats(self) -> dict[str, float]:
-        """``train/epsilon``."""
-        return {"train/epsilon": self.epsilon}
+        return self.explore(actions) if explore else actions
 
     reports_td_error = True  # update() returns td_error for prioritized samples (agents/base.py)
 

@@ -5,21 +5,17 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import gymnasium as gym
+import numpy as np
 import torch
 from torch import nn
 
-from border_py.config import ConfigError
+from border_py.config import ConfigError, require
 
 
 def mlp(in_dim: int, hidden_sizes: Sequence[int], out_dim: int) -> nn.Sequential:
     """A ReLU multi-layer perceptron ``in_dim -> hidden... -> out_dim`` (no output activation)."""
-    layers: list[nn.Module] = []
-    last = in_dim
-    for width in hidden_sizes:
-        layers += [nn.Linear(last, width), nn.ReLU()]
-        last = width
-    layers.append(nn.Linear(last, out_dim))
-    return nn.Sequential(nn.Flatten(), *layers)
+    return nn.Sequential(nn.Flatten(), *dense(in_dim, hidden_sizes, out_dim))
 
 
 def flat_dim(shape: Sequence[int]) -> int:
@@ -101,3 +97,158 @@ class QEnsemble(nn.Module):
             if k < last:
                 h = torch.relu(h)
         return h.squeeze(-1)
+
+
+# -- value networks for discrete actions: torsos, dueling and quantile heads (DQN, IQN) ----------
+
+
+class NatureCNN(nn.Module):
+    """The convolutional torso of Mnih et al. (2015): 32x8x8 stride 4, 64x4x4 stride 2, 64x3x3
+    stride 1, ReLU after each, flattened.
+
+    Input ``(B, C, H, W)``, converted to float and multiplied by ``scale`` here, so that actors
+    and the replay buffer keep pixels as compact uint8.
+
+    Args:
+        in_channels: stacked frames (C).
+        scale: input scaling (1/255 for uint8 pixels).
+    """
+
+    def __init__(self, in_channels: int, scale: float = 1 / 255) -> None:
+        super().__init__()
+        self.scale = scale
+        self.conv = nn.Sequential(
+            nn.Conv2d(in_channels, 32, kernel_size=8, stride=4),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, kernel_size=4, stride=2),
+            nn.ReLU(),
+            nn.Conv2d(64, 64, kernel_size=3, stride=1),
+            nn.ReLU(),
+            nn.Flatten(),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x.float() * self.scale)
+
+
+def is_image_space(space: gym.Space) -> bool:
+    """Whether ``space`` holds stacked images: a uint8 Box of shape (C, H, W)."""
+    return isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
+
+
+def torso(observation_space: gym.Space, network: str) -> tuple[nn.Module, int]:
+    """The observation encoder of a value network and its output width.
+
+    Args:
+        observation_space: the env's observation space.
+        network: ``cnn`` (:class:`NatureCNN`, channels first), ``mlp`` (flatten) or ``auto``
+            (``cnn`` for uint8 (C, H, W) images, else ``mlp``).
+    """
+    require("network", network in ("auto", "mlp", "cnn"), "'auto', 'mlp' or 'cnn'", network)
+    shape = tuple(observation_space.shape or ())
+    if network == "auto":
+        network = "cnn" if is_image_space(observation_space) else "mlp"
+    if network == "mlp":
+        return nn.Flatten(), flat_dim(shape)
+    require("network", len(shape) == 3, "'cnn' only for (C, H, W) observations", network)
+    cnn = NatureCNN(shape[0], 1 / 255 if observation_space.dtype == np.uint8 else 1.0)
+    with torch.no_grad():
+        out = cnn(torch.zeros((1, *shape)))
+    return cnn, int(out.shape[1])
+
+
+def dense(in_dim: int, hidden_sizes: Sequence[int], out_dim: int | None) -> list[nn.Module]:
+    """Linear+ReLU layers of ``hidden_sizes``, then a linear output of ``out_dim`` (None: none)."""
+    layers: list[nn.Module] = []
+    last = in_dim
+    for width in hidden_sizes:
+        layers += [nn.Linear(last, int(width)), nn.ReLU()]
+        last = int(width)
+    if out_dim is not None:
+        layers.append(nn.Linear(last, out_dim))
+    return layers
+
+
+class DuelingHead(nn.Module):
+    """Value and advantage streams aggregated as ``Q = V + A - mean_a A`` (Wang et al. 2016, eq. 9).
+
+    Args:
+        in_dim: width of the shared features.
+        hidden_sizes: hidden widths of each stream.
+        n_actions: number of actions.
+    """
+
+    def __init__(self, in_dim: int, hidden_sizes: Sequence[int], n_actions: int) -> None:
+        super().__init__()
+        self.value = nn.Sequential(*dense(in_dim, hidden_sizes, 1))
+        self.advantage = nn.Sequential(*dense(in_dim, hidden_sizes, n_actions))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        value, advantage = self.value(x), self.advantage(x)
+        return value + advantage - advantage.mean(dim=-1, keepdim=True)
+
+
+def q_network(
+    observation_space: gym.Space,
+    n_actions: int,
+    hidden_sizes: Sequence[int],
+    network: str = "auto",
+    dueling: bool = False,
+) -> nn.Sequential:
+    """A Q-network: the torso, ``hidden_sizes`` fully connected layers, one output per action.
+
+    Without dueling and with an ``mlp`` torso the layout (and state-dict keys) is that of
+    :func:`mlp`. With ``dueling`` the last hidden layer is split into a value and an advantage
+    stream (Wang et al.: the conv torso shared, one 512-unit layer per stream).
+    """
+    encoder, dim = torso(observation_space, network)
+    if not dueling:
+        return nn.Sequential(encoder, *dense(dim, hidden_sizes, n_actions))
+    shared, streams = list(hidden_sizes[:-1]), list(hidden_sizes[-1:])
+    last = int(shared[-1]) if shared else dim
+    return nn.Sequential(encoder, *dense(dim, shared, None), DuelingHead(last, streams, n_actions))
+
+
+class QuantileNetwork(nn.Module):
+    """An implicit quantile network (Dabney et al. 2018): ``Z_tau(x, a) = f(psi(x) * phi(tau))_a``.
+
+    ``psi`` is the torso (with, for vector observations, all but the last hidden layer), ``phi``
+    the cosine embedding of eq. 4, ``phi_j(tau) = ReLU(sum_{i=0}^{n-1} cos(pi i tau) w_ij + b_j)``,
+    and ``f`` the last hidden layer and the output layer.
+
+    Args:
+        observation_space: the env's observation space.
+        n_actions: number of actions.
+        hidden_sizes: fully connected widths after the torso (at least one).
+        network: torso choice, see :func:`torso`.
+        n_cos: cosines of the embedding (n).
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        n_actions: int,
+        hidden_sizes: Sequence[int],
+        network: str = "auto",
+        n_cos: int = 64,
+    ) -> None:
+        super().__init__()
+        require("hidden_sizes", len(hidden_sizes) >= 1, "at least one width", hidden_sizes)
+        encoder, dim = torso(observation_space, network)
+        shared = list(hidden_sizes[:-1])
+        self.psi = nn.Sequential(encoder, *dense(dim, shared, None))
+        width = int(shared[-1]) if shared else dim
+        self.register_buffer(
+            "i_pi", math.pi * torch.arange(n_cos, dtype=torch.float32), persistent=False
+        )
+        self.phi = nn.Sequential(nn.Linear(n_cos, width), nn.ReLU())
+        self.f = nn.Sequential(*dense(width, hidden_sizes[-1:], n_actions))
+
+    def embed(self, taus: torch.Tensor) -> torch.Tensor:
+        """phi(tau) for ``taus`` of shape (B, N): shape (B, N, width)."""
+        return self.phi(torch.cos(taus.unsqueeze(-1) * self.i_pi))
+
+    def forward(self, obs: torch.Tensor, taus: torch.Tensor) -> torch.Tensor:
+        """Quantile values of shape (B, N, n_actions) at ``taus`` (B, N)."""
+        features = self.psi(obs)  # (B, width)
+        return self.f(features.unsqueeze(1) * self.embed(taus))

@@ -1,0 +1,297 @@
+"""Implicit Quantile Networks (Dabney et al. 2018) for discrete actions, epsilon-greedy.
+
+The network maps a state and quantile levels ``tau`` to the quantile values ``Z_tau(s, a)`` of
+the return. On a batch of n-step transitions ``(s, a, R, s', d)`` (``d`` already holds
+``gamma**k``, 0 after a terminal state), with ``tau_i``, ``tau'_j`` and ``tau~_k`` drawn from
+U[0, 1]:
+
+    a*        = argmax_a (1/K) sum_k Z_{tau~_k}(s', a)          (online net if double_dqn, else target)
+    delta_ij  = R + d * Z^target_{tau'_j}(s', a*) - Z_{tau_i}(s, a)
+    rho_tau(u) = |tau - 1{u < 0}| * L_kappa(u) / kappa          (L_kappa: Huber loss, threshold kappa)
+    loss(s)   = sum_{i=1..N} (1/N') sum_{j=1..N'} rho_{tau_i}(delta_ij)     (eq. 3)
+
+and the batch loss is the mean of ``loss(s)`` (weighted by importance weights under prioritized
+replay). Exploring actions are ``argmax_a (1/K) sum_k Z_{tau~_k}(s, a)`` with sampled levels, as
+in the paper; greedy actions (evaluation) use the K midpoint levels ``(k + 0.5) / K`` instead, the
+same expectation estimated without noise, so an evaluation is a function of the weights alone.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from border_py.agents.exploration import EpsilonGreedy
+from border_py.agents.networks import QuantileNetwork
+from border_py.config import ConfigError, positive, require
+from border_py.transitions import Transitions
+
+
+def quantile_huber_loss(delta: torch.Tensor, taus: torch.Tensor, kappa: float) -> torch.Tensor:
+    """Per-sample quantile Huber loss ``sum_i mean_j rho_{tau_i}(delta_ij)``.
+
+    Args:
+        delta: TD errors ``target_j - Z_{tau_i}``, shape (B, N, N').
+        taus: the online quantile levels ``tau_i``, shape (B, N).
+        kappa: the Huber threshold (> 0).
+
+    Returns:
+        Shape (B,).
+    """
+    abs_delta = delta.abs()
+    huber = torch.where(abs_delta <= kappa, 0.5 * delta**2, kappa * (abs_delta - 0.5 * kappa))
+    weight = (taus.unsqueeze(-1) - (delta.detach() < 0).float()).abs()
+    return (weight * huber / kappa).mean(dim=2).sum(dim=1)
+
+
+def midpoints(n: int, device: torch.device) -> torch.Tensor:
+    """The quantile levels ``(k + 0.5) / n``, k = 0..n-1, shape (n,)."""
+    return (torch.arange(n, dtype=torch.float32, device=device) + 0.5) / n
+
+
+class IQN(EpsilonGreedy):
+    """IQN agent: a quantile network with the cosine embedding, the quantile Huber loss, hard
+    target copies and epsilon-greedy exploration.
+
+    The quantile network's torso is the Nature CNN for uint8 (C, H, W) images and an MLP for
+    vector observations; the embedding multiplies the torso's output (for vector observations:
+    the output of all hidden layers but the last) and the last hidden layer and the output layer
+    follow (see :class:`~border_py.agents.networks.QuantileNetwork`).
+
+    Args:
+        observation_space: the env's (Box) observation space.
+        action_space: the env's Discrete action space.
+        device: where the learner's networks live (``cpu`` or ``cuda``).
+        seed: seeds network initialization, quantile sampling and exploration.
+        hidden_sizes: fully connected widths after the torso (at least one; the paper's Atari
+            network has one of 512).
+        network: ``auto`` (the CNN torso for uint8 (C, H, W) observations, else an MLP),
+            ``mlp`` or ``cnn``.
+        n_cos: cosines of the quantile embedding (the paper's n = 64).
+        n_tau: online quantile levels per sample in the loss (N).
+        n_tau_prime: target quantile levels per sample in the loss (N').
+        k: quantile levels averaged to act and to pick the target action (K).
+        kappa: Huber threshold of the quantile loss.
+        lr: Adam learning rate.
+        gamma: discount factor.
+        n_step: rewards summed per transition (returns are computed by the actors).
+        batch_size: transitions per optimization step.
+        double_dqn: pick the target action with the online network (else the target network).
+        max_grad_norm: gradient-norm clipping threshold (None: no clipping).
+        target_update_interval: opt steps between hard target copies.
+        eps_start: initial exploration epsilon.
+        eps_final: final exploration epsilon.
+        eps_decay_steps: env steps over which epsilon decays linearly.
+    """
+
+    def __init__(
+        self,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        device: str = "cpu",
+        seed: int = 0,
+        hidden_sizes: Sequence[int] = (128, 128),
+        network: str = "auto",
+        n_cos: int = 64,
+        n_tau: int = 32,
+        n_tau_prime: int = 32,
+        k: int = 32,
+        kappa: float = 1.0,
+        lr: float = 1e-3,
+        gamma: float = 0.99,
+        n_step: int = 1,
+        batch_size: int = 64,
+        double_dqn: bool = False,
+        max_grad_norm: float | None = 10.0,
+        target_update_interval: int = 100,
+        eps_start: float = 1.0,
+        eps_final: float = 0.05,
+        eps_decay_steps: int = 10000,
+    ) -> None:
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise ConfigError(
+                f"_target_: IQN needs a Discrete action space, the env has {action_space}"
+            )
+        for key, value in (
+            ("n_cos", n_cos),
+            ("n_tau", n_tau),
+            ("n_tau_prime", n_tau_prime),
+            ("k", k),
+            ("batch_size", batch_size),
+            ("n_step", n_step),
+            ("target_update_interval", target_update_interval),
+        ):
+            positive(key, value, int)
+        positive("kappa", kappa)
+        positive("lr", lr)
+        require("gamma", 0 <= gamma <= 1, "in [0, 1]", gamma)
+        require("double_dqn", isinstance(double_dqn, bool), "true or false", double_dqn)
+        require(
+            "max_grad_norm",
+            max_grad_norm is None or max_grad_norm > 0,
+            "null or > 0",
+            max_grad_norm,
+        )
+        require(
+            "hidden_sizes",
+            len(hidden_sizes) >= 1 and all(int(h) > 0 for h in hidden_sizes),
+            "at least one positive width",
+            hidden_sizes,
+        )
+        super().__init__(int(action_space.n), seed, eps_start, eps_final, eps_decay_steps)
+        self.gamma, self.n_step, self.batch_size = gamma, n_step, batch_size
+        self.n_tau, self.n_tau_prime, self.k, self.kappa = n_tau, n_tau_prime, k, kappa
+        self.double_dqn, self.max_grad_norm = double_dqn, max_grad_norm
+        self.target_update_interval = target_update_interval
+        self.device = torch.device(device)
+
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            self.z = QuantileNetwork(
+                observation_space, self.n_actions, hidden_sizes, network, n_cos
+            ).to(self.device)
+        self.z_target = copy.deepcopy(self.z).requires_grad_(False)
+        self.tau_rng = torch.Generator(device=self.device)
+        self.tau_rng.manual_seed(seed)
+        self.lr = lr
+        self._optimizer: torch.optim.Optimizer | None = None
+        self.opt_steps = 0
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """Adam over the quantile network, created on first use (actors never need one)."""
+        if self._optimizer is None:
+            self._optimizer = torch.optim.Adam(self.z.parameters(), lr=self.lr, fused=True)
+        return self._optimizer
+
+    def _obs(self, obs: np.ndarray) -> torch.Tensor:
+        """Observations as a tensor on the device (uint8 pixels stay uint8 until the torso)."""
+        tensor = torch.as_tensor(obs, device=self.device)
+        return tensor if tensor.dtype == torch.uint8 else tensor.float()
+
+    def _sample_taus(self, batch: int, n: int) -> torch.Tensor:
+        """Quantile levels drawn from U[0, 1), shape (batch, n)."""
+        return torch.rand(batch, n, generator=self.tau_rng, device=self.device)
+
+    def q_values(self, obs: torch.Tensor, taus: torch.Tensor, net: QuantileNetwork) -> torch.Tensor:
+        """``(1/K) sum_k Z_{tau_k}(obs, a)`` for ``taus`` of shape (B, K): shape (B, n_actions)."""
+        return net(obs, taus).mean(dim=1)
+
+    def act(self, obs: np.ndarray, explore: bool) -> np.ndarray:
+        """Epsilon-greedy actions over K sampled levels (``explore``), else greedy over K midpoints."""
+        with torch.no_grad():
+            x = self._obs(obs)
+            if explore:
+                taus = self._sample_taus(len(x), self.k)
+            else:
+                taus = midpoints(self.k, self.device).expand(len(x), self.k)
+            actions = self.q_values(x, taus, self.z).argmax(dim=1).cpu().numpy()
+        return self.explore(actions) if explore else actions
+
+    def _per_sample_loss(
+        self,
+        batch: Transitions,
+        taus: torch.Tensor,
+        taus_prime: torch.Tensor,
+        taus_k: torch.Tensor,
+        target_net: QuantileNetwork,
+        chooser: QuantileNetwork,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(per-sample quantile Huber loss (B,), online quantiles of the taken actions (B, N))."""
+        obs, next_obs = self._obs(batch.obs), self._obs(batch.next_obs)
+        action = torch.as_tensor(batch.action, dtype=torch.int64, device=self.device)
+        reward = torch.as_tensor(batch.reward, dtype=torch.float32, device=self.device)
+        discount = torch.as_tensor(batch.discount, dtype=torch.float32, device=self.device)
+        size = len(action)
+        with torch.no_grad():
+            best = self.q_values(next_obs, taus_k, chooser).argmax(dim=1)  # a*, (B,)
+            next_z = target_net(next_obs, taus_prime)  # (B, N', A)
+            next_z = next_z.gather(2, best.view(size, 1, 1).expand(size, next_z.shape[1], 1))
+            target = reward.unsqueeze(1) + discount.unsqueeze(1) * next_z.squeeze(2)  # (B, N')
+        z = self.z(obs, taus)  # (B, N, A)
+        z = z.gather(2, action.view(size, 1, 1).expand(size, z.shape[1], 1)).squeeze(2)
+        delta = target.unsqueeze(1) - z.unsqueeze(2)  # (B, N, N')
+        return quantile_huber_loss(delta, taus, self.kappa), z
+
+    def update(self, batch: Transitions) -> dict[str, object]:
+        """One gradient step on the quantile Huber loss, then the target copy when due.
+
+        Returns ``train/loss``, ``train/q_mean`` and ``td_error``: the per-sample loss (the
+        quantile Huber loss summed over the online quantiles), the magnitude a prioritized
+        buffer ranks samples by.
+        """
+        size = len(batch)
+        taus_k = self._sample_taus(size, self.k)
+        taus_prime = self._sample_taus(size, self.n_tau_prime)
+        taus = self._sample_taus(size, self.n_tau)
+        chooser = self.z if self.double_dqn else self.z_target
+        per_sample, z = self._per_sample_loss(
+            batch, taus, taus_prime, taus_k, self.z_target, chooser
+        )
+        if batch.weight is not None:  # importance weights of a prioritized sample, applied once
+            weight = torch.as_tensor(batch.weight, dtype=torch.float32, device=self.device)
+            loss = (weight * per_sample).mean()
+        else:
+            loss = per_sample.mean()
+
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(self.z.parameters(), self.max_grad_norm)
+        self.optimizer.step()
+        self.opt_steps += 1
+        if self.opt_steps % self.target_update_interval == 0:
+            self.z_target.load_state_dict(self.z.state_dict())
+        return {
+            "train/loss": loss.detach(),
+            "train/q_mean": z.detach().mean(),
+            "td_error": per_sample.detach().cpu().numpy().astype(np.float32),
+        }
+
+    def td_error(self, batch: Transitions) -> np.ndarray:
+        """Per-sample quantile Huber loss of ``batch`` under the online network alone (an actor's
+        initial priorities): midpoint levels for N, N' and K, no gradient, no RNG drawn."""
+        size = len(batch)
+
+        def levels(n: int) -> torch.Tensor:
+            return midpoints(n, self.device).expand(size, n)
+
+        with torch.no_grad():
+            per_sample, _ = self._per_sample_loss(
+                batch, levels(self.n_tau), levels(self.n_tau_prime), levels(self.k), self.z, self.z
+            )
+        return per_sample.cpu().numpy().astype(np.float32)
+
+    def policy_state(self) -> dict[str, torch.Tensor]:
+        """The online quantile network's weights on CPU."""
+        return {k: v.detach().cpu().clone() for k, v in self.z.state_dict().items()}
+
+    def load_policy_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Load online quantile network weights."""
+        self.z.load_state_dict(state)
+
+    def state_dict(self) -> dict[str, object]:
+        """Networks, optimizer, counters, exploration and quantile-sampling RNGs."""
+        return {
+            "z": self.z.state_dict(),
+            "z_target": self.z_target.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "env_steps": self.env_steps,
+            "opt_steps": self.opt_steps,
+            "rng": self.rng.bit_generator.state,
+            "tau_rng": self.tau_rng.get_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.z.load_state_dict(state["z"])
+        self.z_target.load_state_dict(state["z_target"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.env_steps = int(state["env_steps"])
+        self.opt_steps = int(state["opt_steps"])
+        self.rng.bit_generator.state = state["rng"]
+        self.tau_rng.set_state(state["tau_rng"])

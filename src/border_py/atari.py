@@ -1,0 +1,140 @@
+"""Atari 2600 games through the Arcade Learning Environment (``env=atari``; the ``[atari]`` extra).
+
+Observations follow the standard DQN preprocessing, built from gymnasium's own wrappers:
+``ALE/<Game>-v5`` with ``frameskip=1``, then ``AtariPreprocessing`` (random no-op starts, frame
+skip with max-pooling of the last two frames, 84x84 grayscale, uint8) and
+``FrameStackObservation`` (the last 4 frames, oldest first: shape (4, 84, 84); at an episode's
+start the first frame fills the stack, gymnasium's default ``padding_type="reset"``).
+
+Training and evaluation envs differ on purpose: the actors' envs (``make(training=True)``) may
+clip rewards to their sign and end an episode at each life lost; the evaluation envs
+(``make()``, also used by ``border eval``) never do, so ``eval/`` returns are game scores.
+
+Checkpointed envs (the serial trainer) are restored by replaying the episode's actions (see
+:class:`~border_py.envs.EpisodeLog`). That is exact with ``repeat_action_probability=0``. With
+sticky actions (> 0) ALE draws the repeats from its own generator, which a checkpoint does not
+capture: an episode that began with a seeded reset replays exactly, one that began by an
+automatic reset is rebuilt with the same actions but possibly different frames (the episode's
+return and length so far carry over, training continues from a valid state).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.wrappers import (
+    AtariPreprocessing,
+    FrameStackObservation,
+    TimeLimit,
+    TransformReward,
+)
+
+from border_py.config import ConfigError, non_negative, positive, require
+from border_py.envs import GymEnvFactory
+
+
+def register_ale() -> None:
+    """Import ale-py, which registers the ``ALE/`` ids (and ships the ROMs), in this process.
+
+    Actors and the evaluator are fresh processes (forkserver or spawn): each factory calls this.
+    """
+    try:
+        ale_py = importlib.import_module("ale_py")
+        importlib.import_module("cv2")  # AtariPreprocessing resizes with OpenCV
+    except ImportError as exc:
+        raise ConfigError(
+            f"env: Atari needs the atari extra ({exc}); pip install 'border-py[atari]'"
+        ) from None
+    gym.register_envs(ale_py)
+
+
+class AtariEnvFactory(GymEnvFactory):
+    """Builds preprocessed Atari envs (see the module docstring).
+
+    Args:
+        id: an ALE id, e.g. ``ALE/Pong-v5``.
+        repeat_action_probability: sticky actions (ALE v5's default 0.25, Machado et al. 2018;
+            DQN, Ape-X and IQN used 0 with no-op starts).
+        full_action_space: all 18 actions instead of the game's minimal set.
+        noop_max: at most this many no-ops at reset (random number, at least 1; 0: none).
+        frame_skip: emulator frames per agent step (max-pooled over the last two).
+        screen_size: side of the square grayscale frame.
+        frame_stack: frames stacked into one observation.
+        terminal_on_life_loss: training envs end an episode when a life is lost (gymnasium's
+            option: the game restarts, unlike DeepMind's EpisodicLifeEnv which continues it).
+        clip_rewards: training envs give ``sign(reward)``.
+        max_episode_steps: agent steps before truncation (None: ALE's cap of 108,000 frames).
+        kwargs: extra keyword arguments for ``gymnasium.make`` (e.g. ``mode``, ``difficulty``).
+    """
+
+    def __init__(
+        self,
+        id: str,
+        repeat_action_probability: float = 0.25,
+        full_action_space: bool = False,
+        noop_max: int = 30,
+        frame_skip: int = 4,
+        screen_size: int = 84,
+        frame_stack: int = 4,
+        terminal_on_life_loss: bool = False,
+        clip_rewards: bool = True,
+        max_episode_steps: int | None = None,
+        kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        register_ale()
+        require(
+            "repeat_action_probability",
+            0 <= repeat_action_probability <= 1,
+            "in [0, 1]",
+            repeat_action_probability,
+        )
+        non_negative("noop_max", noop_max)
+        positive("frame_skip", frame_skip, int)
+        positive("screen_size", screen_size, int)
+        positive("frame_stack", frame_stack, int)
+        for key, flag in (
+            ("full_action_space", full_action_space),
+            ("terminal_on_life_loss", terminal_on_life_loss),
+            ("clip_rewards", clip_rewards),
+        ):
+            require(key, isinstance(flag, bool), "true or false", flag)
+        require(
+            "id", isinstance(id, str) and id.startswith("ALE/"), "an ALE id like 'ALE/Pong-v5'", id
+        )
+        extra = dict(kwargs or {})
+        for key in ("frameskip", "repeat_action_probability", "full_action_space"):
+            require(f"kwargs.{key}", key not in extra, "set by its own key, not in kwargs", key)
+        super().__init__(id, extra)
+        self.max_episode_steps = max_episode_steps  # applied in agent steps, after frame skip
+        if max_episode_steps is not None:
+            positive("max_episode_steps", max_episode_steps, int)
+        self.make_kwargs = extra | {
+            "frameskip": 1,  # AtariPreprocessing skips frames (and max-pools)
+            "repeat_action_probability": repeat_action_probability,
+            "full_action_space": full_action_space,
+        }
+        self.noop_max, self.frame_skip, self.screen_size = noop_max, frame_skip, screen_size
+        self.frame_stack = frame_stack
+        self.terminal_on_life_loss, self.clip_rewards = terminal_on_life_loss, clip_rewards
+
+    def make(self, render_mode: str | None = None, training: bool = False) -> gym.Env:
+        """One preprocessed env; ``training`` applies reward clipping and life-loss episodes."""
+        register_ale()
+        env = gym.make(self.id, render_mode=render_mode, **self.make_kwargs)
+        env = AtariPreprocessing(
+            env,
+            noop_max=self.noop_max,
+            frame_skip=self.frame_skip,
+            screen_size=self.screen_size,
+            terminal_on_life_loss=training and self.terminal_on_life_loss,
+            grayscale_obs=True,
+            scale_obs=False,
+        )
+        if self.max_episode_steps is not None:
+            env = TimeLimit(env, self.max_episode_steps)
+        if training and self.clip_rewards:
+            env = TransformReward(env, lambda r: float(np.sign(r)))
+        return FrameStackObservation(env, self.frame_stack)
