@@ -15,6 +15,8 @@ from border_py.agents.dqn import DQN
 from border_py.agents.iqn import IQN, midpoints, quantile_huber_loss
 from border_py.agents.networks import DuelingHead, NatureCNN, QuantileNetwork, q_network
 from border_py.config import ConfigError
+from border_py.replay import PrioritizedReplayBuffer
+from border_py.trainers.common import learn_step
 from border_py.transitions import Transitions
 
 from .conftest import make_config, run_border, scalar_tags
@@ -217,6 +219,19 @@ def test_iqn_td_error_changes_nothing_and_is_deterministic():
     np.testing.assert_array_equal(first, agent.td_error(batch))
     assert torch.equal(rng_state, agent.tau_rng.get_state())
     assert all(torch.equal(a, b) for a, b in zip(params, agent.z.parameters(), strict=True))
+
+
+def test_iqn_drives_prioritized_replay():
+    agent = IQN(BOX, TWO, hidden_sizes=[8, 8], n_tau=4, n_tau_prime=4, k=4, batch_size=8)
+    buffer = PrioritizedReplayBuffer(capacity=32, seed=0, alpha=1.0, eps=1e-3)
+    buffer.check_run(agent, BOX)  # IQN declares that it reports TD errors
+    buffer.push(_batch(32, seed=1))
+    sampled = buffer.sample(8)
+    expected = agent.update(sampled)["td_error"] + 1e-3  # priorities are (|td| + eps) ** 1
+    buffer.update_priorities(sampled.index, expected - 1e-3)
+    np.testing.assert_allclose(buffer.priorities()[sampled.index], expected, rtol=1e-6)
+    metrics = learn_step(agent, buffer)  # the trainers' path: td_error feeds the buffer
+    assert "td_error" not in metrics and np.isfinite(float(metrics["train/loss"]))
 
 
 def test_iqn_state_dict_round_trip_and_hard_target_copy():

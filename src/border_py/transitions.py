@@ -48,12 +48,6 @@ class Transitions:
     priority: np.ndarray | None = None
     frames: FrameChunk | None = None
 
-    # Sampling metadata (never stored as columns): importance weights, storage rows and actors'
-    # initial priorities of a prioritized sample; None otherwise.
-    weight = None
-    index = None
-    priority = None
-
     def __len__(self) -> int:
         return len(self.reward)
 

@@ -217,6 +217,8 @@ class IQN(EpsilonGreedy):
         delta = target.unsqueeze(1) - z.unsqueeze(2)  # (B, N, N')
         return quantile_huber_loss(delta, taus, self.kappa), z
 
+    reports_td_error = True  # update() returns td_error: usable with prioritized replay
+
     def update(self, batch: Transitions) -> dict[str, object]:
         """One gradient step on the quantile Huber loss, then the target copy when due.
 
