@@ -317,7 +317,7 @@ class NoActorTD(DQN):
             "replay_buffer.frame_stack=4: must be null for observations Box(",
         ),
         (
-            ["env=gym", f"env.id={PATTERN}", "replay_buffer.frame_stack=3"],
+            ["env=gym", f"env.id={PATTERN}", "agent.network=mlp", "replay_buffer.frame_stack=3"],
             "frame storage needs uint8 stacks of shape (3, H, W)",
         ),
     ],
@@ -329,7 +329,9 @@ def test_bad_prioritized_or_frame_settings_are_one_line(overrides, expected):
 
 
 def test_frame_stack_settings_that_fit_pass():
-    check_overrides(["env=gym", f"env.id={PATTERN}", "replay_buffer.frame_stack=4"])
+    check_overrides(
+        ["env=gym", f"env.id={PATTERN}", "agent.network=mlp", "replay_buffer.frame_stack=4"]
+    )
     check_overrides(["replay_buffer=prioritized", "replay_buffer.priority_from_actors=true"])
 
 
@@ -355,7 +357,13 @@ def check_pattern_stacks(batch: Transitions, n_step: int, gamma: float, zero_pad
 
 def _agent(factory: GymEnvFactory, n_step: int = 3) -> DQN:
     return DQN(
-        *factory.spaces(), hidden_sizes=[8], n_step=n_step, seed=0, eps_decay_steps=0, eps_final=0.5
+        *factory.spaces(),
+        hidden_sizes=[8],
+        network="mlp",  # the pattern env's frames are too small for the Nature CNN
+        n_step=n_step,
+        seed=0,
+        eps_decay_steps=0,
+        eps_final=0.5,
     )
 
 
@@ -476,6 +484,7 @@ def test_frame_storage_snapshot_round_trip():
             "replay_buffer.priority_from_actors=true",
             "env=gym",
             f"env.id={PATTERN}",
+            "agent.network=mlp",
             "replay_buffer.frame_stack=4",
             "actor_manager.n_envs_per_actor=2",
             "replay_buffer.capacity=500",
@@ -508,6 +517,7 @@ def test_serial_resume_with_prioritized_replay_is_exact(tmp_path, extra):
         [
             "env=gym",
             f"env.id={PATTERN}",
+            "agent.network=mlp",
             "replay_buffer.frame_stack=4",
             "actor_manager.n_envs_per_actor=2",
         ],

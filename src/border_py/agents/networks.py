@@ -146,14 +146,21 @@ def torso(observation_space: gym.Space, network: str) -> tuple[nn.Module, int]:
     """
     require("network", network in ("auto", "mlp", "cnn"), "'auto', 'mlp' or 'cnn'", network)
     shape = tuple(observation_space.shape or ())
+    requested = network
     if network == "auto":
         network = "cnn" if is_image_space(observation_space) else "mlp"
     if network == "mlp":
         return nn.Flatten(), flat_dim(shape)
     require("network", len(shape) == 3, "'cnn' only for (C, H, W) observations", network)
     cnn = NatureCNN(shape[0], 1 / 255 if observation_space.dtype == np.uint8 else 1.0)
-    with torch.no_grad():
-        out = cnn(torch.zeros((1, *shape)))
+    try:
+        with torch.no_grad():
+            out = cnn(torch.zeros((1, *shape)))
+    except RuntimeError:  # the kernels do not fit: frames under 36x36
+        raise ConfigError(
+            f"network={requested!r}: observations of shape {shape} are too small for the Nature CNN"
+            " (frames of at least 36x36); use network=mlp"
+        ) from None
     return cnn, int(out.shape[1])
 
 
