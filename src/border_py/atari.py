@@ -32,7 +32,7 @@ from gymnasium.wrappers import (
     TransformReward,
 )
 
-from border_py.config import ConfigError, non_negative, positive, require
+from border_py.config import ConfigError, flag, non_negative, positive, require
 from border_py.envs import GymEnvFactory
 
 
@@ -95,12 +95,9 @@ class AtariEnvFactory(GymEnvFactory):
         positive("frame_skip", frame_skip, int)
         positive("screen_size", screen_size, int)
         positive("frame_stack", frame_stack, int)
-        for key, flag in (
-            ("full_action_space", full_action_space),
-            ("terminal_on_life_loss", terminal_on_life_loss),
-            ("clip_rewards", clip_rewards),
-        ):
-            require(key, isinstance(flag, bool), "true or false", flag)
+        flag("full_action_space", full_action_space)
+        flag("terminal_on_life_loss", terminal_on_life_loss)
+        flag("clip_rewards", clip_rewards)
         require(
             "id", isinstance(id, str) and id.startswith("ALE/"), "an ALE id like 'ALE/Pong-v5'", id
         )

@@ -144,3 +144,19 @@ def non_negative(key: str, value: Any, kind: type = int) -> None:
         value, bool
     )
     require(key, is_number and value >= 0, f"a non-negative {kind.__name__}", value)
+
+
+def flag(key: str, value: Any) -> None:
+    """Check that ``value`` is a bool (``true`` or ``false`` in YAML)."""
+    require(key, isinstance(value, bool), "true or false", value)
+
+
+def widths(key: str, value: Any, at_least: int = 0) -> None:
+    """Check that ``value`` is a list of at least ``at_least`` positive ints (layer widths)."""
+    ok = (
+        isinstance(value, (list, tuple))
+        and len(value) >= at_least
+        and all(isinstance(w, int) and not isinstance(w, bool) and w > 0 for w in value)
+    )
+    more = f" (at least {at_least})" if at_least else ""
+    require(key, ok, f"a list of positive ints{more}, e.g. [64, 64]", value)

@@ -32,6 +32,7 @@ class GymEnvFactory:
         self, id: str, kwargs: dict[str, Any] | None = None, max_episode_steps: int | None = None
     ) -> None:
         require("id", isinstance(id, str), "a gymnasium id string", id)
+        require("kwargs", kwargs is None or isinstance(kwargs, dict), "a mapping (or null)", kwargs)
         self.id = id
         self.kwargs = dict(kwargs or {})
         self.max_episode_steps = max_episode_steps

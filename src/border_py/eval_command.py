@@ -22,6 +22,7 @@ from border_py.components import build_agent, build_env_factory
 from border_py.config import (
     ConfigError,
     closest,
+    flag,
     parse_overrides,
     positive,
     require,
@@ -66,7 +67,7 @@ def eval_settings(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, Any
     seed = cfg["seed"]
     seed_ok = seed is None or (isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0)
     require("eval.seed", seed_ok, "null or a non-negative int", seed)
-    require("eval.video", isinstance(cfg["video"], bool), "true or false", cfg["video"])
+    flag("eval.video", cfg["video"])
     return plain
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from border_py.config import ConfigError, non_negative, positive, require
+from border_py.config import ConfigError, flag, non_negative, positive, require
 from border_py.frames import FrameStore
 from border_py.sum_tree import MinTree, SumTree
 from border_py.transitions import STORED, Transitions
@@ -38,6 +38,8 @@ class UniformReplayBuffer:
 
     def __init__(self, capacity: int, seed: int | None, frame_stack: int | None = None) -> None:
         positive("capacity", capacity, int)
+        if seed is not None:
+            non_negative("seed", seed)
         require(
             "frame_stack",
             frame_stack is None or (isinstance(frame_stack, int) and frame_stack >= 1),
@@ -263,12 +265,7 @@ class PrioritizedReplayBuffer(UniformReplayBuffer):
         require("beta_start", 0 <= beta_start <= 1, "in [0, 1]", beta_start)
         non_negative("beta_steps", beta_steps)
         positive("eps", eps)
-        require(
-            "priority_from_actors",
-            isinstance(priority_from_actors, bool),
-            "true or false",
-            priority_from_actors,
-        )
+        flag("priority_from_actors", priority_from_actors)
         self.alpha, self.beta_start, self.beta_steps, self.eps = alpha, beta_start, beta_steps, eps
         self.priority_from_actors = priority_from_actors
         self._sum = SumTree(capacity)

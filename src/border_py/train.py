@@ -20,6 +20,7 @@ from border_py.config import (
     OVERLAYS,
     ConfigError,
     build,
+    flag,
     parse_overrides,
     positive,
     require,
@@ -56,7 +57,7 @@ def check(config: dict[str, Any]) -> tuple[Any, Components]:
     objective = config.get("objective", "best")
     require("objective", objective in OBJECTIVES, f"one of {', '.join(OBJECTIVES)}", objective)
     progress = config.get("progress", True)
-    require("progress", isinstance(progress, bool), "true or false", progress)
+    flag("progress", progress)
     positive("progress_interval", config.get("progress_interval", 30))
     build_recorder(config)  # settings only: nothing is opened or written
     trainer = build("trainer", config["trainer"])

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from border_py.agents.exploration import EpsilonGreedy, linear_epsilon
 from border_py.agents.networks import polyak_update, q_network
-from border_py.config import ConfigError, positive, require
+from border_py.config import ConfigError, flag, positive, require, widths
 from border_py.transitions import Transitions
 
 __all__ = ["DQN", "dqn_targets", "linear_epsilon"]
@@ -112,10 +112,9 @@ class DQN(EpsilonGreedy):
             "null or > 0",
             max_grad_norm,
         )
-        require(
-            "hidden_sizes", all(int(h) > 0 for h in hidden_sizes), "positive widths", hidden_sizes
-        )
-        require("dueling", isinstance(dueling, bool), "true or false", dueling)
+        widths("hidden_sizes", hidden_sizes)
+        flag("double_dqn", double_dqn)
+        flag("dueling", dueling)
         super().__init__(int(action_space.n), seed, eps_start, eps_final, eps_decay_steps)
 
         self.gamma, self.n_step, self.batch_size = gamma, n_step, batch_size

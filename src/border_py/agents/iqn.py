@@ -27,7 +27,7 @@ import torch
 
 from border_py.agents.exploration import EpsilonGreedy
 from border_py.agents.networks import QuantileNetwork
-from border_py.config import ConfigError, positive, require
+from border_py.config import ConfigError, flag, positive, require, widths
 from border_py.transitions import Transitions
 
 
@@ -129,19 +129,14 @@ class IQN(EpsilonGreedy):
         positive("kappa", kappa)
         positive("lr", lr)
         require("gamma", 0 <= gamma <= 1, "in [0, 1]", gamma)
-        require("double_dqn", isinstance(double_dqn, bool), "true or false", double_dqn)
+        flag("double_dqn", double_dqn)
         require(
             "max_grad_norm",
             max_grad_norm is None or max_grad_norm > 0,
             "null or > 0",
             max_grad_norm,
         )
-        require(
-            "hidden_sizes",
-            len(hidden_sizes) >= 1 and all(int(h) > 0 for h in hidden_sizes),
-            "at least one positive width",
-            hidden_sizes,
-        )
+        widths("hidden_sizes", hidden_sizes, at_least=1)
         super().__init__(int(action_space.n), seed, eps_start, eps_final, eps_decay_steps)
         self.gamma, self.n_step, self.batch_size = gamma, n_step, batch_size
         self.n_tau, self.n_tau_prime, self.k, self.kappa = n_tau, n_tau_prime, k, kappa

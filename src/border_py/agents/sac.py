@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from border_py.agents.networks import GaussianPolicy, QEnsemble, flat_dim, polyak_update
-from border_py.config import ConfigError, non_negative, positive, require
+from border_py.config import ConfigError, flag, non_negative, positive, require, widths
 from border_py.transitions import Transitions
 
 LOG_2 = math.log(2.0)
@@ -136,14 +136,12 @@ class SAC:
         non_negative("random_steps", random_steps)
         require("gamma", 0 <= gamma <= 1, "in [0, 1]", gamma)
         require("tau", 0 < tau <= 1, "in (0, 1]", tau)
-        require("learn_alpha", isinstance(learn_alpha, bool), "true or false", learn_alpha)
+        flag("learn_alpha", learn_alpha)
         number = isinstance(target_entropy, (int, float)) and not isinstance(target_entropy, bool)
         require(
             "target_entropy", target_entropy is None or number, "null or a number", target_entropy
         )
-        require(
-            "hidden_sizes", all(int(h) > 0 for h in hidden_sizes), "positive widths", hidden_sizes
-        )
+        widths("hidden_sizes", hidden_sizes)
 
         self.gamma, self.n_step, self.batch_size = gamma, n_step, batch_size
         self.tau, self.learn_alpha, self.random_steps = tau, learn_alpha, random_steps

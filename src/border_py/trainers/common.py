@@ -23,7 +23,7 @@ from border_py.checkpoint import (
     step_name,
 )
 from border_py.components import Components, build_components
-from border_py.config import ConfigError, build, non_negative, positive, require
+from border_py.config import ConfigError, build, flag, non_negative, positive, require
 from border_py.console import ProgressView
 from border_py.evaluator import EvalResult
 from border_py.recorders import Recorder, TensorBoardRecorder
@@ -69,12 +69,7 @@ class LoopSettings:
         positive("record_interval", self.record_interval, int)
         non_negative("save_interval", self.save_interval)
         positive("keep_checkpoints", self.keep_checkpoints, int)
-        require(
-            "save_replay_buffer",
-            isinstance(self.save_replay_buffer, bool),
-            "true or false",
-            self.save_replay_buffer,
-        )
+        flag("save_replay_buffer", self.save_replay_buffer)
         target = self.target_return
         number = isinstance(target, (int, float)) and not isinstance(target, bool)
         require("target_return", target is None or number, "null or a number", target)
