@@ -18,6 +18,7 @@ from border_py.frames import FrameEncoder
 from border_py.replay import PrioritizedReplayBuffer, UniformReplayBuffer
 from border_py.sampler import Sampler, SampleStats
 from border_py.sum_tree import BRANCHING, MinTree, SumTree
+from border_py.train import prepare
 from border_py.trainers.common import learn_step
 from border_py.transitions import STORED, Transitions
 
@@ -508,6 +509,25 @@ def test_serial_resume_with_prioritized_replay_is_exact(tmp_path, extra):
         a, b = scalar_tags(full / "run")[tag], scalar_tags(part / "run")[tag]
         assert [s for s, _ in a] == [s for s, _ in b], tag
         np.testing.assert_array_equal([v for _, v in a], [v for _, v in b], err_msg=tag)
+
+
+def test_resume_without_a_saved_buffer_continues_beta_and_refuses_sampler_changes(tmp_path):
+    base = [*SERIAL, "replay_buffer=prioritized", "trainer.save_replay_buffer=false"]
+    train(make_config(tmp_path, *base, "trainer.max_opts=300"))
+    run = str(tmp_path / "run")
+    assert load_checkpoint(run).trainer_state["replay"]["samples"] == 300
+    train(make_config(tmp_path, "resume=" + run), overrides=["trainer.max_opts=400"])
+    # beta's annealing went on from 300 samples, not from beta_start again
+    assert load_checkpoint(run).trainer_state["replay"]["samples"] == 400
+    with pytest.raises(ConfigError) as err:
+        prepare(
+            make_config(tmp_path, "resume=" + run),
+            overrides=["trainer.max_opts=500", "replay_buffer.priority_from_actors=true"],
+        )
+    assert str(err.value) == (
+        "replay_buffer.priority_from_actors=True: cannot change when resuming"
+        " (the checkpoint has False)"
+    )
 
 
 @pytest.mark.parametrize(

@@ -242,3 +242,38 @@ def test_ctrl_c_stops_the_running_job_gracefully_and_ends_the_sweep(tmp_path):
     assert result["status"] == "interrupted" and result["summary"]["opt_steps"] > 0
     assert not (sweep / "1").exists()  # the sweep ended with the interrupted job
     assert not processes_with_marker(marker)
+
+
+def test_mlflow_resume_continues_in_the_store_the_run_started_in(tmp_path):
+    pytest.importorskip("mlflow", reason="the [mlflow] extra is not installed")
+    from mlflow.tracking import MlflowClient
+
+    from border_py.recorders.mlflow import MlflowRecorder
+
+    run_dir, store = tmp_path / "run", tmp_path / "sweep"
+    run_dir.mkdir()
+    store.mkdir()
+    uri = f"sqlite:///{store / 'mlflow.db'}"  # e.g. a sweep's shared store
+    first = MlflowRecorder(tracking_uri=uri)
+    first.open(run_dir, {"seed": 0}, None)
+    first.scalars({"x": 1.0}, 1)
+    first.close("interrupted")
+    again = MlflowRecorder()  # by default it would pick <run dir>/mlflow.db
+    again.open(run_dir, {"seed": 0}, resume_step=1)
+    again.scalars({"x": 2.0}, 2)
+    again.close("completed", {"hparams/best_return": 2.0})
+    client = MlflowClient(tracking_uri=uri)
+    assert [m.value for m in client.get_metric_history(first.run_id, "x")] == [1.0, 2.0]
+    assert client.get_run(first.run_id).info.status == "FINISHED"
+    assert [m.step for m in client.get_metric_history(first.run_id, "hparams/best_return")] == [2]
+    assert not (run_dir / "mlflow.db").exists()
+
+
+def test_a_recorder_that_cannot_open_fails_the_run_cleanly(tmp_path):
+    pytest.importorskip("mlflow", reason="the [mlflow] extra is not installed")
+    bad = "recorder.recorders.mlflow.tracking_uri=sqlite:////proc/no/such/dir/mlflow.db"
+    with pytest.raises(Exception):  # noqa: B017 (MLflow's own error type)
+        train(make_config(tmp_path, "trainer=serial", "recorder=both", bad, *TINY))
+    run_dir = tmp_path / "run"
+    assert json.loads((run_dir / "result.json").read_text())["status"] == "failed"
+    assert _hparams(run_dir)[1] == [2]  # TensorBoard, opened first, was closed as failed

@@ -19,7 +19,7 @@ from multiprocessing.context import BaseContext
 from typing import Any, Protocol
 
 from border_py.actor import ActorReport, ActorSpec, actor_main
-from border_py.config import non_negative, positive, require
+from border_py.config import fraction, non_negative, positive, require
 from border_py.lifecycle import RunError, lower_priority
 from border_py.weights import SharedWeights
 
@@ -146,7 +146,7 @@ class ActorManager:
         require(
             "exploration", exploration in ("schedule", "apex"), "'schedule' or 'apex'", exploration
         )
-        require("apex_eps", 0 <= apex_eps <= 1, "in [0, 1]", apex_eps)
+        fraction("apex_eps", apex_eps)
         non_negative("apex_alpha", apex_alpha, float)
         positive("queue_size", queue_size, int)
         non_negative("max_restarts", max_restarts)

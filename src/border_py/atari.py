@@ -32,7 +32,7 @@ from gymnasium.wrappers import (
     TransformReward,
 )
 
-from border_py.config import ConfigError, flag, non_negative, positive, require
+from border_py.config import ConfigError, flag, fraction, non_negative, positive, require
 from border_py.envs import GymEnvFactory
 
 
@@ -85,12 +85,7 @@ class AtariEnvFactory(GymEnvFactory):
         kwargs: dict[str, Any] | None = None,
     ) -> None:
         register_ale()
-        require(
-            "repeat_action_probability",
-            0 <= repeat_action_probability <= 1,
-            "in [0, 1]",
-            repeat_action_probability,
-        )
+        fraction("repeat_action_probability", repeat_action_probability)
         non_negative("noop_max", noop_max)
         positive("frame_skip", frame_skip, int)
         positive("screen_size", screen_size, int)

@@ -298,6 +298,8 @@ def report_cli(args: list[str]) -> int:
         return report(parsed.path, parsed.csv, parsed.plot)
     except ConfigError as exc:
         return fail(str(exc))
+    except OSError as exc:  # --csv/--plot into a missing or read-only place
+        return fail(f"{exc.filename}: {exc.strerror}")
 
 
 if __name__ == "__main__":

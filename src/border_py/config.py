@@ -160,3 +160,10 @@ def widths(key: str, value: Any, at_least: int = 0) -> None:
     )
     more = f" (at least {at_least})" if at_least else ""
     require(key, ok, f"a list of positive ints{more}, e.g. [64, 64]", value)
+
+
+def fraction(key: str, value: Any, open_low: bool = False) -> None:
+    """Check that ``value`` is a number in [0, 1] (``open_low``: in (0, 1])."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    ok = number and (value > 0 if open_low else value >= 0) and value <= 1
+    require(key, ok, "in (0, 1]" if open_low else "in [0, 1]", value)

@@ -13,7 +13,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from border_py.config import ConfigError, flag, non_negative, positive, require
+from border_py.config import ConfigError, flag, fraction, non_negative, positive, require
 from border_py.frames import FrameStore
 from border_py.sum_tree import MinTree, SumTree
 from border_py.transitions import STORED, Transitions
@@ -32,8 +32,10 @@ class UniformReplayBuffer:
         frame_stack: null: store observations as they are; ``k``: observations are stacks of
             ``k`` uint8 frames (gymnasium's ``FrameStackObservation``), stored one frame per env
             step in a ring of ``capacity + capacity // 32 + 1`` frames and rebuilt when sampled.
-            A transition whose frames that ring has overwritten is never sampled (with episodes
-            of 32 steps or more, every transition's frames outlive it).
+            A transition whose frames that ring has overwritten is never sampled; the margin
+            covers the extra reset frames of episodes of 32 steps or more, so with shorter
+            episodes (or frames still in flight from many envs) a few of the oldest
+            transitions become unsampleable before they are evicted.
     """
 
     def __init__(self, capacity: int, seed: int | None, frame_stack: int | None = None) -> None:
@@ -190,6 +192,11 @@ class UniformReplayBuffer:
             arrays |= self._frames.arrays()
         return arrays
 
+    def continue_schedule(self, state: dict) -> None:
+        """Continue the sampling of a checkpoint whose transitions were not saved: its RNG (and,
+        prioritized, beta's position and the largest priority seen)."""
+        self.rng.bit_generator.state = state["rng"]
+
     def load(self, state: dict, arrays: dict[str, np.ndarray]) -> None:
         """Restore :meth:`state` and :meth:`arrays`.
 
@@ -262,7 +269,7 @@ class PrioritizedReplayBuffer(UniformReplayBuffer):
     ) -> None:
         super().__init__(capacity, seed, frame_stack)
         non_negative("alpha", alpha, float)
-        require("beta_start", 0 <= beta_start <= 1, "in [0, 1]", beta_start)
+        fraction("beta_start", beta_start)
         non_negative("beta_steps", beta_steps)
         positive("eps", eps)
         flag("priority_from_actors", priority_from_actors)
@@ -369,6 +376,12 @@ class PrioritizedReplayBuffer(UniformReplayBuffer):
     def arrays(self) -> dict[str, np.ndarray]:
         """The rows plus their priorities (``priority``)."""
         return super().arrays() | {"priority": self.priorities()}
+
+    def continue_schedule(self, state: dict) -> None:
+        """Also continue beta's annealing and the largest priority seen."""
+        super().continue_schedule(state)
+        self.samples = int(state["samples"])
+        self.max_priority = float(state["max_priority"])
 
     def load(self, state: dict, arrays: dict[str, np.ndarray]) -> None:
         """Restore :meth:`state` and :meth:`arrays` (priorities move with their rows)."""

@@ -122,9 +122,9 @@ def _get(config: dict[str, Any], key: str) -> Any:
 
 def check_fits(checkpoint: Checkpoint, config: dict[str, Any]) -> None:
     """Refuse resume overrides that the checkpoint's state cannot follow."""
-    fixed = ["agent.n_step"]  # pending n-step windows were built with it
+    fixed = ["agent.n_step", "replay_buffer.frame_stack"]  # pending windows, stored frames
     if "sampler" in checkpoint.trainer_state:  # serial: the saved envs are restored one by one
-        fixed.append("actor_manager.n_envs_per_actor")
+        fixed += ["actor_manager.n_envs_per_actor", "replay_buffer.priority_from_actors"]
     for key in fixed:
         before, after = _get(checkpoint.config, key), _get(config, key)
         if before != after:
@@ -140,6 +140,12 @@ def check_fits(checkpoint: Checkpoint, config: dict[str, Any]) -> None:
             f">= {size}, the transitions the checkpoint holds",
             capacity,
         )
+        saved = _get(checkpoint.config, "replay_buffer.capacity")
+        if _get(config, "replay_buffer.frame_stack") and capacity < saved:
+            raise ConfigError(
+                f"replay_buffer.capacity={capacity}: must stay >= {saved} when resuming with saved"
+                " frames (their ring is sized from the capacity)"
+            )
 
 
 @dataclass

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from border_py.agents.exploration import EpsilonGreedy, linear_epsilon
 from border_py.agents.networks import polyak_update, q_network
-from border_py.config import ConfigError, flag, positive, require, widths
+from border_py.config import ConfigError, flag, fraction, positive, require, widths
 from border_py.transitions import Transitions
 
 __all__ = ["DQN", "dqn_targets", "linear_epsilon"]
@@ -103,9 +103,10 @@ class DQN(EpsilonGreedy):
         positive("batch_size", batch_size, int)
         positive("n_step", n_step, int)
         positive("target_update_interval", target_update_interval, int)
-        require("gamma", 0 <= gamma <= 1, "in [0, 1]", gamma)
+        fraction("gamma", gamma)
         require("loss", loss in ("huber", "mse"), "'huber' or 'mse'", loss)
-        require("tau", tau is None or 0 < tau <= 1, "null or in (0, 1]", tau)
+        if tau is not None:
+            fraction("tau", tau, open_low=True)
         require(
             "max_grad_norm",
             max_grad_norm is None or max_grad_norm > 0,

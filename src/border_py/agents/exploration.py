@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from border_py.config import non_negative, require
+from border_py.config import fraction, non_negative
 
 
 def linear_epsilon(step: int, start: float, final: float, decay_steps: int) -> float:
@@ -34,7 +34,7 @@ class EpsilonGreedy:
     ) -> None:
         non_negative("eps_decay_steps", eps_decay_steps)
         for key, eps in (("eps_start", eps_start), ("eps_final", eps_final)):
-            require(key, 0 <= eps <= 1, "in [0, 1]", eps)
+            fraction(key, eps)
         self.n_actions = n_actions
         self.eps_start, self.eps_final, self.eps_decay_steps = eps_start, eps_final, eps_decay_steps
         self.rng = np.random.default_rng(seed)

@@ -27,7 +27,7 @@ import torch
 
 from border_py.agents.exploration import EpsilonGreedy
 from border_py.agents.networks import QuantileNetwork
-from border_py.config import ConfigError, flag, positive, require, widths
+from border_py.config import ConfigError, flag, fraction, positive, require, widths
 from border_py.transitions import Transitions
 
 
@@ -128,7 +128,7 @@ class IQN(EpsilonGreedy):
             positive(key, value, int)
         positive("kappa", kappa)
         positive("lr", lr)
-        require("gamma", 0 <= gamma <= 1, "in [0, 1]", gamma)
+        fraction("gamma", gamma)
         flag("double_dqn", double_dqn)
         require(
             "max_grad_norm",

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from border_py.agents.networks import GaussianPolicy, QEnsemble, flat_dim, polyak_update
-from border_py.config import ConfigError, flag, non_negative, positive, require, widths
+from border_py.config import ConfigError, flag, fraction, non_negative, positive, require, widths
 from border_py.transitions import Transitions
 
 LOG_2 = math.log(2.0)
@@ -134,8 +134,8 @@ class SAC:
         positive("n_critics", n_critics, int)
         positive("alpha", alpha)
         non_negative("random_steps", random_steps)
-        require("gamma", 0 <= gamma <= 1, "in [0, 1]", gamma)
-        require("tau", 0 < tau <= 1, "in (0, 1]", tau)
+        fraction("gamma", gamma)
+        fraction("tau", tau, open_low=True)
         flag("learn_alpha", learn_alpha)
         number = isinstance(target_entropy, (int, float)) and not isinstance(target_entropy, bool)
         require(

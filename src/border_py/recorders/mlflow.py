@@ -67,6 +67,7 @@ class MlflowRecorder:
         self.run_name = run_name
         self.client: Any = None
         self.run_id: str | None = None
+        self.last_step = 0
 
     def open(self, run_dir: Path, config: dict[str, Any], resume_step: int | None) -> None:
         """Connect, then create the MLflow run, or reopen it when the run is resumed."""
@@ -76,15 +77,18 @@ class MlflowRecorder:
         for name in ("alembic", "mlflow.store.db.utils"):  # schema creation chatter
             logging.getLogger(name).setLevel(logging.WARNING)
         run_dir = Path(run_dir)
+        self.last_step = resume_step or 0
+        id_file = run_dir / RUN_ID_FILE
+        if resume_step is not None and id_file.is_file():  # the same store and run as before
+            saved = json.loads(id_file.read_text())
+            self.client = MlflowClient(tracking_uri=saved["tracking_uri"])
+            self.run_id = saved["run_id"]
+            self.client.update_run(self.run_id, status="RUNNING")
+            return
         store = default_store(run_dir)
         store.mkdir(parents=True, exist_ok=True)
         uri = self.tracking_uri or f"sqlite:///{store / 'mlflow.db'}"
         self.client = MlflowClient(tracking_uri=uri)
-        id_file = run_dir / RUN_ID_FILE
-        if resume_step is not None and id_file.is_file():
-            self.run_id = json.loads(id_file.read_text())["run_id"]
-            self.client.update_run(self.run_id, status="RUNNING")
-            return
         experiment = self.client.get_experiment_by_name(self.experiment_name)
         if experiment is None:
             experiment_id = self.client.create_experiment(
@@ -118,6 +122,6 @@ class MlflowRecorder:
         if self.client is None:
             return
         if final:
-            self.scalars(final, getattr(self, "last_step", 0))
+            self.scalars(final, self.last_step)
         self.client.set_terminated(self.run_id, STATUS[status])
         self.client = None

@@ -115,6 +115,7 @@ class AsyncTrainer(LoopSettings):
             if arrays is not None:
                 buffer.load(state["replay"], arrays)
             else:
+                buffer.continue_schedule(state["replay"])
                 self._gate_base = (self.received, self.opt_steps)
                 log.warning(
                     "resuming without a replay buffer: refilling %d transitions first",

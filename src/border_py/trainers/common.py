@@ -168,6 +168,11 @@ class RunBook:
             self.eval_returns = [float(r) for r in state.get("eval_returns", [])]
             self.seconds_before = float(state.get("seconds", 0.0))
         self.recorder: Recorder = build_recorder(config)
+        try:  # a resumed run's events after the checkpoint (written before a crash) are discarded
+            self.recorder.open(self.run_dir, config, None if resume is None else start_opts)
+        except BaseException:
+            self.recorder.close("failed")  # whatever did open (e.g. TensorBoard of recorder=both)
+            raise
         self.progress = ProgressView(
             loop.max_opts,
             start_opts,
@@ -176,8 +181,6 @@ class RunBook:
             capacity,
             n_actors,
         )
-        # a resumed run's events after the checkpoint (written before a crash) are discarded
-        self.recorder.open(self.run_dir, config, None if resume is None else start_opts)
         self.solved_at: dict[str, float] | None = None
         self.start = time.perf_counter()
 

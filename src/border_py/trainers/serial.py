@@ -79,6 +79,7 @@ class SerialTrainer(LoopSettings):
             if arrays is not None:
                 buffer.load(state["replay"], arrays)
             else:
+                buffer.continue_schedule(state["replay"])
                 base_env, base_opt = stats.env_steps, opt_steps
                 log.warning(
                     "resuming without a replay buffer (trainer.save_replay_buffer was off): "
@@ -117,6 +118,8 @@ class SerialTrainer(LoopSettings):
         status = "failed"
         try:
             while not signals.requested and book.solved_at is None:
+                if book.progress.due():  # per env step: the warmup shows its progress too
+                    book.progress.update(opt_steps, stats.env_steps, len(buffer))
                 ready = stats.env_steps - base_env - self.warmup_period
                 due = base_opt + math.floor(ready / self.opt_interval) + 1 if ready >= 0 else 0
                 while (
@@ -126,8 +129,6 @@ class SerialTrainer(LoopSettings):
                 ):
                     metrics = learn_step(agent, buffer)
                     opt_steps += 1
-                    if book.progress.due():
-                        book.progress.update(opt_steps, stats.env_steps, len(buffer))
                     if opt_steps % self.record_interval == 0:
                         now = time.perf_counter()
                         seconds = max(now - window_start, 1e-9)
