@@ -22,10 +22,13 @@ from border_py.config import config_dir
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--seeds", nargs="+", default=["0", "1", "2"])
     parser.add_argument("--target", type=float, default=475.0)
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. trainer=serial")
     args = parser.parse_args()
+    # `--seeds 0 1 2 trainer=serial` is read as seeds 0 1 2 and one override
+    args.overrides = [s for s in args.seeds if not s.isdigit()] + args.overrides
+    args.seeds = [int(s) for s in args.seeds if s.isdigit()]
     logging.basicConfig(level=logging.WARNING)
     rows = []
     for seed in args.seeds:
