@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from border_py.agents.exploration import EpsilonGreedy, linear_epsilon
-from border_py.agents.networks import polyak_update, q_network
+from border_py.agents.networks import cpu_weights, polyak_update, q_network
 from border_py.config import ConfigError, flag, fraction, positive, require, widths
 from border_py.transitions import Transitions
 
@@ -217,7 +217,7 @@ class DQN(EpsilonGreedy):
 
     def policy_state(self) -> dict[str, torch.Tensor]:
         """The online Q-network's weights on CPU."""
-        return {k: v.detach().cpu().clone() for k, v in self.q.state_dict().items()}
+        return cpu_weights(self.q)
 
     def load_policy_state(self, state: dict[str, torch.Tensor]) -> None:
         """Load online Q-network weights."""

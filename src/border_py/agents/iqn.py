@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from border_py.agents.exploration import EpsilonGreedy
-from border_py.agents.networks import QuantileNetwork
+from border_py.agents.networks import QuantileNetwork, cpu_weights
 from border_py.config import ConfigError, flag, fraction, positive, require, widths
 from border_py.transitions import Transitions
 
@@ -265,7 +265,7 @@ class IQN(EpsilonGreedy):
 
     def policy_state(self) -> dict[str, torch.Tensor]:
         """The online quantile network's weights on CPU."""
-        return {k: v.detach().cpu().clone() for k, v in self.z.state_dict().items()}
+        return cpu_weights(self.z)
 
     def load_policy_state(self, state: dict[str, torch.Tensor]) -> None:
         """Load online quantile network weights."""

@@ -18,6 +18,11 @@ def mlp(in_dim: int, hidden_sizes: Sequence[int], out_dim: int) -> nn.Sequential
     return nn.Sequential(nn.Flatten(), *dense(in_dim, hidden_sizes, out_dim))
 
 
+def cpu_weights(module: nn.Module) -> dict[str, torch.Tensor]:
+    """A CPU copy of ``module``'s state dict (what the learner publishes to actors)."""
+    return {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
+
+
 def flat_dim(shape: Sequence[int]) -> int:
     """Number of scalars in an observation of ``shape``."""
     return int(math.prod(shape))

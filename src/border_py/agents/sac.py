@@ -33,7 +33,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from border_py.agents.networks import GaussianPolicy, QEnsemble, flat_dim, polyak_update
+from border_py.agents.networks import (
+    GaussianPolicy,
+    QEnsemble,
+    cpu_weights,
+    flat_dim,
+    polyak_update,
+)
 from border_py.config import ConfigError, flag, fraction, non_negative, positive, require, widths
 from border_py.transitions import Transitions
 
@@ -279,7 +285,7 @@ class SAC:
 
     def policy_state(self) -> dict[str, torch.Tensor]:
         """The policy network's weights on CPU (all an actor needs)."""
-        return {k: v.detach().cpu().clone() for k, v in self.policy.state_dict().items()}
+        return cpu_weights(self.policy)
 
     def load_policy_state(self, state: dict[str, torch.Tensor]) -> None:
         """Load policy weights."""
