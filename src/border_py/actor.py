@@ -3,8 +3,9 @@
 Each actor builds everything from plain config data, waits for the learner's first weights, then
 loops: pick up new weights if the version changed, sample ``n_buffer`` transitions (with their
 initial priorities, scored by this copy of the policy, under ``replay_buffer.priority_from_actors``;
-frame by frame under ``replay_buffer.frame_stack``), put them on the bounded queue (blocking with a timeout: back-pressure). It reports crashes with their
-traceback and ends with a ``bye`` that carries its transition counts.
+frame by frame under ``replay_buffer.frame_stack``), put them on the bounded queue (blocking with a
+timeout: back-pressure). It reports crashes with their traceback and ends with a ``bye`` that
+carries its transition counts.
 """
 
 from __future__ import annotations
