@@ -33,10 +33,11 @@ import numpy as np
 import torch
 from hydra import compose, initialize_config_dir
 
-from border_py.components import build_components
-from border_py.config import build, config_dir, to_plain
+from border_py.config import build, config_dir
+from border_py.overrides import to_plain
+from border_py.trainers.components import build_components
 from border_py.transitions import Transitions
-from border_py.weights import SharedWeights
+from border_py.transport.weights import SharedWeights
 
 
 def load_config(overrides: list[str]) -> dict:

@@ -20,9 +20,9 @@ import time
 
 import numpy as np
 
-from border_py.frames import FrameChunk
-from border_py.replay import PrioritizedReplayBuffer, UniformReplayBuffer
-from border_py.transitions import Transitions
+from border_py.replay.prioritized import PrioritizedReplayBuffer
+from border_py.replay.uniform import UniformReplayBuffer
+from border_py.transitions import FrameChunk, Transitions
 
 SIDE, STACK, EPISODE = 84, 4, 1000
 

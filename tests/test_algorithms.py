@@ -7,11 +7,13 @@ import numpy as np
 import pytest
 import torch
 
+from border_py.actors.nstep import NStepProcessor
+from border_py.actors.sampler import Sampler, SampleStats
 from border_py.agents.dqn import DQN, dqn_targets, linear_epsilon
-from border_py.envs import GymEnvFactory, VectorStep
-from border_py.replay import UniformReplayBuffer
-from border_py.sampler import Sampler, SampleStats
-from border_py.transitions import NStepProcessor, Transitions
+from border_py.envs.factory import GymEnvFactory
+from border_py.envs.vector import VectorStep
+from border_py.replay.uniform import UniformReplayBuffer
+from border_py.transitions import Transitions
 
 
 def test_dqn_targets_double_and_vanilla_by_hand():

@@ -12,12 +12,12 @@ import torch
 pytest.importorskip("ale_py")
 pytest.importorskip("cv2")
 
+from border_py.actors.sampler import Sampler, SampleStats
 from border_py.agents.dqn import DQN
-from border_py.atari import AtariEnvFactory
-from border_py.checkpoint import load_checkpoint
-from border_py.config import ConfigError
-from border_py.evaluator import Evaluator
-from border_py.sampler import Sampler, SampleStats
+from border_py.envs.atari import AtariEnvFactory
+from border_py.errors import ConfigError
+from border_py.evaluation.evaluator import Evaluator
+from border_py.runs.checkpoint import load_checkpoint
 
 from .conftest import run_border, scalar_tags
 

@@ -7,9 +7,10 @@ import inspect
 import pytest
 import yaml
 
-from border_py.cli import check_overrides
-from border_py.config import OVERLAYS, ConfigError, build, config_dir, group_options, resolve_target
-from border_py.envs import GymEnvFactory
+from border_py.cli.train import check_overrides
+from border_py.config import OVERLAYS, build, config_dir, group_options, resolve_target
+from border_py.envs.factory import GymEnvFactory
+from border_py.errors import ConfigError
 
 from .conftest import make_config
 

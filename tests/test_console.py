@@ -7,8 +7,8 @@ import time
 
 from rich.console import Console
 
-from border_py import console as console_module
-from border_py.console import ProgressView
+from border_py.recorders import console as console_module
+from border_py.recorders.console import ProgressView
 
 
 def test_live_view_shows_bar_rates_evals_buffer_and_actors(monkeypatch):

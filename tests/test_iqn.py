@@ -14,9 +14,9 @@ from border_py import train
 from border_py.agents.dqn import DQN
 from border_py.agents.iqn import IQN, midpoints, quantile_huber_loss
 from border_py.agents.networks import DuelingHead, NatureCNN, QuantileNetwork, q_network
-from border_py.config import ConfigError
-from border_py.replay import PrioritizedReplayBuffer
-from border_py.trainers.common import learn_step
+from border_py.errors import ConfigError
+from border_py.replay.prioritized import PrioritizedReplayBuffer
+from border_py.trainers.run_book import learn_step
 from border_py.transitions import Transitions
 
 from .conftest import make_config, run_border, scalar_tags

@@ -8,18 +8,19 @@ import torch
 import torch.nn.functional as F
 
 from border_py import train
+from border_py.actors.frames import FrameEncoder
+from border_py.actors.sampler import Sampler, SampleStats
 from border_py.agents.dqn import DQN, dqn_targets
-from border_py.checkpoint import load_checkpoint
-from border_py.cli import check_overrides
-from border_py.components import build_components
-from border_py.config import ConfigError
-from border_py.envs import GymEnvFactory
-from border_py.frames import FrameEncoder
-from border_py.replay import PrioritizedReplayBuffer, UniformReplayBuffer
-from border_py.sampler import Sampler, SampleStats
-from border_py.sum_tree import BRANCHING, MinTree, SumTree
-from border_py.train import prepare
-from border_py.trainers.common import learn_step
+from border_py.cli.train import check_overrides
+from border_py.envs.factory import GymEnvFactory
+from border_py.errors import ConfigError
+from border_py.replay.prioritized import PrioritizedReplayBuffer
+from border_py.replay.sum_tree import BRANCHING, MinTree, SumTree
+from border_py.replay.uniform import UniformReplayBuffer
+from border_py.runs.checkpoint import load_checkpoint
+from border_py.trainers.components import build_components
+from border_py.trainers.run_book import learn_step
+from border_py.trainers.train import prepare
 from border_py.transitions import STORED, Transitions
 
 from .conftest import make_config, scalar_tags

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from border_py import train
-from border_py.checkpoint import find_checkpoint, load_checkpoint
-from border_py.config import ConfigError
+from border_py.errors import ConfigError
+from border_py.runs.checkpoint import find_checkpoint, load_checkpoint
 
 from .conftest import BORDER, make_config, run_border, scalar_tags
 

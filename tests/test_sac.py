@@ -12,9 +12,9 @@ import torch
 
 from border_py import train
 from border_py.agents.sac import SAC, soft_targets, squashed_log_prob, temperature_loss
-from border_py.checkpoint import load_checkpoint
-from border_py.cli import check_overrides
-from border_py.config import ConfigError
+from border_py.cli.train import check_overrides
+from border_py.errors import ConfigError
+from border_py.runs.checkpoint import load_checkpoint
 from border_py.transitions import Transitions
 
 from .conftest import make_config, run_border, scalar_tags

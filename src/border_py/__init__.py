@@ -1,7 +1,23 @@
-"""border-py: asynchronous multi-process off-policy deep RL driven by Hydra configs."""
+"""border-py: asynchronous multi-process off-policy deep RL driven by Hydra configs.
 
-__version__ = "0.1.0"
+The package is imported lazily: ``import border_py`` loads nothing heavy, so child processes (actors,
+the evaluator) import only the modules they use. ``border_py.train`` is the training entry point.
+"""
 
-from border_py.train import train
+from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.2.0"
 __all__ = ["train"]
+
+if TYPE_CHECKING:
+    from border_py.trainers.train import train
+
+
+def __getattr__(name: str) -> Any:
+    if name == "train":
+        from border_py.trainers.train import train
+
+        return train
+    raise AttributeError(f"module 'border_py' has no attribute {name!r}")

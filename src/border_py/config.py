@@ -1,8 +1,9 @@
-"""Config plumbing: where the configs live, the one instantiate helper, and config errors.
+"""Config plumbing: where the configs live, the one instantiate helper, and value checks.
 
-Everything that crosses a process boundary is plain, resolved data (``to_plain``); components are
-built from it with :func:`build`, which turns any mistake in a config group into one
-:class:`ConfigError` line that names the key.
+Everything that crosses a process boundary is plain, resolved data (see
+:func:`border_py.overrides.to_plain`); components are built from it with :func:`build`, which
+turns any mistake in a config group into one :class:`~border_py.errors.ConfigError` line that
+names the key. Nothing here imports Hydra or OmegaConf: child processes use this module too.
 """
 
 from __future__ import annotations
@@ -15,11 +16,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import Override
-from hydra.errors import HydraException
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
+from border_py.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +25,6 @@ OVERLAYS = (
     "experiment",
     "hparams_search",
 )  # `# @package _global_` files setting other groups' keys
-
-
-class ConfigError(ValueError):
-    """A bad user setting. Its message is one line meant for the terminal."""
 
 
 def config_dir() -> Path:
@@ -54,19 +47,6 @@ def closest(word: str, choices: Iterable[str]) -> str:
     """A ' (did you mean ...?)' hint, or '' when nothing is close."""
     match = difflib.get_close_matches(word, list(choices), n=2, cutoff=0.6)
     return f" (did you mean {' or '.join(repr(m) for m in match)}?)" if match else ""
-
-
-def to_plain(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
-    """Resolve interpolations and return plain dicts/lists, safe to pickle into child processes."""
-    if isinstance(cfg, DictConfig):
-        try:
-            return OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)  # type: ignore[return-value]
-        except MissingMandatoryValue as exc:
-            key = exc.full_key
-            raise ConfigError(f"{key} must be set (e.g. {key}=...)") from None
-        except OmegaConfBaseException as exc:
-            raise ConfigError(str(exc).splitlines()[0]) from None
-    return dict(cfg)
 
 
 def resolve_target(path: str) -> Any:
@@ -106,22 +86,6 @@ def build(group: str, spec: Mapping[str, Any], **runtime: Any) -> Any:
         raise ConfigError(f"{group}.{exc}") from None
     except (TypeError, ValueError) as exc:  # e.g. a string where the class needs a number
         raise ConfigError(f"{group}: {str(exc).splitlines()[0]}") from None
-
-
-def parse_overrides(overrides: list[str]) -> list[Override]:
-    """Hydra's parse of ``key=value`` overrides; a syntax error becomes one :class:`ConfigError` line."""
-    try:
-        return OverridesParser.create().parse_overrides(overrides)
-    except HydraException as exc:
-        raise ConfigError(str(exc).splitlines()[0]) from None
-
-
-def set_key(cfg: DictConfig, key: str, value: Any, add: bool) -> None:
-    """``cfg.<key> = value`` (``add``: the key may be new); an OmegaConf error becomes one line."""
-    try:
-        OmegaConf.update(cfg, key, value, force_add=add)
-    except OmegaConfBaseException as exc:
-        raise ConfigError(f"{key}: {str(exc).splitlines()[0]}") from None
 
 
 def require(key: str, ok: bool, expected: str, value: Any) -> None:

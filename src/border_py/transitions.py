@@ -1,4 +1,5 @@
-"""Transitions and the step processor that makes them, with n-step returns.
+"""Transitions: the unit of data that flows from actors through the transport into replay and on
+to the agent's update, with n-step returns.
 
 A transition is ``(obs, action, reward, next_obs, discount)`` where ``reward`` is the discounted
 sum of up to ``n`` rewards and ``discount`` is what multiplies the bootstrap value of ``next_obs``:
@@ -8,20 +9,59 @@ sum of up to ``n`` rewards and ``discount`` is what multiplies the bootstrap val
 so ``discount = gamma**k`` after ``k`` steps (``k < n`` when the episode ended early by
 truncation: the time limit is not a real end, the value of the final observation still counts)
 and ``discount = 0`` when the episode terminated (nothing follows a true end).
+
+Stacked pixel observations may travel frame by frame (:class:`FrameChunk`, see
+:mod:`border_py.actors.frames` and :mod:`border_py.replay.frames`).
 """
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass
-from typing import Any
+from itertools import pairwise
 
 import numpy as np
 
-from border_py.envs import VectorStep
-from border_py.frames import FrameChunk
-
 STORED = ("obs", "action", "reward", "next_obs", "discount")
+ZERO = -1  # the link below a bottom frame padded with zeros: the rest of the stack is zeros
+MISSING = -2  # an id the store cannot resolve: overwritten, or never received
+
+
+@dataclass
+class FrameChunk:
+    """New frames of one source (one sampler's envs), sent with the transitions that use them.
+
+    Attributes:
+        source: identifies the sampler (its env seed); local ids are per source.
+        first: local id of ``pixels[0]``; the others follow consecutively.
+        pixels: the frames, uint8 ``(m, H, W)``.
+        prev: int64 ``(m,)``: local id of the frame below each one in its stack (its own id for a
+            reset frame padded with itself, :data:`ZERO` for one padded with zeros).
+        keep_from: this chunk, the transitions sent with it and everything later from this source
+            use no frame whose local id is below this (the store may forget older ones).
+    """
+
+    source: int
+    first: int
+    pixels: np.ndarray
+    prev: np.ndarray
+    keep_from: int
+
+    def __len__(self) -> int:
+        return len(self.pixels)
+
+    @staticmethod
+    def concat(chunks: list[FrameChunk]) -> FrameChunk:
+        """Consecutive chunks of one source as one."""
+        for a, b in pairwise(chunks):
+            if b.source != a.source or b.first != a.first + len(a):
+                raise ValueError("frame chunks must be consecutive chunks of one source")
+        return FrameChunk(
+            chunks[0].source,
+            chunks[0].first,
+            np.concatenate([c.pixels for c in chunks]),
+            np.concatenate([c.prev for c in chunks]),
+            chunks[0].keep_from,
+        )
 
 
 @dataclass
@@ -68,73 +108,3 @@ class Transitions:
         if chunks:
             out.frames = FrameChunk.concat(chunks)
         return out
-
-
-class NStepProcessor:
-    """Turns vector-env steps into n-step transitions, one pending window per env.
-
-    Args:
-        n_envs: number of envs stepped together.
-        n_step: steps summed per transition (1 = plain one-step TD).
-        gamma: discount factor.
-    """
-
-    def __init__(self, n_envs: int, n_step: int, gamma: float) -> None:
-        if n_step < 1:
-            raise ValueError(f"n_step must be >= 1, got {n_step}")
-        self.n_step = n_step
-        self.gamma = gamma
-        self._pending: list[deque[tuple[np.ndarray, np.ndarray, float]]] = [
-            deque() for _ in range(n_envs)
-        ]
-
-    def process(self, obs: np.ndarray, action: np.ndarray, step: VectorStep) -> Transitions | None:
-        """Record that ``action`` was taken in ``obs`` and ``step`` followed; return ready transitions."""
-        if self.n_step == 1:  # every step is a transition: no window, no per-env loop
-            discount = np.where(step.terminated, 0.0, self.gamma).astype(np.float32)
-            return Transitions(obs, action, step.reward, step.next_obs, discount)
-        out: list[tuple[np.ndarray, np.ndarray, float, np.ndarray, float]] = []
-        for i, window in enumerate(self._pending):
-            window.append((obs[i], action[i], float(step.reward[i])))
-            if step.terminated[i] or step.truncated[i]:
-                end_discount = 0.0 if step.terminated[i] else 1.0
-                while window:
-                    out.append(self._emit(window, step.next_obs[i], end_discount))
-                    window.popleft()
-            elif len(window) == self.n_step:
-                out.append(self._emit(window, step.next_obs[i], 1.0))
-                window.popleft()
-        if not out:
-            return None
-        o, a, r, no, d = zip(*out, strict=True)
-        return Transitions(
-            obs=np.stack(o),
-            action=np.stack(a),
-            reward=np.asarray(r, dtype=np.float32),
-            next_obs=np.stack(no),
-            discount=np.asarray(d, dtype=np.float32),
-        )
-
-    def state(self) -> list[list[tuple[list, Any, float]]]:
-        """The pending windows as plain data (for checkpoints)."""
-        return [
-            [(np.asarray(o).tolist(), np.asarray(a).tolist(), r) for o, a, r in w]
-            for w in self._pending
-        ]
-
-    def load_state(self, state: list[list[tuple[list, Any, float]]], obs_dtype: np.dtype) -> None:
-        """Restore :meth:`state`."""
-        self._pending = [
-            deque((np.asarray(o, dtype=obs_dtype), np.asarray(a), float(r)) for o, a, r in w)
-            for w in state
-        ]
-
-    def _emit(
-        self, window: deque, next_obs: np.ndarray, end_discount: float
-    ) -> tuple[np.ndarray, np.ndarray, float, np.ndarray, float]:
-        """The transition starting at the window's head and bootstrapping from ``next_obs``."""
-        ret = 0.0
-        for k, (_, _, r) in enumerate(window):
-            ret += self.gamma**k * r
-        obs, action, _ = window[0]
-        return obs, action, ret, next_obs, end_discount * self.gamma ** len(window)

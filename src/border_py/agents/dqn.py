@@ -20,7 +20,8 @@ import torch.nn.functional as F
 
 from border_py.agents.exploration import EpsilonGreedy, linear_epsilon
 from border_py.agents.networks import cpu_weights, polyak_update, q_network
-from border_py.config import ConfigError, flag, fraction, positive, require, widths
+from border_py.config import flag, fraction, positive, require, widths
+from border_py.errors import ConfigError
 from border_py.transitions import Transitions
 
 __all__ = ["DQN", "dqn_targets", "linear_epsilon"]

@@ -27,7 +27,8 @@ import torch
 
 from border_py.agents.exploration import EpsilonGreedy
 from border_py.agents.networks import QuantileNetwork, cpu_weights
-from border_py.config import ConfigError, flag, fraction, positive, require, widths
+from border_py.config import flag, fraction, positive, require, widths
+from border_py.errors import ConfigError
 from border_py.transitions import Transitions
 
 

@@ -10,7 +10,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from border_py.config import ConfigError, require
+from border_py.config import require
+from border_py.errors import ConfigError
 
 
 def mlp(in_dim: int, hidden_sizes: Sequence[int], out_dim: int) -> nn.Sequential:

@@ -40,7 +40,8 @@ from border_py.agents.networks import (
     flat_dim,
     polyak_update,
 )
-from border_py.config import ConfigError, flag, fraction, non_negative, positive, require, widths
+from border_py.config import flag, fraction, non_negative, positive, require, widths
+from border_py.errors import ConfigError
 from border_py.transitions import Transitions
 
 LOG_2 = math.log(2.0)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from border_py.config import ConfigError, build
+from border_py.config import build
+from border_py.errors import ConfigError
 from border_py.recorders.base import Recorder
 
 

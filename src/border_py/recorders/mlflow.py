@@ -11,7 +11,8 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 
-from border_py.config import ConfigError, require
+from border_py.config import require
+from border_py.errors import ConfigError
 from border_py.recorders.base import hyperparameters
 
 RUN_ID_FILE = "mlflow_run.json"  # in the run dir: a resumed run continues the same MLflow run

@@ -22,16 +22,18 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from border_py.actor import ActorReport
-from border_py.actor_manager import ActorBackend
-from border_py.checkpoint import Checkpoint
-from border_py.components import Components, build_components
-from border_py.config import ConfigError, non_negative, positive, require
-from border_py.eval_worker import EvalWorker
-from border_py.lifecycle import StopSignals
+from border_py.actors.backend import ActorBackend
+from border_py.actors.process import ActorReport
+from border_py.config import non_negative, positive, require
+from border_py.errors import ConfigError
+from border_py.evaluation.worker import EvalWorker
+from border_py.processes import StopSignals
+from border_py.runs.checkpoint import Checkpoint
 from border_py.seeding import derive_seed, global_rng_state, set_global_rng_state
-from border_py.trainers.common import LoopSettings, RunBook, learn_step, restore_agent
-from border_py.weights import SharedWeights
+from border_py.trainers.components import Components, build_components
+from border_py.trainers.run_book import RunBook, learn_step, restore_agent
+from border_py.trainers.settings import LoopSettings
+from border_py.transport.weights import SharedWeights
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +56,7 @@ class Window:
 
 @dataclass
 class AsyncTrainer(LoopSettings):
-    """Learner of the async trainer (actors: see :class:`~border_py.actor_manager.ActorManager`).
+    """Learner of the async trainer (actors: see :class:`~border_py.actors.local.ActorManager`).
 
     Args:
         sync_interval: opt steps between weight publications to the actors.

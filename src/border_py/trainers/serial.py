@@ -14,14 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from border_py.checkpoint import Checkpoint
-from border_py.components import build_components
+from border_py.actors.sampler import Sampler, SampleStats, episode_summary, sampler_options
 from border_py.config import positive
-from border_py.evaluator import Evaluator
-from border_py.lifecycle import StopSignals
-from border_py.sampler import Sampler, SampleStats, episode_summary, sampler_options
+from border_py.evaluation.evaluator import Evaluator
+from border_py.processes import StopSignals
+from border_py.runs.checkpoint import Checkpoint
 from border_py.seeding import derive_seed, global_rng_state, set_global_rng_state
-from border_py.trainers.common import LoopSettings, RunBook, learn_step, restore_agent
+from border_py.trainers.components import build_components
+from border_py.trainers.run_book import RunBook, learn_step, restore_agent
+from border_py.trainers.settings import LoopSettings
 
 log = logging.getLogger(__name__)
 

@@ -17,12 +17,13 @@ import traceback
 from dataclasses import dataclass, field
 from typing import Any
 
-from border_py.components import build_agent, build_env_factory
-from border_py.lifecycle import init_child, parent_alive
-from border_py.sampler import Sampler, SampleStats, sampler_options
+from border_py.actors.sampler import Sampler, SampleStats, sampler_options
+from border_py.agents.factory import build_agent
+from border_py.envs.factory import build_env_factory
+from border_py.processes import init_child, parent_alive
 from border_py.seeding import derive_seed
 from border_py.transitions import Transitions
-from border_py.weights import SharedWeights
+from border_py.transport.weights import SharedWeights
 
 log = logging.getLogger(__name__)
 

@@ -16,9 +16,11 @@ from typing import Any
 
 import torch
 
-from border_py.components import build_agent, build_env_factory
-from border_py.evaluator import EvalResult, Evaluator
-from border_py.lifecycle import RunError, init_child, parent_alive
+from border_py.agents.factory import build_agent
+from border_py.envs.factory import build_env_factory
+from border_py.errors import RunError
+from border_py.evaluation.evaluator import EvalResult, Evaluator
+from border_py.processes import init_child, parent_alive
 
 log = logging.getLogger(__name__)
 

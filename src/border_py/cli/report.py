@@ -8,6 +8,7 @@ from ``result.json`` (a run without one is still running, or was killed).
 
 from __future__ import annotations
 
+import argparse
 import csv
 import re
 from dataclasses import dataclass, field
@@ -20,8 +21,9 @@ from rich.table import Table
 from rich.text import Text
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from border_py.config import ConfigError
-from border_py.results import RESULT_FILE, read_result
+from border_py.cli.errors import fail
+from border_py.errors import ConfigError
+from border_py.runs.results import RESULT_FILE, read_result
 
 CURVE_TAG = "eval/return_mean"
 ENV_STEPS_TAG = "perf/env_steps"
@@ -250,3 +252,22 @@ def report(path: str | Path, csv_path: Path | None, plot_path: Path | None) -> i
         write_csv(rows, csv_path)
         console.print(f"csv: {csv_path}")
     return 0
+
+
+def report_command(args: list[str]) -> int:
+    """``border report``: a table of the runs under a directory, a PNG of their eval curves."""
+    parser = argparse.ArgumentParser(
+        prog="border report",
+        description="Compare runs: a table (status, best and final eval return, steps, wall time)"
+        " and a PNG of their eval/return_mean curves.",
+    )
+    parser.add_argument("path", help="a run dir, a sweep dir, or any directory holding runs")
+    parser.add_argument("--csv", type=Path, help="also write the table as CSV to this file")
+    parser.add_argument("--plot", type=Path, help="where the PNG goes (default: <path>/report.png)")
+    parsed = parser.parse_args(args)
+    try:
+        return report(parsed.path, parsed.csv, parsed.plot)
+    except ConfigError as exc:
+        return fail(str(exc))
+    except OSError as exc:  # --csv/--plot into a missing or read-only place
+        return fail(f"{exc.filename}: {exc.strerror}")

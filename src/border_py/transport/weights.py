@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from border_py.lifecycle import RunError
+from border_py.errors import RunError
 
 Layout = tuple[tuple[str, tuple[int, ...]], ...]
 

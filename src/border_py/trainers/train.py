@@ -9,30 +9,19 @@ from typing import Any
 
 import torch
 from hydra.core.hydra_config import HydraConfig
-from hydra.core.override_parser.types import OverrideType
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from border_py.agents.networks import resolve_device
-from border_py.checkpoint import Checkpoint, load_checkpoint, run_dir_of_checkpoint
-from border_py.components import Components
-from border_py.config import (
-    GROUPS,
-    OVERLAYS,
-    ConfigError,
-    build,
-    flag,
-    parse_overrides,
-    positive,
-    require,
-    set_key,
-    to_plain,
-)
-from border_py.results import OBJECTIVES, objective_value, write_result
-from border_py.trainers.common import build_recorder, restore_agent
+from border_py.config import build, flag, positive, require
+from border_py.errors import ConfigError
+from border_py.overrides import to_plain
+from border_py.runs.checkpoint import Checkpoint, load_checkpoint, run_dir_of_checkpoint
+from border_py.runs.results import OBJECTIVES, objective_value, write_result
+from border_py.runs.resume import check_fits, resumed_config
+from border_py.trainers.components import Components
+from border_py.trainers.run_book import build_recorder, restore_agent
 
 log = logging.getLogger(__name__)
-
-NOT_CARRIED = ("resume", "run_dir")  # keys of a new invocation, never taken from the saved config
 
 
 def run_dir_of(config: dict[str, Any]) -> Path:
@@ -42,6 +31,13 @@ def run_dir_of(config: dict[str, Any]) -> Path:
     if HydraConfig.initialized():
         return Path(HydraConfig.get().runtime.output_dir).resolve()
     raise ConfigError("run_dir: not set and no Hydra run dir is active (set run_dir=<path>)")
+
+
+def command_line_overrides() -> list[str]:
+    """The overrides of the current Hydra job (empty outside Hydra)."""
+    if HydraConfig.initialized():
+        return list(HydraConfig.get().overrides.task)
+    return []
 
 
 def check(config: dict[str, Any]) -> tuple[Any, Components]:
@@ -62,90 +58,6 @@ def check(config: dict[str, Any]) -> tuple[Any, Components]:
     build_recorder(config)  # settings only: nothing is opened or written
     trainer = build("trainer", config["trainer"])
     return trainer, trainer.check(config)
-
-
-def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(node, dict):
-        return {prefix: node}
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        out |= _flatten(value, f"{prefix}.{key}" if prefix else str(key))
-    return out
-
-
-def resumed_config(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, Any]:
-    """The checkpoint's saved config with the command line's ``key=value`` overrides on top.
-
-    Config groups cannot change on resume (the state would not fit); every difference is logged.
-    """
-    saved = {k: v for k, v in checkpoint.config.items() if k not in NOT_CARRIED}
-    merged = OmegaConf.create(saved)
-    parsed = parse_overrides(overrides)
-    for ov in parsed:
-        key = ov.key_or_group
-        if key in NOT_CARRIED or key.startswith("hydra"):
-            continue
-        if key in GROUPS or key in OVERLAYS:
-            raise ConfigError(
-                f"{key}={ov.get_value_element_as_str()}: config groups cannot change when resuming;"
-                f" override keys instead (e.g. trainer.max_opts=...)"
-            )
-        if ov.is_sweep_override():
-            raise ConfigError(f"{key}: sweeps cannot resume a run")
-        if ov.type is OverrideType.DEL:
-            raise ConfigError(f"~{key}: keys cannot be deleted when resuming")
-        set_key(merged, key, ov.value(), add=ov.type is not OverrideType.CHANGE)
-    config = to_plain(merged)
-    before, after = _flatten(saved), _flatten(config)
-    for key in sorted(set(before) | set(after)):
-        if before.get(key) != after.get(key):
-            log.info("resume: %s changed from %r to %r", key, before.get(key), after.get(key))
-    return config | {
-        "resume": str(checkpoint.path),
-        "run_dir": str(run_dir_of_checkpoint(checkpoint.path)),
-    }
-
-
-def command_line_overrides() -> list[str]:
-    """The overrides of the current Hydra job (empty outside Hydra)."""
-    if HydraConfig.initialized():
-        return list(HydraConfig.get().overrides.task)
-    return []
-
-
-def _get(config: dict[str, Any], key: str) -> Any:
-    node: Any = config
-    for part in key.split("."):
-        node = node.get(part) if isinstance(node, dict) else None
-    return node
-
-
-def check_fits(checkpoint: Checkpoint, config: dict[str, Any]) -> None:
-    """Refuse resume overrides that the checkpoint's state cannot follow."""
-    fixed = ["agent.n_step", "replay_buffer.frame_stack"]  # pending windows, stored frames
-    if "sampler" in checkpoint.trainer_state:  # serial: the saved envs are restored one by one
-        fixed += ["actor_manager.n_envs_per_actor", "replay_buffer.priority_from_actors"]
-    for key in fixed:
-        before, after = _get(checkpoint.config, key), _get(config, key)
-        if before != after:
-            raise ConfigError(
-                f"{key}={after}: cannot change when resuming (the checkpoint has {before})"
-            )
-    if checkpoint.meta.get("replay_buffer"):
-        size = int(checkpoint.trainer_state["replay"]["size"])
-        capacity = _get(config, "replay_buffer.capacity")
-        require(
-            "replay_buffer.capacity",
-            capacity >= size,
-            f">= {size}, the transitions the checkpoint holds",
-            capacity,
-        )
-        saved = _get(checkpoint.config, "replay_buffer.capacity")
-        if _get(config, "replay_buffer.frame_stack") and capacity < saved:
-            raise ConfigError(
-                f"replay_buffer.capacity={capacity}: must stay >= {saved} when resuming with saved"
-                " frames (their ring is sized from the capacity)"
-            )
 
 
 @dataclass

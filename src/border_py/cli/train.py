@@ -1,13 +1,10 @@
-"""The ``border`` command: subcommands over a Hydra application.
-
-``border train [overrides]`` is a Hydra app (``--help``, ``--cfg job``, ``-m`` work as in any Hydra
+"""``border train [overrides]``: a Hydra app (``--help``, ``--cfg job``, ``-m`` work as in any Hydra
 app). Before Hydra runs, overrides are checked against the shipped configs so that a typo in a
 group option or key fails with one line that names the closest valid choices.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
 from pathlib import Path
@@ -23,55 +20,15 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from border_py.checkpoint import find_checkpoint, run_dir_of_checkpoint
-from border_py.config import ConfigError, closest, config_dir, group_options, parse_overrides
-from border_py.eval_command import EVAL_DEFAULTS, evaluate_checkpoint, print_result
-from border_py.lifecycle import RunError
-from border_py.report import report
-from border_py.results import read_result, write_result
-from border_py.train import prepare, train
+from border_py.cli.errors import fail
+from border_py.config import closest, config_dir, group_options
+from border_py.errors import ConfigError, RunError
+from border_py.overrides import parse_overrides
+from border_py.runs.checkpoint import find_checkpoint, run_dir_of_checkpoint
+from border_py.runs.results import read_result, write_result
+from border_py.trainers.train import prepare, train
 
 log = logging.getLogger("border_py")
-
-USAGE = """\
-usage: border <command> [options] [overrides]
-
-Asynchronous multi-process off-policy deep RL, driven by Hydra configs.
-
-commands:
-  train     train an agent (a Hydra app: key=value overrides, group=option, -m for sweeps)
-  eval      evaluate a saved policy: border eval <run dir | checkpoint dir> [eval.*/env.* overrides]
-  report    compare runs: border report <run or sweep dir> [--csv FILE] [--plot FILE]
-
-examples:
-  border train                                         # DQN on CartPole-v1 with the defaults
-  border train agent=dqn env=cartpole seed=1
-  border train env=gym env.id=Acrobot-v1 trainer.max_opts=50000
-  border train -m agent.lr=1e-3,3e-4 seed=0,1,2        # multirun sweep
-  border train --help                                  # config groups, options and keys
-  border train --cfg job                               # print the composed config
-  border train resume=outputs/<date>/<time> trainer.max_opts=50000   # continue a run
-  border eval outputs/<date>/<time> eval.n_episodes=20 eval.video=true
-  border report outputs/multirun/<date>/<time> --csv sweep.csv      # table + report.png
-
-Outputs (TensorBoard logs in tensorboard/, checkpoints/, train.log) land in outputs/<date>/<time>/.
-"""
-
-
-COMMANDS = ("train", "eval", "report")
-EVAL_USAGE = f"""\
-usage: border eval <run dir | checkpoint dir> [overrides]
-
-Plays greedy episodes with a saved policy (a run dir: its best checkpoint), prints a table and
-writes eval_<timestamp>.json next to the checkpoint. Overrides: eval.<key>=value (defaults:
-{", ".join(f"{k}={v}" for k, v in EVAL_DEFAULTS.items())}) and env.<key>=value.
-"""
-
-
-def fail(message: str, status: int = 2) -> int:
-    """Print one error line for ``border`` and return ``status`` (2: bad input, 1: a failed run)."""
-    print(f"border: error: {message}", file=sys.stderr)
-    return status
 
 
 class SweepFailures:
@@ -248,59 +205,3 @@ def train_command(args: list[str]) -> int:
             1,
         )
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``border`` console script."""
-    args = sys.argv[1:] if argv is None else argv
-    if not args:
-        print(USAGE, file=sys.stderr)
-        return 2
-    if args[0] in ("-h", "--help", "help"):
-        print(USAGE)
-        return 0
-    command, rest = args[0], args[1:]
-    if command == "train":
-        return train_command(rest)
-    if command == "eval":
-        return eval_cli(rest)
-    if command == "report":
-        return report_cli(rest)
-    return fail(
-        f"unknown command '{command}'{closest(command, COMMANDS)}; commands: {', '.join(COMMANDS)}"
-    )
-
-
-def eval_cli(args: list[str]) -> int:
-    """``border eval``: evaluate a checkpoint and print a table."""
-    if not args or args[0] in ("-h", "--help"):
-        print(EVAL_USAGE)
-        return 0 if args else 2
-    try:
-        print_result(*evaluate_checkpoint(args[0], args[1:]))
-    except ConfigError as exc:
-        return fail(str(exc))
-    return 0
-
-
-def report_cli(args: list[str]) -> int:
-    """``border report``: a table of the runs under a directory, a PNG of their eval curves."""
-    parser = argparse.ArgumentParser(
-        prog="border report",
-        description="Compare runs: a table (status, best and final eval return, steps, wall time)"
-        " and a PNG of their eval/return_mean curves.",
-    )
-    parser.add_argument("path", help="a run dir, a sweep dir, or any directory holding runs")
-    parser.add_argument("--csv", type=Path, help="also write the table as CSV to this file")
-    parser.add_argument("--plot", type=Path, help="where the PNG goes (default: <path>/report.png)")
-    parsed = parser.parse_args(args)
-    try:
-        return report(parsed.path, parsed.csv, parsed.plot)
-    except ConfigError as exc:
-        return fail(str(exc))
-    except OSError as exc:  # --csv/--plot into a missing or read-only place
-        return fail(f"{exc.filename}: {exc.strerror}")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

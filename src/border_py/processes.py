@@ -16,10 +16,6 @@ import torch
 log = logging.getLogger(__name__)
 
 
-class RunError(RuntimeError):
-    """A run that cannot go on (e.g. a worker process crashed for good); its message is one line."""
-
-
 class StopSignals:
     """First SIGINT/SIGTERM asks for a graceful stop; the second interrupts at once.
 

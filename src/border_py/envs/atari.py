@@ -11,7 +11,7 @@ clip rewards to their sign and end an episode at each life lost; the evaluation 
 (``make()``, also used by ``border eval``) never do, so ``eval/`` returns are game scores.
 
 Checkpointed envs (the serial trainer) are restored by replaying the episode's actions (see
-:class:`~border_py.envs.EpisodeLog`). That is exact with ``repeat_action_probability=0``. With
+:class:`~border_py.envs.vector.EpisodeLog`). That is exact with ``repeat_action_probability=0``. With
 sticky actions (> 0) ALE draws the repeats from its own generator, which a checkpoint does not
 capture: an episode that began with a seeded reset replays exactly, one that began by an
 automatic reset is rebuilt with the same actions but possibly different frames (the episode's
@@ -32,8 +32,9 @@ from gymnasium.wrappers import (
     TransformReward,
 )
 
-from border_py.config import ConfigError, flag, fraction, non_negative, positive, require
-from border_py.envs import GymEnvFactory
+from border_py.config import flag, fraction, non_negative, positive, require
+from border_py.envs.factory import GymEnvFactory
+from border_py.errors import ConfigError
 
 
 def register_ale() -> None:

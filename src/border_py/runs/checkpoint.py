@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from border_py.config import ConfigError
+from border_py.errors import ConfigError
 
 REQUIRED = ("policy.pt", "agent.pt", "trainer.pt", "config.json", "meta.json")
 BUFFER_FILE = "replay_buffer.npz"

@@ -9,7 +9,7 @@ import numpy as np
 from gymnasium.wrappers import RecordVideo
 
 from border_py.agents.base import Agent
-from border_py.envs import GymEnvFactory
+from border_py.envs.factory import GymEnvFactory
 
 
 @dataclass

@@ -17,19 +17,14 @@ from omegaconf import OmegaConf
 from rich.console import Console
 from rich.table import Table
 
-from border_py.checkpoint import Checkpoint, is_complete, load_checkpoint
-from border_py.components import build_agent, build_env_factory
-from border_py.config import (
-    ConfigError,
-    closest,
-    flag,
-    parse_overrides,
-    positive,
-    require,
-    set_key,
-    to_plain,
-)
-from border_py.evaluator import EvalResult, Evaluator
+from border_py.agents.factory import build_agent
+from border_py.cli.errors import fail
+from border_py.config import closest, flag, positive, require
+from border_py.envs.factory import build_env_factory
+from border_py.errors import ConfigError
+from border_py.evaluation.evaluator import EvalResult, Evaluator
+from border_py.overrides import parse_overrides, set_key, to_plain
+from border_py.runs.checkpoint import Checkpoint, is_complete, load_checkpoint
 from border_py.seeding import derive_seed
 
 EVAL_DEFAULTS: dict[str, Any] = {
@@ -38,6 +33,14 @@ EVAL_DEFAULTS: dict[str, Any] = {
     "max_steps": 10000,  # step cap per episode
     "video": False,  # record mp4 videos next to the checkpoint (needs the [video] extra)
 }
+
+EVAL_USAGE = f"""\
+usage: border eval <run dir | checkpoint dir> [overrides]
+
+Plays greedy episodes with a saved policy (a run dir: its best checkpoint), prints a table and
+writes eval_<timestamp>.json next to the checkpoint. Overrides: eval.<key>=value (defaults:
+{", ".join(f"{k}={v}" for k, v in EVAL_DEFAULTS.items())}) and env.<key>=value.
+"""
 
 
 def pick_checkpoint(path: str) -> Checkpoint:
@@ -148,3 +151,15 @@ def print_result(
     console = Console()
     console.print(table)
     console.print(f"written: {out}")
+
+
+def eval_command(args: list[str]) -> int:
+    """``border eval``: evaluate a checkpoint and print a table."""
+    if not args or args[0] in ("-h", "--help"):
+        print(EVAL_USAGE)
+        return 0 if args else 2
+    try:
+        print_result(*evaluate_checkpoint(args[0], args[1:]))
+    except ConfigError as exc:
+        return fail(str(exc))
+    return 0

@@ -1,20 +1,17 @@
-"""Building a run's components from the resolved config (in the learner and in child processes)."""
+"""Building the learner's components from the resolved config, cross-checked."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import gymnasium as gym
-
+from border_py.actors.local import ActorManager
 from border_py.agents.base import Agent
-from border_py.config import ConfigError, build, require
-from border_py.envs import GymEnvFactory
-from border_py.replay import UniformReplayBuffer
+from border_py.agents.factory import build_agent
+from border_py.config import build, require
+from border_py.envs.factory import GymEnvFactory, build_env_factory
+from border_py.replay.uniform import UniformReplayBuffer
 from border_py.seeding import derive_seed
-
-if TYPE_CHECKING:
-    from border_py.actor_manager import ActorManager
 
 
 @dataclass
@@ -25,37 +22,6 @@ class Components:
     agent: Agent
     buffer: UniformReplayBuffer
     actors: ActorManager
-
-
-def build_env_factory(config: dict[str, Any]) -> GymEnvFactory:
-    """The ``env`` group's factory."""
-    return build("env", config["env"])
-
-
-def build_agent(
-    config: dict[str, Any],
-    spaces: tuple[gym.Space, gym.Space],
-    device: str,
-    seed_name: str = "agent",
-) -> Agent:
-    """The ``agent`` group, for the given spaces and device, seeded from the root seed."""
-    obs_space, act_space = spaces
-    agent = build(
-        "agent",
-        config["agent"],
-        observation_space=obs_space,
-        action_space=act_space,
-        device=device,
-        seed=derive_seed(config["seed"], seed_name),
-    )
-    missing = [
-        m for m in ("act", "update", "policy_state", "load_policy_state") if not hasattr(agent, m)
-    ]
-    if missing:
-        raise ConfigError(
-            f"agent._target_={config['agent']['_target_']}: lacks {', '.join(missing)}"
-        )
-    return agent
 
 
 def build_components(config: dict[str, Any], warmup_period: int) -> Components:

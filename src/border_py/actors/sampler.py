@@ -11,10 +11,12 @@ from typing import Any
 
 import numpy as np
 
+from border_py.actors.frames import FrameEncoder
+from border_py.actors.nstep import NStepProcessor
 from border_py.agents.base import Agent
-from border_py.envs import GymEnvFactory, VectorEnv
-from border_py.frames import FrameEncoder
-from border_py.transitions import NStepProcessor, Transitions
+from border_py.envs.factory import GymEnvFactory
+from border_py.envs.vector import VectorEnv
+from border_py.transitions import Transitions
 
 
 @dataclass
@@ -46,7 +48,7 @@ class Sampler:
             sampler's stream of frames.
         replayable: keep what :meth:`state` needs to checkpoint the envs (a little work per step).
         frame_stack: null, or ``k``: send each new frame of the stacked observations once
-            (:class:`~border_py.frames.FrameEncoder`); transitions then carry frame ids and the
+            (:class:`~border_py.actors.frames.FrameEncoder`); transitions then carry frame ids and the
             frames they need (``replay_buffer.frame_stack``).
         priorities: attach the agent's ``td_error`` of each emitted batch as its ``priority``
             (``replay_buffer.priority_from_actors``).

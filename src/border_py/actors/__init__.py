@@ -1,0 +1,1 @@
+"""Actors: the ``actor_manager`` config group; samplers that turn a policy and envs into transitions, run in processes."""

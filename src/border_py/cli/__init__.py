@@ -1,0 +1,1 @@
+"""The ``border`` command line: train, eval, report."""

@@ -1,0 +1,62 @@
+"""The ``border`` command: ``train``, ``eval`` and ``report`` subcommands."""
+
+from __future__ import annotations
+
+import sys
+
+from border_py.cli.errors import fail
+from border_py.config import closest
+
+USAGE = """\
+usage: border <command> [options] [overrides]
+
+Asynchronous multi-process off-policy deep RL, driven by Hydra configs.
+
+commands:
+  train     train an agent (a Hydra app: key=value overrides, group=option, -m for sweeps)
+  eval      evaluate a saved policy: border eval <run dir | checkpoint dir> [eval.*/env.* overrides]
+  report    compare runs: border report <run or sweep dir> [--csv FILE] [--plot FILE]
+
+examples:
+  border train                                         # DQN on CartPole-v1 with the defaults
+  border train agent=dqn env=cartpole seed=1
+  border train env=gym env.id=Acrobot-v1 trainer.max_opts=50000
+  border train -m agent.lr=1e-3,3e-4 seed=0,1,2        # multirun sweep
+  border train --help                                  # config groups, options and keys
+  border train --cfg job                               # print the composed config
+  border train resume=outputs/<date>/<time> trainer.max_opts=50000   # continue a run
+  border eval outputs/<date>/<time> eval.n_episodes=20 eval.video=true
+  border report outputs/multirun/<date>/<time> --csv sweep.csv      # table + report.png
+
+Outputs (TensorBoard logs in tensorboard/, checkpoints/, train.log) land in outputs/<date>/<time>/.
+"""
+
+
+COMMANDS = ("train", "eval", "report")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``border`` console script."""
+    args = sys.argv[1:] if argv is None else argv
+    if not args:
+        print(USAGE, file=sys.stderr)
+        return 2
+    if args[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        return 0
+    command, rest = args[0], args[1:]
+    if command == "train":
+        from border_py.cli.train import train_command
+
+        return train_command(rest)
+    if command == "eval":
+        from border_py.cli.eval import eval_command
+
+        return eval_command(rest)
+    if command == "report":
+        from border_py.cli.report import report_command
+
+        return report_command(rest)
+    return fail(
+        f"unknown command '{command}'{closest(command, COMMANDS)}; commands: {', '.join(COMMANDS)}"
+    )

@@ -1,0 +1,1 @@
+"""Environments: the ``env`` config group (gymnasium ids, Atari) and the vector-env adapter."""

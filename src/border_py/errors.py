@@ -1,0 +1,11 @@
+"""The two errors a user sees as one line: a bad setting, and a run that cannot go on."""
+
+from __future__ import annotations
+
+
+class ConfigError(ValueError):
+    """A bad user setting. Its message is one line meant for the terminal."""
+
+
+class RunError(RuntimeError):
+    """A run that cannot go on (e.g. a worker process crashed for good); its message is one line."""

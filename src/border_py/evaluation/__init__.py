@@ -1,0 +1,1 @@
+"""Evaluation: greedy episodes of the learner's weights, in process or in an evaluator process."""

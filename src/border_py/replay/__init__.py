@@ -1,0 +1,1 @@
+"""Experience replay: the ``replay_buffer`` config group (uniform, prioritized, frames stored once)."""

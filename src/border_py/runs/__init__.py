@@ -1,0 +1,1 @@
+"""A run's files: checkpoints, results, run dirs and resuming."""

@@ -1,0 +1,1 @@
+"""The channels between processes: transition batches in, weights out."""
