@@ -1,26 +1,31 @@
 """The agent protocol: what a trainer and its actors need from a learning algorithm.
 
-A user's own agent (``agent._target_=my_pkg.MyAgent``) implements these methods. Its constructor
+A user's own agent (``agent._target_=my_pkg.MyAgent``) implements :class:`Agent`. Its constructor
 receives the keys of its YAML plus the runtime keyword arguments ``observation_space``,
-``action_space``, ``device`` and ``seed``. Optional methods: ``set_epsilon(eps)`` (Ape-X actors,
-``actor_manager.exploration=apex``) and ``set_exploration_step(env_steps)`` (a resumed actor
-continues its exploration schedule).
+``action_space``, ``device`` and ``seed``.
 
-Prioritized replay (``replay_buffer=prioritized``) needs more, checked before anything starts:
+Optional capabilities are protocols of their own, checked with ``isinstance`` before anything
+starts (a setting that needs one the agent lacks fails in one line):
 
-- the class attribute ``reports_td_error = True``: ``update(batch)`` multiplies its per-sample
-  losses by ``batch.weight`` (importance-sampling weights, when not None) exactly once, and when
-  ``batch.index`` is set returns, among its metrics, ``"td_error"``: a float32 numpy array (B,) of
-  non-negative per-sample TD-error magnitudes, which become the sampled rows' new priorities (the
-  trainer removes it from the metrics). Without the attribute the run fails with one line.
-- with ``replay_buffer.priority_from_actors=true``, a method ``td_error(batch) -> np.ndarray``:
-  the same magnitudes for a batch of fresh transitions, computed by an actor's copy of the policy
-  (no gradient, no state change, only the policy weights: bootstrap from the online network).
+- :class:`FixedEpsilon` (``set_epsilon``): Ape-X actors act with a fixed epsilon per env
+  (``actor_manager.exploration=apex``).
+- :class:`ExplorationPosition` (``set_exploration_step``): a resumed actor continues its exploration
+  schedule where its slot left it.
+- :class:`TDErrorScoring` (``td_error``): actors compute initial priorities
+  (``replay_buffer.priority_from_actors=true``): the per-sample TD-error magnitudes of a batch of
+  fresh transitions under the policy weights alone (no gradient, no state change; bootstrap from
+  the online network).
+- :func:`reports_td_error` (the class attribute ``reports_td_error = True``): the agent drives
+  prioritized replay (``replay_buffer=prioritized``). ``update(batch)`` then multiplies its
+  per-sample losses by ``batch.weight`` (importance-sampling weights, when not None) exactly once,
+  and when ``batch.index`` is set returns, among its metrics, ``"td_error"``: a float32 numpy array
+  (B,) of non-negative per-sample TD-error magnitudes, which become the sampled rows' new
+  priorities (the trainer removes it from the metrics).
 """
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import torch
@@ -62,3 +67,33 @@ class Agent(Protocol):
 
     def load_state_dict(self, state: dict[str, object]) -> None:
         """Restore :meth:`state_dict`."""
+
+
+@runtime_checkable
+class FixedEpsilon(Protocol):
+    """An epsilon-greedy agent whose epsilon can be fixed (Ape-X actors)."""
+
+    def set_epsilon(self, epsilon: float | np.ndarray) -> None:
+        """Act with ``epsilon`` from now on: one value, or one per env of the batch ``act`` gets."""
+
+
+@runtime_checkable
+class ExplorationPosition(Protocol):
+    """An agent whose exploration schedule can continue from a given position."""
+
+    def set_exploration_step(self, env_steps: int) -> None:
+        """Continue the schedule as if ``env_steps`` exploring env steps had been acted."""
+
+
+@runtime_checkable
+class TDErrorScoring(Protocol):
+    """An agent that scores fresh transitions with its policy weights (Ape-X initial priorities)."""
+
+    def td_error(self, batch: Transitions) -> np.ndarray:
+        """Per-sample TD-error magnitudes of ``batch``, float32 (B,), non-negative."""
+
+
+def reports_td_error(agent: Any) -> bool:
+    """Whether the agent declares (class attribute ``reports_td_error = True``) that ``update``
+    applies importance weights and returns ``td_error`` for prioritized samples."""
+    return getattr(type(agent), "reports_td_error", False) is True
