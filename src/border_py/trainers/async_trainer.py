@@ -31,7 +31,7 @@ from border_py.processes import StopSignals
 from border_py.runs.checkpoint import Checkpoint
 from border_py.seeding import derive_seed, global_rng_state, set_global_rng_state
 from border_py.trainers.components import Components, build_components
-from border_py.trainers.run_book import RunBook, learn_step, restore_agent
+from border_py.trainers.run_book import EvalCallback, RunBook, learn_step, restore_agent
 from border_py.trainers.settings import LoopSettings
 from border_py.transport.weights import SharedWeights
 
@@ -96,7 +96,11 @@ class AsyncTrainer(LoopSettings):
         return parts
 
     def run(
-        self, config: dict[str, Any], run_dir: Path, resume: Checkpoint | None = None
+        self,
+        config: dict[str, Any],
+        run_dir: Path,
+        resume: Checkpoint | None = None,
+        on_eval: EvalCallback | None = None,
     ) -> dict[str, Any]:
         """Train with actor processes (continuing ``resume``); return the run summary."""
         parts = self._build(config)
@@ -138,6 +142,7 @@ class AsyncTrainer(LoopSettings):
             buffer.capacity,
             manager.n_actors,
             resume,
+            on_eval,
         )
         self.window = Window()
         weights = self.weights = SharedWeights.create(ctx, agent.policy_state())
@@ -160,9 +165,7 @@ class AsyncTrainer(LoopSettings):
                 manager.start(ctx, config, weights, saved_actors)
                 log.info("started %d actors x %d envs", manager.n_actors, manager.n_envs_per_actor)
                 while (
-                    self.opt_steps < self.max_opts
-                    and book.solved_at is None
-                    and not signals.requested
+                    self.opt_steps < self.max_opts and not book.finished and not signals.requested
                 ):
                     starving = self._starving()
                     if starving:
@@ -338,11 +341,7 @@ class AsyncTrainer(LoopSettings):
         while evaluator.busy and time.monotonic() < deadline and not signals.requested:
             for result in evaluator.poll(timeout=0.5):
                 self._on_eval(*result)
-        if (
-            last_requested != self.opt_steps
-            and self.book.solved_at is None
-            and not signals.requested
-        ):
+        if last_requested != self.opt_steps and not self.book.finished and not signals.requested:
             self._request_eval(evaluator)
             while evaluator.busy and time.monotonic() < deadline and not signals.requested:
                 for result in evaluator.poll(timeout=0.5):

@@ -31,6 +31,9 @@ from border_py.trainers.settings import LoopSettings
 
 log = logging.getLogger(__name__)
 
+# called after each evaluation with (opt steps, env steps, eval/return_mean); True stops the run
+EvalCallback = Callable[[int, int, float], bool]
+
 
 DEFAULT_RECORDER = {"_target_": f"{TensorBoardRecorder.__module__}.TensorBoardRecorder"}
 
@@ -101,8 +104,11 @@ class RunBook:
         capacity: int,
         n_actors: int | None = None,
         resume: Checkpoint | None = None,
+        on_eval: EvalCallback | None = None,
     ) -> None:
         self.run_dir = Path(run_dir)
+        self.on_eval_callback = on_eval
+        self.stopped_by_callback = False
         self.checkpoints = self.run_dir / "checkpoints"
         self.config = config
         self.loop = loop
@@ -137,6 +143,12 @@ class RunBook:
         self.solved_at: dict[str, float] | None = None
         self.start = time.perf_counter()
 
+    @property
+    def finished(self) -> bool:
+        """Whether an evaluation ended the run early (``target_return`` reached, or the
+        ``on_eval`` callback asked to stop)."""
+        return self.solved_at is not None or self.stopped_by_callback
+
     def elapsed(self) -> float:
         """Training seconds so far, earlier sessions of a resumed run included."""
         return self.seconds_before + time.perf_counter() - self.start
@@ -154,7 +166,7 @@ class RunBook:
 
         ``policy``, ``agent_state`` and ``trainer_state()`` describe the run at ``opt_steps``.
         """
-        self.recorder.scalars(result.scalars(), opt_steps)
+        self.recorder.scalars(result.scalars() | {"eval/env_steps": env_steps}, opt_steps)
         self.eval_returns.append(result.return_mean)
         new_best = result.return_mean > self.best_return
         if new_best:
@@ -188,6 +200,10 @@ class RunBook:
             " | new best" if new_best else "",
             self.elapsed(),
         )
+        callback = self.on_eval_callback
+        if callback is not None and callback(opt_steps, env_steps, result.return_mean):
+            log.info("stopping early at opt step %d: the on_eval callback asked to", opt_steps)
+            self.stopped_by_callback = True
 
     def save(
         self,
@@ -261,7 +277,11 @@ class RunBook:
 
     def summary(self) -> dict[str, Any]:
         """What every trainer's run summary holds: returns, seconds, when the target was hit."""
-        return self.returns() | {"seconds": self.elapsed(), "solved_at": self.solved_at}
+        return self.returns() | {
+            "seconds": self.elapsed(),
+            "solved_at": self.solved_at,
+            "stopped_by_callback": self.stopped_by_callback,
+        }
 
     def close(self, status: str) -> None:
         """End the run's recording with ``status`` (``completed``, ``interrupted``, ``failed``)

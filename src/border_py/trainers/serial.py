@@ -21,7 +21,7 @@ from border_py.processes import StopSignals
 from border_py.runs.checkpoint import Checkpoint
 from border_py.seeding import derive_seed, global_rng_state, set_global_rng_state
 from border_py.trainers.components import build_components
-from border_py.trainers.run_book import RunBook, learn_step, restore_agent
+from border_py.trainers.run_book import EvalCallback, RunBook, learn_step, restore_agent
 from border_py.trainers.settings import LoopSettings
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,11 @@ class SerialTrainer(LoopSettings):
         positive("opt_interval", self.opt_interval)
 
     def run(
-        self, config: dict[str, Any], run_dir: Path, resume: Checkpoint | None = None
+        self,
+        config: dict[str, Any],
+        run_dir: Path,
+        resume: Checkpoint | None = None,
+        on_eval: EvalCallback | None = None,
     ) -> dict[str, Any]:
         """Train with the resolved ``config`` into ``run_dir`` (continuing ``resume``); return a summary."""
         parts = build_components(config, self.warmup_period)
@@ -95,7 +99,14 @@ class SerialTrainer(LoopSettings):
                 stats.env_steps,
             )
         book = RunBook(
-            run_dir, config, self, parts.env_factory.spaces(), buffer.capacity, None, resume
+            run_dir,
+            config,
+            self,
+            parts.env_factory.spaces(),
+            buffer.capacity,
+            None,
+            resume,
+            on_eval,
         )
 
         def trainer_state() -> dict[str, Any]:
@@ -118,14 +129,14 @@ class SerialTrainer(LoopSettings):
         signals = StopSignals().install()
         status = "failed"
         try:
-            while not signals.requested and book.solved_at is None:
+            while not signals.requested and not book.finished:
                 if book.progress.due():  # per env step: the warmup shows its progress too
                     book.progress.update(opt_steps, stats.env_steps, len(buffer))
                 ready = stats.env_steps - base_env - self.warmup_period
                 due = base_opt + math.floor(ready / self.opt_interval) + 1 if ready >= 0 else 0
                 while (
                     opt_steps < min(due, self.max_opts)
-                    and book.solved_at is None
+                    and not book.finished
                     and not signals.requested
                 ):
                     metrics = learn_step(agent, buffer)
@@ -159,7 +170,7 @@ class SerialTrainer(LoopSettings):
                     if self.save_interval and opt_steps % self.save_interval == 0:
                         save()
                         last_saved = opt_steps
-                if opt_steps >= self.max_opts or signals.requested or book.solved_at is not None:
+                if opt_steps >= self.max_opts or signals.requested or book.finished:
                     break
                 batch = sampler.step(stats)
                 if batch is not None:

@@ -19,7 +19,7 @@ from border_py.runs.checkpoint import Checkpoint, load_checkpoint, run_dir_of_ch
 from border_py.runs.results import OBJECTIVES, objective_value, write_result
 from border_py.runs.resume import check_fits, resumed_config
 from border_py.trainers.components import Components
-from border_py.trainers.run_book import build_recorder, restore_agent
+from border_py.trainers.run_book import EvalCallback, build_recorder, restore_agent
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +101,11 @@ def prepare(cfg: DictConfig | dict[str, Any], overrides: list[str] | None = None
     return Plan(trainer, config, checkpoint)
 
 
-def train(cfg: DictConfig | dict[str, Any], overrides: list[str] | None = None) -> dict[str, Any]:
+def train(
+    cfg: DictConfig | dict[str, Any],
+    overrides: list[str] | None = None,
+    on_eval: EvalCallback | None = None,
+) -> dict[str, Any]:
     """Train the agent the config describes; return the run summary (``best_return`` first).
 
     Args:
@@ -110,6 +114,8 @@ def train(cfg: DictConfig | dict[str, Any], overrides: list[str] | None = None) 
             its saved config.
         overrides: for a resume, the ``key=value`` changes to the saved config (default: the
             current Hydra job's command-line overrides).
+        on_eval: called after each evaluation with (opt steps, env steps, ``eval/return_mean``);
+            returning True stops the run gracefully (e.g. a tuner pruning a trial).
 
     Returns:
         The run summary: ``objective`` (the value a sweeper optimizes, per the ``objective`` key),
@@ -126,7 +132,7 @@ def train(cfg: DictConfig | dict[str, Any], overrides: list[str] | None = None) 
     log.info("run dir: %s", run_dir)
     given = command_line_overrides() if overrides is None else overrides
     try:
-        summary = plan.trainer.run(plan.config, run_dir, plan.checkpoint)
+        summary = plan.trainer.run(plan.config, run_dir, plan.checkpoint, on_eval)
     except BaseException as exc:
         if run_dir.is_dir():
             status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
