@@ -36,7 +36,8 @@ ASYNC_TAGS = {
     "perf/policy_lag",
     "actor/episode_return",
     "actor/episode_length",
-    "perf/queue_depth",
+    "actor/backpressure",
+    "perf/replay_ratio",
     "actor/alive",
     "actor/restarts",
     "buffer/size",
@@ -150,6 +151,7 @@ def test_sigint_stops_gracefully_with_a_final_checkpoint_and_no_leftovers(tmp_pa
             "train",
             "trainer.max_opts=1000000",
             "trainer.save_interval=0",
+            "trainer.eval_interval=100",
             "agent.hidden_sizes=[16]",
         ],
         cwd=tmp_path,
@@ -160,10 +162,10 @@ def test_sigint_stops_gracefully_with_a_final_checkpoint_and_no_leftovers(tmp_pa
     try:
         deadline = time.monotonic() + 120
         children: list[psutil.Process] = []
-        while time.monotonic() < deadline:  # wait until the run is optimizing
-            logs = list((tmp_path / "outputs").glob("*/*/tensorboard/events.*"))
+        while time.monotonic() < deadline:  # wait until the run is optimizing (evaluated once)
+            logs = list((tmp_path / "outputs").glob("*/*/train.log"))
             children = psutil.Process(proc.pid).children(recursive=True)
-            if logs and logs[0].stat().st_size > 2000 and len(children) >= 3:
+            if logs and "opt 100 |" in logs[0].read_text() and len(children) >= 3:
                 break
             time.sleep(0.5)
         assert len(children) >= 3  # 2 actors, the evaluator (and Python's resource tracker)

@@ -16,7 +16,7 @@ from border_py.agents.iqn import IQN, midpoints, quantile_huber_loss
 from border_py.agents.networks import DuelingHead, NatureCNN, QuantileNetwork, q_network
 from border_py.errors import ConfigError
 from border_py.replay.prioritized import PrioritizedReplayBuffer
-from border_py.trainers.run_book import learn_step
+from border_py.trainers.loop import learn_step
 from border_py.transitions import Transitions
 
 from .conftest import make_config, run_border, scalar_tags

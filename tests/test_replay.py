@@ -19,7 +19,7 @@ from border_py.replay.sum_tree import BRANCHING, MinTree, SumTree
 from border_py.replay.uniform import UniformReplayBuffer
 from border_py.runs.checkpoint import load_checkpoint
 from border_py.trainers.components import build_components
-from border_py.trainers.run_book import learn_step
+from border_py.trainers.loop import learn_step
 from border_py.trainers.train import prepare
 from border_py.transitions import STORED, Transitions
 

@@ -1,31 +1,51 @@
-"""Process lifecycle helpers: signals in the main process, hygiene in child processes."""
+"""Process lifecycle: stop signals in the learner; in every child, hygiene and death with the learner.
+
+The learner handles SIGINT/SIGTERM (:class:`StopSignals`); its children never do. A child is
+started with SIGINT ignored (:func:`start_process`; an ignored signal stays ignored across fork and
+exec, and Python keeps it so), so it cannot be interrupted at any moment of its life, startup
+included. With the forkserver, the server is started that way and its children inherit it; with
+spawn, the learner ignores SIGINT for the few milliseconds of each child's start (a Ctrl-C that
+lands exactly then is lost: press it again). A child dies with the learner
+whoever its parent is (with the forkserver, its parent is the server): a thread waits on the
+learner's end of the pipe ``multiprocessing`` gives every child (it reaches EOF when the learner
+is gone) and ends the process; the kernel's parent-death signal covers the immediate parent.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
+import multiprocessing
+import multiprocessing.connection
 import os
 import signal
 import sys
 import threading
+import time
+from collections.abc import Iterator
+from multiprocessing import forkserver
+from multiprocessing.context import BaseContext
 from types import FrameType
 from typing import Any
 
-import torch
+import numpy as np
 
 log = logging.getLogger(__name__)
+
+LEARNER_GONE_EXIT = 3  # exit status of a child whose learner died
 
 
 class StopSignals:
     """First SIGINT/SIGTERM asks for a graceful stop; the second interrupts at once.
 
-    Use as a context manager around a training loop and poll :attr:`requested`. Outside the main
-    thread (where handlers cannot be installed) it does nothing.
+    Use as a context manager around a run and poll :attr:`requested`. Outside the main thread
+    (where handlers cannot be installed) it does nothing.
     """
 
     def __init__(self) -> None:
         self.requested = False
-        self._previous: dict[int, object] = {}
+        self._previous: dict[int, Any] = {}
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.requested:
@@ -47,7 +67,7 @@ class StopSignals:
     def restore(self) -> None:
         """Put the previous handlers back (idempotent)."""
         for sig, handler in self._previous.items():
-            signal.signal(sig, handler)  # type: ignore[arg-type]
+            signal.signal(sig, handler)
         self._previous.clear()
 
     def __enter__(self) -> StopSignals:
@@ -57,30 +77,105 @@ class StopSignals:
         self.restore()
 
 
-def init_child(name: str, stop: Any = None) -> int:
-    """Set up a child process: ignore SIGINT, die with the parent, one torch thread, a log prefix.
+@contextlib.contextmanager
+def sigint_ignored() -> Iterator[None]:
+    """Ignore SIGINT in this process for the duration (main thread only; elsewhere a no-op): a
+    child started meanwhile inherits the ignored disposition."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
-    SIGINT and SIGTERM sent to the whole process group (Ctrl-C, ``scancel``, ``kill -- -pgid``)
-    are the learner's to handle: it stops its children in stages. A SIGTERM is obeyed only once
-    ``stop`` (the run's stop event) is set, i.e. from the learner's shutdown.
 
-    Returns the parent's pid, to be checked with :func:`parent_alive`.
+def start_process(ctx: BaseContext, process: Any) -> None:
+    """Start ``process`` (of context ``ctx``) with SIGINT ignored from its first instruction on.
+
+    With the forkserver only the server's own start needs it (a no-op once it runs): the children
+    it forks take the server's dispositions.
+    """
+    if ctx.get_start_method() == "forkserver":
+        with sigint_ignored():
+            forkserver.ensure_running()
+        process.start()
+    else:
+        with sigint_ignored():
+            process.start()
+
+
+def init_child(name: str, stopping: Any = None) -> None:
+    """Set up a child process; call it first thing in the child's entry point.
+
+    Ignores SIGINT (as it already did since its start, see :func:`start_process`), obeys SIGTERM only once
+    ``stopping.value`` is set (the learner's shutdown has begun: a SIGTERM to the whole process
+    group is the learner's to handle), dies with the learner and with its immediate parent, uses
+    one torch thread, and logs with a ``name`` prefix.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     def on_sigterm(signum: int, frame: FrameType | None) -> None:
-        if stop is not None and stop.is_set():
+        if stopping is not None and stopping.value:
             os._exit(0)
 
     signal.signal(signal.SIGTERM, on_sigterm)
     if sys.platform.startswith("linux"):
-        PR_SET_PDEATHSIG = 1
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    _release_forkserver()
+    _watch_learner()
+    import torch
+
     torch.set_num_threads(1)
     logging.basicConfig(
         level=logging.INFO, format=f"[%(asctime)s][{name}][%(levelname)s] - %(message)s"
     )
-    return os.getppid()
+
+
+def _release_forkserver() -> None:
+    """Close this child's copy of the fd that keeps the forkserver alive.
+
+    The forkserver exits when every copy of that fd is closed; Python hands one to each child it
+    forks, so children kept it (and, through their parent-death signal, themselves) alive after
+    the learner died. A child of border-py never starts processes through the forkserver.
+    """
+    server = forkserver._forkserver  # type: ignore[attr-defined]
+    if server.get_inherited_fds() is None:  # not a forkserver child
+        return
+    fd = server._forkserver_alive_fd
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        server._forkserver_alive_fd = None
+
+
+def _watch_learner() -> None:
+    """End this process (and the processes it started) as soon as the learner is gone.
+
+    ``multiprocessing`` gives every child the read end of a pipe whose write end only the process
+    that created it (the learner) holds: it reaches EOF exactly when the learner exits or dies.
+    """
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+    sentinel = parent.sentinel
+
+    def watch() -> None:
+        multiprocessing.connection.wait([sentinel])
+        for child in multiprocessing.active_children():  # e.g. vector-env subprocesses
+            with contextlib.suppress(Exception):
+                child.kill()
+        os._exit(LEARNER_GONE_EXIT)
+
+    threading.Thread(target=watch, name="watch-learner", daemon=True).start()
+
+
+def learner_alive() -> bool:
+    """Whether the learner (the process that started this one) is still running."""
+    parent = multiprocessing.parent_process()
+    return parent is None or parent.is_alive()
 
 
 def lower_priority(pid: int, nice: int) -> None:
@@ -93,6 +188,83 @@ def lower_priority(pid: int, nice: int) -> None:
             log.debug("could not lower the priority of %d: %s", pid, exc)
 
 
-def parent_alive(parent_pid: int) -> bool:
-    """Whether the process that started this one is still its parent."""
-    return os.getppid() == parent_pid
+class Heartbeats:
+    """A shared array of ``time.monotonic()`` stamps, one per worker slot.
+
+    Workers write their own slot often (a single aligned store: no lock); the learner reads how
+    long each has been silent. ``CLOCK_MONOTONIC`` is system-wide, so stamps compare across
+    processes.
+    """
+
+    def __init__(self, raw: Any) -> None:
+        self._raw = raw
+        self._stamps = np.frombuffer(raw, dtype=np.float64)
+
+    @classmethod
+    def create(cls, ctx: BaseContext, n: int) -> Heartbeats:
+        """Room for ``n`` workers."""
+        return cls(ctx.RawArray("d", n))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"raw": self._raw}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["raw"])  # type: ignore[misc]
+
+    def beat(self, slot: int) -> None:
+        """Worker ``slot`` is alive and working."""
+        self._stamps[slot] = time.monotonic()
+
+    def silent_for(self, slot: int) -> float:
+        """Seconds since worker ``slot`` last beat."""
+        return time.monotonic() - float(self._stamps[slot])
+
+
+class RestartPolicy:
+    """Decides whether a worker that died may be restarted, and words the line when it may not.
+
+    A worker is not restarted once it has used its ``max_restarts``, when it failed (an exception,
+    or an exit with an error status) before delivering anything (a setup error: a restart would
+    fail the same way), or
+    when it failed twice in a row with the same exception. A worker killed from outside (a signal,
+    the OOM killer, a lost forkserver, a heartbeat timeout) is restarted while restarts remain.
+
+    Args:
+        what: the worker's name in messages, e.g. ``actor 3`` or ``the evaluator``.
+        max_restarts: restarts allowed.
+    """
+
+    def __init__(self, what: str, max_restarts: int) -> None:
+        self.what, self.max_restarts = what, max_restarts
+        self.restarts = 0
+        self.last_error: str | None = None
+
+    def verdict(
+        self, cause: str, error: str | None, delivered: bool, exitcode: int | None = None
+    ) -> str | None:
+        """After a death: None to restart (counted), else the one line that ends the run.
+
+        Args:
+            cause: how it died, e.g. ``exit code 1`` or ``silent for 3.0 s``.
+            error: the exception line it reported, if it reported one.
+            delivered: whether this incarnation delivered anything before dying.
+            exitcode: its exit code (negative: killed by a signal; None: killed by the learner).
+        """
+        detail = f": {error}" if error else ""
+        if self.restarts >= self.max_restarts:
+            return (
+                f"{self.what} died ({cause}) after {self.restarts} restarts"
+                f" (actor_manager.max_restarts={self.max_restarts}){detail}; see the log for its"
+                " traceback"
+            )
+        failed = error is not None or (exitcode is not None and exitcode > 0)
+        if failed and not delivered:
+            return (
+                f"{self.what} failed ({cause}) before delivering anything{detail} (a restart would"
+                " fail the same way); see the log (or the output above) for why"
+            )
+        if error is not None and error == self.last_error:
+            return f"{self.what} failed twice with the same error{detail}; see the log for its traceback"
+        self.last_error = error
+        self.restarts += 1
+        return None

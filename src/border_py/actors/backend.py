@@ -1,86 +1,132 @@
-"""The seam between the learning loop and wherever actors run: the actor-backend protocol and
-what every backend shares (per-slot records, Ape-X epsilons)."""
+"""The seam between the learning loop and wherever actors run.
+
+The loop (:mod:`border_py.trainers.loop`) talks to actors only through :class:`ActorBackend`:
+it starts them, publishes weights, polls for batches, checks their health, stops them, and saves
+their state. Three backends implement it around the same sampler code
+(:class:`~border_py.actors.sampler.Sampler`): one actor in the learner's own process
+(:class:`~border_py.actors.inline.InlineActor`, the serial trainer), local actor processes
+(:class:`~border_py.actors.local.ActorManager`) and, with the ``[ray]`` extra, Ray actors.
+:class:`ActorSettings` holds the ``actor_manager`` keys they share.
+"""
 
 from __future__ import annotations
 
+import multiprocessing as mp
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.context import BaseContext
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
-from border_py.actors.process import ActorReport
+import gymnasium as gym
+import torch
+
+from border_py.agents.base import Agent
+from border_py.config import fraction, non_negative, positive, require
 from border_py.errors import RunError
-from border_py.transport.weights import SharedWeights
+from border_py.transport.batch import ReceivedBatch
 
-
-class ActorBackend(Protocol):
-    """What the async learner needs from the actor side, wherever the actors run.
-
-    :class:`ActorManager` implements it with local processes; a distributed backend (e.g. Ray
-    actors) implements the same methods around the same actor code (:func:`~border_py.actors.process.actor_main`
-    and :class:`~border_py.actors.sampler.Sampler`), and the learner does not change.
-    """
-
-    actors: list[ActorRecord]  # one record per actor slot: counters for logs and checkpoints
-
-    def context(self) -> BaseContext:
-        """The multiprocessing context for the run's local processes (evaluator, weights)."""
-
-    def start(
-        self,
-        ctx: BaseContext,
-        config: dict[str, Any],
-        weights: SharedWeights,
-        resume: list[dict[str, Any]] | None = None,
-    ) -> None:
-        """Start the actors from the resolved config; they act with the published weights."""
-
-    def poll(self, timeout: float, max_reports: int = 64) -> list[ActorReport]:
-        """Reports (batches, errors, byes) waiting, waiting up to ``timeout`` for the first."""
-
-    def check(self) -> None:
-        """Restart dead actors; raise :class:`ActorFailure` when one may not restart again."""
-
-    def stop(self, on_report: Any = None) -> None:
-        """Staged, idempotent shutdown; drained reports go to ``on_report``."""
-
-    def accounting(self) -> dict[str, int]:
-        """Transitions sent, received and dropped."""
-
-    def queue_depth(self) -> int:
-        """Batches waiting for the learner."""
-
-    def alive(self) -> int:
-        """Actors alive now."""
-
-    def restarts(self) -> int:
-        """Restarts so far."""
+Deliver = Callable[[ReceivedBatch], None]
 
 
 class ActorFailure(RunError):
-    """An actor crashed more often than ``max_restarts`` allows."""
+    """An actor (or the evaluator) failed in a way a restart cannot mend."""
 
 
-def apex_epsilons(n_actors: int, eps: float, alpha: float) -> list[float]:
-    """Ape-X's per-actor epsilons: eps_i = eps ** (1 + alpha * i / (N - 1)); eps alone when N == 1."""
-    if n_actors == 1:
+def apex_epsilons(n: int, eps: float, alpha: float) -> list[float]:
+    """Ape-X's epsilons for ``n`` explorers: eps_i = eps ** (1 + alpha * i / (n - 1)); eps alone
+    when n == 1."""
+    if n == 1:
         return [eps]
-    return [eps ** (1 + alpha * i / (n_actors - 1)) for i in range(n_actors)]
+    return [eps ** (1 + alpha * i / (n - 1)) for i in range(n)]
+
+
+class ActorSettings:
+    """The ``actor_manager`` keys every backend shares.
+
+    Args:
+        n_actors: actors (processes, or Ray actors).
+        n_envs_per_actor: envs each actor steps together as a gymnasium vector env, with one
+            batched policy call per step.
+        n_buffer: transitions an actor accumulates before sending them (border's name).
+        exploration: ``schedule`` (every actor follows the agent's own schedule) or ``apex``
+            (fixed epsilons over all actors x envs: env j of actor i, the g-th of N = n_actors *
+            n_envs_per_actor explorers with g = i * n_envs_per_actor + j, acts with
+            eps ** (1 + alpha * g / (N - 1)), as each Ape-X actor in the paper).
+        apex_eps: Ape-X's base epsilon.
+        apex_alpha: Ape-X's exponent spread.
+        queue_size: batches each actor may have in flight to the learner before it waits
+            (back-pressure).
+        max_restarts: restarts allowed per actor (and for the evaluator) before the run aborts.
+        heartbeat_timeout: seconds an actor (or the evaluator) may stay silent (an env whose
+            ``step`` never returns, a deadlock) before it is killed and restarted.
+    """
+
+    def __init__(
+        self,
+        n_actors: int = 1,
+        n_envs_per_actor: int = 1,
+        n_buffer: int = 100,
+        exploration: str = "schedule",
+        apex_eps: float = 0.4,
+        apex_alpha: float = 7.0,
+        queue_size: int = 8,
+        max_restarts: int = 3,
+        heartbeat_timeout: float = 60.0,
+    ) -> None:
+        positive("n_actors", n_actors, int)
+        positive("n_envs_per_actor", n_envs_per_actor, int)
+        positive("n_buffer", n_buffer, int)
+        require(
+            "exploration", exploration in ("schedule", "apex"), "'schedule' or 'apex'", exploration
+        )
+        fraction("apex_eps", apex_eps)
+        non_negative("apex_alpha", apex_alpha, float)
+        positive("queue_size", queue_size, int)
+        non_negative("max_restarts", max_restarts)
+        positive("heartbeat_timeout", heartbeat_timeout)
+        self.n_actors = n_actors
+        self.n_envs_per_actor = n_envs_per_actor
+        self.n_buffer = n_buffer
+        self.exploration = exploration
+        self.apex_eps = apex_eps
+        self.apex_alpha = apex_alpha
+        self.queue_size = queue_size
+        self.max_restarts = max_restarts
+        self.heartbeat_timeout = float(heartbeat_timeout)
+
+    def epsilons(self, n_actors: int | None = None) -> list[list[float] | None]:
+        """Per actor: the fixed epsilon of each of its envs (Ape-X), or None (the agent's own
+        schedule). ``n_actors`` overrides the setting (the serial trainer has one actor)."""
+        n = self.n_actors if n_actors is None else n_actors
+        if self.exploration != "apex":
+            return [None] * n
+        k = self.n_envs_per_actor
+        flat = apex_epsilons(n * k, self.apex_eps, self.apex_alpha)
+        return [flat[i * k : (i + 1) * k] for i in range(n)]
+
+    def context(self) -> BaseContext:
+        """The multiprocessing context of the run's local helper processes (the evaluator)."""
+        methods = mp.get_all_start_methods()
+        return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
 @dataclass
 class ActorRecord:
-    """The manager's view of one actor slot."""
+    """Counters of one actor slot, across its incarnations (restarts)."""
 
-    process: Any
     incarnation: int = 0
     restarts: int = 0
-    received: int = 0  # transitions received from this slot (all incarnations)
-    sent: int = 0  # transitions the finished incarnations said they sent
-    dropped: int = 0
+    received: int = 0  # transitions received from this slot, all sessions of the run
+    received_session: int = 0  # ... in this session (since this process started the run)
+    sent: int = 0  # transitions this session's finished incarnations sent
+    dropped: int = 0  # sampled but not sent, because the stop came first
+    incarnation_batches: int = 0  # batches received from the current incarnation
+    incarnation_received: int = 0  # transitions received from the current incarnation
     episodes: int = 0
     return_sum: float = 0.0
     env_steps: int = 0  # env steps of this slot (all incarnations): its exploration position
     said_bye: bool = False
+    incarnation_error: str | None = None  # the exception the current incarnation reported
 
     def state(self) -> dict[str, Any]:
         """What a resumed run carries over (plain data)."""
@@ -91,3 +137,105 @@ class ActorRecord:
             "return_sum": self.return_sum,
             "env_steps": self.env_steps,
         }
+
+    @classmethod
+    def resumed(cls, saved: dict[str, Any]) -> ActorRecord:
+        """A slot continuing from its saved :meth:`state`, with the next incarnation."""
+        return cls(
+            incarnation=int(saved["incarnation"]) + 1,
+            received=int(saved["received"]),
+            episodes=int(saved["episodes"]),
+            return_sum=float(saved["return_sum"]),
+            env_steps=int(saved["env_steps"]),
+        )
+
+    def begin_incarnation(self) -> None:
+        """A new incarnation of the slot starts."""
+        self.incarnation_batches = self.incarnation_received = 0
+        self.said_bye = False
+        self.incarnation_error = None
+
+    def end_incarnation(self, sent: int | None, dropped: int = 0) -> None:
+        """The current incarnation ended: with its goodbye (``sent``, ``dropped``), or killed
+        (``sent`` None: what it sent is what arrived, every announcement being atomic)."""
+        self.sent += self.incarnation_received if sent is None else sent
+        self.dropped += dropped
+        self.said_bye = sent is not None
+
+    def count(self, batch: ReceivedBatch) -> None:
+        """Account for a batch received from this slot."""
+        n = 0 if batch.transitions is None else len(batch.transitions)
+        self.received += n
+        self.received_session += n
+        self.incarnation_received += n
+        self.incarnation_batches += 1
+        self.env_steps += batch.env_steps
+        self.episodes += len(batch.episode_returns)
+        self.return_sum += sum(batch.episode_returns)
+
+
+@dataclass
+class Launch:
+    """What a backend needs to start its actors.
+
+    Attributes:
+        config: the resolved run config (actors build their env and agent from it).
+        spaces: the env's (observation, action) spaces.
+        agent: the learner's agent (the in-process backend acts with it).
+        policy: the learner's current acting weights (what actors start from).
+        opt_steps: the learner's opt steps (a resumed run starts later).
+        resume: the trainer state of the checkpoint a resumed run continues, else None.
+    """
+
+    config: dict[str, Any]
+    spaces: tuple[gym.Space, gym.Space]
+    agent: Agent
+    policy: dict[str, torch.Tensor]
+    opt_steps: int
+    resume: dict[str, Any] | None = None
+
+
+@runtime_checkable
+class ActorBackend(Protocol):
+    """What the learning loop needs from the actor side, wherever the actors run."""
+
+    records: list[ActorRecord]  # one per actor slot
+
+    def start(self, launch: Launch) -> None:
+        """Start the actors; they act with the weights of ``launch.policy`` from their first step."""
+
+    def publish(self, policy: dict[str, torch.Tensor], opt_steps: int) -> None:
+        """Make the weights of ``opt_steps`` the ones actors act with from their next batch on."""
+
+    def poll(self, timeout: float, deliver: Deliver) -> int:
+        """Hand every batch waiting (up to a bound) to ``deliver``, waiting up to ``timeout``
+        seconds for the first; return how many were delivered."""
+
+    def check(self) -> None:
+        """Restart actors that died or went silent; raise :class:`ActorFailure` when one may not."""
+
+    def stop(self, deliver: Deliver | None = None) -> None:
+        """Staged, idempotent shutdown; batches drained meanwhile go to ``deliver``."""
+
+    def state(self) -> dict[str, Any]:
+        """The actors' state for a checkpoint (plain data)."""
+
+    def accounting(self) -> dict[str, int]:
+        """Transitions this session: ``sent``, ``received``, ``dropped`` (sampled, not sent at
+        the stop); ``received_total``: received over all sessions of the run."""
+
+    def alive(self) -> int:
+        """Actors running now."""
+
+    def restarts(self) -> int:
+        """Restarts so far, all actors together."""
+
+
+def accounting_of(records: list[ActorRecord]) -> dict[str, int]:
+    """The :meth:`ActorBackend.accounting` of a list of slot records."""
+    return {
+        "sent": sum(r.sent for r in records),
+        "received": sum(r.received_session for r in records),
+        "dropped": sum(r.dropped for r in records),
+        "received_total": sum(r.received for r in records),
+    }

@@ -1,9 +1,11 @@
-"""The ``actor_manager`` config group and the process-based actor manager of the async trainer.
+"""The default ``actor_manager``: actor processes on the learner's machine.
 
-:class:`ActorManager` starts ``n_actors`` actor processes from one spawn context, collects their
-reports from one bounded queue, watches their liveness, restarts crashed actors up to
-``max_restarts`` times each, and shuts them down in stages. The serial trainer uses only its
-settings (one in-process actor).
+:class:`ActorManager` starts ``n_actors`` actor processes from one multiprocessing context, each
+with its own channel (:mod:`border_py.transport.channel`: shared-memory slots, a notices pipe and
+a credits pipe) and a heartbeat. It hands batches to the learner as they are announced, restarts
+an actor that died or went silent for ``heartbeat_timeout`` seconds (a hung env, a deadlock) with
+a fresh incarnation, ends the run in one line when a restart cannot help
+(:class:`~border_py.processes.RestartPolicy`), and shuts the actors down in stages.
 """
 
 from __future__ import annotations
@@ -12,38 +14,54 @@ import logging
 import multiprocessing as mp
 import multiprocessing.connection
 import os
-import queue as queue_lib
 import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
 from typing import Any
 
-from border_py.actors.backend import ActorFailure, ActorRecord, apex_epsilons
-from border_py.actors.process import ActorReport, ActorSpec, actor_main
-from border_py.config import fraction, non_negative, positive, require
-from border_py.processes import lower_priority
+import torch
+
+from border_py.actors.backend import (
+    ActorFailure,
+    ActorRecord,
+    ActorSettings,
+    Deliver,
+    Launch,
+    accounting_of,
+)
+from border_py.actors.process import ActorLinks, ActorSpec, actor_main
+from border_py.actors.sampler import sampler_options
+from border_py.config import require
+from border_py.processes import Heartbeats, RestartPolicy, lower_priority, start_process
+from border_py.transport.channel import BatchLayout, SlotRing, hand_back, receive
+from border_py.transport.messages import ActorDone, BatchReady, WorkerFailed
 from border_py.transport.weights import SharedWeights
 
 log = logging.getLogger(__name__)
 
+MESSAGES_PER_POLL = 64  # messages taken from one actor per poll
 
-class ActorManager:
-    """Sampling settings (the ``actor_manager`` group) and, for the async trainer, the actor processes.
+
+@dataclass
+class _Incarnation:
+    """The learner's handle on one running incarnation of an actor slot."""
+
+    process: Any
+    notices: Connection  # the learner reads
+    credits: Connection  # the learner writes
+    closed: bool = False  # the notices pipe reached EOF
+
+
+class ActorManager(ActorSettings):
+    """Actor processes on this machine (the ``actor_manager=default`` option).
 
     Args:
-        n_actors: actor processes.
-        n_envs_per_actor: envs each actor steps together as a gymnasium vector env, with one
-            batched policy call per step.
-        n_buffer: transitions an actor accumulates before sending them (border's name).
-        exploration: ``schedule`` (every actor follows the agent's own schedule) or ``apex``
-            (actor i of N acts with the fixed epsilon eps ** (1 + alpha * i / (N - 1))).
-        apex_eps: Ape-X's base epsilon.
-        apex_alpha: Ape-X's exponent spread.
-        queue_size: reports the queue holds before actors block (back-pressure).
-        max_restarts: restarts allowed per actor before the run aborts.
         nice: niceness increment of the actor processes (Unix), so that on a machine with few
             cores the learner keeps its share of CPU however many actors run (0: same priority).
         start_method: ``forkserver`` (children fork from a server that imported border-py once:
             fast starts, fast restarts) or ``spawn`` (every child imports everything anew).
+        Others: see :class:`~border_py.actors.backend.ActorSettings`.
     """
 
     def __init__(
@@ -54,42 +72,33 @@ class ActorManager:
         exploration: str = "schedule",
         apex_eps: float = 0.4,
         apex_alpha: float = 7.0,
-        queue_size: int = 64,
+        queue_size: int = 8,
         max_restarts: int = 3,
+        heartbeat_timeout: float = 60.0,
         nice: int = 10,
         start_method: str = "forkserver",
     ) -> None:
-        positive("n_actors", n_actors, int)
-        positive("n_envs_per_actor", n_envs_per_actor, int)
-        positive("n_buffer", n_buffer, int)
-        require(
-            "exploration", exploration in ("schedule", "apex"), "'schedule' or 'apex'", exploration
+        super().__init__(
+            n_actors,
+            n_envs_per_actor,
+            n_buffer,
+            exploration,
+            apex_eps,
+            apex_alpha,
+            queue_size,
+            max_restarts,
+            heartbeat_timeout,
         )
-        fraction("apex_eps", apex_eps)
-        non_negative("apex_alpha", apex_alpha, float)
-        positive("queue_size", queue_size, int)
-        non_negative("max_restarts", max_restarts)
-        require(
-            "start_method",
-            start_method in mp.get_all_start_methods() and start_method in ("forkserver", "spawn"),
-            f"one of {[m for m in ('forkserver', 'spawn') if m in mp.get_all_start_methods()]}",
-            start_method,
-        )
+        methods = [m for m in ("forkserver", "spawn") if m in mp.get_all_start_methods()]
+        require("start_method", start_method in methods, f"one of {methods}", start_method)
         require("nice", isinstance(nice, int) and 0 <= nice <= 19, "an int in [0, 19]", nice)
-        self.n_actors = n_actors
-        self.n_envs_per_actor = n_envs_per_actor
-        self.n_buffer = n_buffer
-        self.exploration = exploration
-        self.apex_eps = apex_eps
-        self.apex_alpha = apex_alpha
-        self.queue_size = queue_size
-        self.max_restarts = max_restarts
         self.nice = nice
         self.start_method = start_method
-        self.actors: list[ActorRecord] = []
+        self.records: list[ActorRecord] = []
+        self._running: list[_Incarnation | None] = []
+        self._policies: list[RestartPolicy] = []
         self._ctx: BaseContext | None = None
         self._stopped = False
-        self._closed = False
 
     def context(self) -> BaseContext:
         """The multiprocessing context every child of the run starts from."""
@@ -99,31 +108,12 @@ class ActorManager:
             ctx.set_forkserver_preload(["border_py.actors.process", "border_py.evaluation.worker"])
         return ctx
 
-    def epsilons(self) -> list[float | None]:
-        """The fixed epsilon of each actor (None: the agent's schedule)."""
-        if self.exploration == "apex":
-            return list(apex_epsilons(self.n_actors, self.apex_eps, self.apex_alpha))
-        return [None] * self.n_actors
+    # -- start and weights -------------------------------------------------------------------
 
-    # -- process management (async trainer) -------------------------------------------------
-
-    def start(
-        self,
-        ctx: BaseContext,
-        config: dict[str, Any],
-        weights: SharedWeights,
-        resume: list[dict[str, Any]] | None = None,
-    ) -> None:
-        """Start the actor processes; they wait for the first published weights.
-
-        Args:
-            ctx: the multiprocessing context.
-            config: the resolved run config.
-            weights: where the learner publishes weights.
-            resume: the actors' saved :meth:`ActorRecord.state` (a resumed run): counters and
-                exploration positions continue, envs get fresh seeds.
-        """
-        self._ctx, self._config, self._weights = ctx, config, weights
+    def start(self, launch: Launch) -> None:
+        """Allocate the channels and weights, then start every actor (they wait for weights)."""
+        ctx = self._ctx = self.context()
+        self._config = launch.config
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         if cores and self.n_actors > cores:
             log.warning(
@@ -134,171 +124,229 @@ class ActorManager:
                 cores,
                 self.nice,
             )
-        self.channel = ctx.Queue(maxsize=self.queue_size)
-        self.stop_event = ctx.Event()
-        self.actors = [ActorRecord(process=None) for _ in range(self.n_actors)]
-        for record, saved in zip(self.actors, resume or [], strict=False):
-            record.incarnation = int(saved["incarnation"]) + 1
-            record.received, record.episodes = int(saved["received"]), int(saved["episodes"])
-            record.return_sum, record.env_steps = (
-                float(saved["return_sum"]),
-                int(saved["env_steps"]),
-            )
+        obs_space, act_space = launch.spaces
+        options = sampler_options(launch.config)
+        agent = launch.agent
+        layout = BatchLayout.for_batches(
+            obs_space,
+            act_space,
+            self.n_buffer,
+            self.n_envs_per_actor,
+            agent.n_step,
+            options["frame_stack"],
+            options["priorities"],
+        )
+        self.rings = [SlotRing.create(ctx, layout, self.queue_size) for _ in range(self.n_actors)]
+        self.weights = SharedWeights.create(ctx, launch.policy)
+        self.weights.publish(launch.policy, launch.opt_steps)
+        self.heartbeats = Heartbeats.create(ctx, self.n_actors)
+        self.stopping = ctx.RawValue("b", 0)
+        saved = (launch.resume or {}).get("actors", [])
+        self.records = [ActorRecord() for _ in range(self.n_actors)]
+        for i, state in enumerate(saved[: self.n_actors]):
+            self.records[i] = ActorRecord.resumed(state)
+        self._policies = [
+            RestartPolicy(f"actor {i}", self.max_restarts) for i in range(self.n_actors)
+        ]
+        self._running = [None] * self.n_actors
         for index in range(self.n_actors):
             self._spawn(index)
 
     def _spawn(self, index: int) -> None:
-        record = self.actors[index]
-        spec = ActorSpec(
-            index,
-            record.incarnation,
-            self.n_envs_per_actor,
-            self.n_buffer,
-            self.epsilons()[index],
-            record.env_steps,
-        )
         assert self._ctx is not None
-        process = self._ctx.Process(
-            target=actor_main,
-            args=(spec, self._config, self._weights, self.channel, self.stop_event),
-            name=f"border-actor-{index}",
+        record = self.records[index]
+        record.begin_incarnation()
+        spec = ActorSpec(
+            index=index,
+            incarnation=record.incarnation,
+            n_envs=self.n_envs_per_actor,
+            n_buffer=self.n_buffer,
+            epsilons=self.epsilons()[index],
+            exploration_steps=record.env_steps,
         )
-        process.start()
+        notices_r, notices_w = self._ctx.Pipe(duplex=False)
+        credits_r, credits_w = self._ctx.Pipe(duplex=False)
+        links = ActorLinks(
+            self.rings[index], notices_w, credits_r, self.weights, self.heartbeats, self.stopping
+        )
+        process = self._ctx.Process(
+            target=actor_main, args=(spec, self._config, links), name=f"border-actor-{index}"
+        )
+        self.heartbeats.beat(index)  # the grace period starts now
+        start_process(self._ctx, process)
+        notices_w.close()  # the child holds these ends now: EOF when it exits
+        credits_r.close()
         lower_priority(process.pid, self.nice)
-        record.process = process
+        self._running[index] = _Incarnation(process, notices_r, credits_w)
 
-    def poll(self, timeout: float, max_reports: int = 64) -> list[ActorReport]:
-        """Reports waiting in the queue: waits up to ``timeout`` for the first, then takes what is there."""
-        reports: list[ActorReport] = []
+    def publish(self, policy: dict[str, torch.Tensor], opt_steps: int) -> None:
+        """Write the weights into shared memory; each actor takes them before its next batch."""
+        self.weights.publish(policy, opt_steps)
+
+    # -- data in -----------------------------------------------------------------------------
+
+    def poll(self, timeout: float, deliver: Deliver) -> int:
+        """Hand announced batches to ``deliver`` (waiting up to ``timeout`` for the first)."""
+        links = {run.notices: i for i, run in enumerate(self._running) if run and not run.closed}
+        if not links:
+            if timeout > 0:
+                time.sleep(min(timeout, 0.05))
+            return 0
+        ready = multiprocessing.connection.wait(list(links), timeout)
+        delivered = 0
+        for conn in ready:
+            delivered += self._read(links[conn], deliver)  # type: ignore[index]
+        return delivered
+
+    def _read(self, index: int, deliver: Deliver | None) -> int:
+        """Take the messages waiting from actor ``index``; note EOF (the actor is gone)."""
+        run = self._running[index]
+        assert run is not None
         try:
-            reports.append(
-                self.channel.get(timeout=timeout) if timeout > 0 else self.channel.get_nowait()
-            )
-            while len(reports) < max_reports:
-                reports.append(self.channel.get_nowait())
-        except queue_lib.Empty:
-            pass
-        for report in reports:
-            self._account(report)
-        return reports
+            messages = receive(run.notices, MESSAGES_PER_POLL)
+        except (EOFError, OSError):
+            run.closed = True
+            return 0
+        delivered = 0
+        record = self.records[index]
+        for message in messages:
+            if isinstance(message, BatchReady):
+                batch = self.rings[index].read(message)
+                record.count(batch)
+                if deliver is not None:
+                    deliver(batch)
+                hand_back(run.credits, message.slot)
+                delivered += 1
+            elif isinstance(message, ActorDone):
+                record.end_incarnation(message.sent, message.dropped)
+            elif isinstance(message, WorkerFailed):
+                log.error("actor %d crashed:\n%s", index, message.error.rstrip())
+                record.incarnation_error = message.exception
+        return delivered
 
-    def _account(self, report: ActorReport) -> None:
-        record = self.actors[report.actor]
-        if report.kind == "batch":
-            assert report.transitions is not None
-            record.received += len(report.transitions)
-            record.env_steps += report.env_steps
-            record.episodes += len(report.episode_returns)
-            record.return_sum += sum(report.episode_returns)
-        elif report.kind == "bye":
-            record.sent += report.sent
-            record.dropped += report.dropped
-            record.said_bye = True
-        elif report.kind == "error":
-            log.error("actor %d crashed:\n%s", report.actor, report.error.rstrip())
+    # -- health ------------------------------------------------------------------------------
 
     def check(self) -> None:
-        """Restart actors that died; raise :class:`ActorFailure` past ``max_restarts``."""
+        """Restart actors that died or stayed silent too long; raise :class:`ActorFailure` when a
+        restart cannot help."""
         if self._stopped:
             return
-        for index, record in enumerate(self.actors):
-            process = record.process
-            if process.is_alive():
+        for index, run in enumerate(self._running):
+            if run is None:
                 continue
-            process.join(timeout=1)
-            if record.restarts >= self.max_restarts:
-                raise ActorFailure(
-                    f"actor {index} died (exit code {process.exitcode}) after {record.restarts} restarts"
-                    f" (actor_manager.max_restarts={self.max_restarts}); see the log for its traceback"
+            process = run.process
+            if process.is_alive():
+                silent = self.heartbeats.silent_for(index)
+                if silent <= self.heartbeat_timeout:
+                    continue
+                log.error(
+                    "actor %d silent for %.1f s (actor_manager.heartbeat_timeout=%g): killing it",
+                    index,
+                    silent,
+                    self.heartbeat_timeout,
                 )
-            record.restarts += 1
-            record.incarnation += 1
-            log.warning(
-                "actor %d died (exit code %s): restart %d of %d",
-                index,
-                process.exitcode,
-                record.restarts,
-                self.max_restarts,
-            )
-            self._spawn(index)
+                process.kill()
+                process.join(timeout=5)
+                cause, exitcode = f"silent for {silent:.1f} s", None
+            else:
+                process.join(timeout=1)
+                cause, exitcode = f"exit code {process.exitcode}", process.exitcode
+            self._replace(index, cause, exitcode)
 
-    def queue_depth(self) -> int:
-        """Reports waiting in the queue (approximate)."""
-        try:
-            return self.channel.qsize()
-        except NotImplementedError:  # macOS
-            return -1
+    def _replace(self, index: int, cause: str, exitcode: int | None) -> None:
+        """Retire a dead incarnation (taking what it left in its pipe) and start the next one."""
+        run = self._running[index]
+        assert run is not None
+        while not run.closed:
+            self._read(index, self._deliver_late)
+        record = self.records[index]
+        if not record.said_bye:
+            record.end_incarnation(None)
+        error = record.incarnation_error
+        run.credits.close()
+        run.notices.close()
+        self._running[index] = None
+        verdict = self._policies[index].verdict(
+            cause, error, delivered=record.incarnation_batches > 0, exitcode=exitcode
+        )
+        if verdict is not None:
+            raise ActorFailure(verdict)
+        record.restarts += 1
+        record.incarnation += 1
+        log.warning(
+            "actor %d died (%s): restart %d of %d",
+            index,
+            cause,
+            record.restarts,
+            self.max_restarts,
+        )
+        self._spawn(index)
+
+    # -- stop --------------------------------------------------------------------------------
+
+    def stop(self, deliver: Deliver | None = None, drain_timeout: float = 10.0) -> None:
+        """Staged, idempotent shutdown: set the stop flag, take batches until every actor said
+        goodbye (or the timeout), then join, terminate and kill what is left."""
+        if not self._running:
+            return
+        if not self._stopped:
+            self._stopped = True
+            self.stopping.value = 1
+            deadline = time.monotonic() + drain_timeout
+            while time.monotonic() < deadline and any(
+                run is not None and not run.closed and run.process.is_alive()
+                for run in self._running
+            ):
+                self.poll(0.1, deliver or self._deliver_late)
+            for index, run in enumerate(self._running):  # what the last exits left
+                if run is not None:
+                    while not run.closed and run.notices.poll(0):
+                        self._read(index, deliver or self._deliver_late)
+        self._reap()
+
+    def _deliver_late(self, batch: Any) -> None:
+        """Batches that arrive while nobody takes them (an actor being replaced, a failed run)."""
+
+    def _reap(self) -> None:
+        processes = [run.process for run in self._running if run is not None]
+        _join_all(processes, 5.0)
+        for p in processes:
+            if p.is_alive():
+                log.warning("%s did not exit: terminating", p.name)
+                p.terminate()
+        _join_all(processes, 5.0)
+        for p in processes:
+            if p.is_alive():
+                log.error("%s ignored SIGTERM: killing", p.name)
+                p.kill()
+                p.join(timeout=5)
+        for index, run in enumerate(self._running):
+            if run is None:
+                continue
+            record = self.records[index]
+            if not record.said_bye:
+                record.end_incarnation(None)
+            run.credits.close()
+            run.notices.close()
+            self._running[index] = None
+
+    # -- reporting ---------------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """The slots' counters and exploration positions."""
+        return {"actors": [record.state() for record in self.records]}
+
+    def accounting(self) -> dict[str, int]:
+        """Transitions sent, received and dropped this session; received over all sessions."""
+        return accounting_of(self.records)
 
     def alive(self) -> int:
-        """Actor processes currently alive."""
-        return sum(1 for r in self.actors if r.process is not None and r.process.is_alive())
+        """Actor processes alive now."""
+        return sum(1 for run in self._running if run is not None and run.process.is_alive())
 
     def restarts(self) -> int:
         """Restarts so far, all actors together."""
-        return sum(r.restarts for r in self.actors)
-
-    def stop(
-        self, on_report: Any = None, drain_timeout: float = 10.0, join_timeout: float = 5.0
-    ) -> None:
-        """Staged, idempotent shutdown: signal stop, drain until every actor said bye, join, terminate, kill.
-
-        Args:
-            on_report: called with each report drained during shutdown (e.g. to store its batch).
-            drain_timeout: seconds to wait for the byes.
-            join_timeout: seconds to wait at each of join, terminate and kill.
-        """
-        if not self.actors:
-            return
-        started = [r for r in self.actors if r.process is not None]
-        if (
-            not self._stopped
-        ):  # a second call (e.g. after Ctrl-C mid-drain) goes straight to reaping
-            self._stopped = True
-            self.stop_event.set()
-            self._drain(started, on_report, drain_timeout)
-        self._reap([r.process for r in started], join_timeout)
-
-    def _drain(self, started: list[ActorRecord], on_report: Any, drain_timeout: float) -> None:
-        """Take reports until every live actor said bye (or the timeout)."""
-        waiting = [r for r in started if r.process.is_alive()]
-        deadline = time.monotonic() + drain_timeout
-        while time.monotonic() < deadline:
-            for report in self.poll(timeout=0.1):
-                if on_report is not None:
-                    on_report(report)
-            if all(r.said_bye or not r.process.is_alive() for r in waiting):
-                break
-        for report in self.poll(timeout=0):  # whatever the last exits flushed
-            if on_report is not None:
-                on_report(report)
-
-    def _reap(self, processes: list[Any], join_timeout: float) -> None:
-        """Join, then terminate, then kill what is still alive; close the queue."""
-        if not any(p.is_alive() for p in processes) and self._closed:
-            return
-        _join_all(processes, join_timeout)
-        for p in processes:
-            if p.is_alive():
-                log.warning("actor %s did not exit: terminating", p.name)
-                p.terminate()
-        _join_all(processes, join_timeout)
-        for p in processes:
-            if p.is_alive():
-                log.error("actor %s ignored SIGTERM: killing", p.name)
-                p.kill()
-                p.join(timeout=join_timeout)
-        if not self._closed:
-            self._closed = True
-            self.channel.close()
-            self.channel.cancel_join_thread()
-
-    def accounting(self) -> dict[str, int]:
-        """Transitions sent (per the actors' byes), received and dropped, all actors together."""
-        return {
-            "sent": sum(r.sent for r in self.actors),
-            "received": sum(r.received for r in self.actors),
-            "dropped": sum(r.dropped for r in self.actors),
-        }
+        return sum(record.restarts for record in self.records)
 
 
 def _join_all(processes: list[Any], timeout: float) -> None:

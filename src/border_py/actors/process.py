@@ -1,137 +1,165 @@
 """The actor process: a CPU copy of the policy stepping its envs and sending transition batches.
 
 Each actor builds everything from plain config data, waits for the learner's first weights, then
-loops: pick up new weights if the version changed, sample ``n_buffer`` transitions (with their
+loops: pick up new weights if their version changed, sample ``n_buffer`` transitions (with their
 initial priorities, scored by this copy of the policy, under ``replay_buffer.priority_from_actors``;
-frame by frame under ``replay_buffer.frame_stack``), put them on the bounded queue (blocking with a
-timeout: back-pressure). It reports crashes with their traceback and ends with a ``bye`` that
+frame by frame under ``replay_buffer.frame_stack``), wait for a free slot of its channel
+(back-pressure), write the batch there and announce it. It beats its heartbeat after every env
+step and every wait, reports a crash with its traceback, and ends with an :class:`ActorDone` that
 carries its transition counts.
 """
 
 from __future__ import annotations
 
 import logging
-import queue as queue_lib
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from typing import Any
 
 from border_py.actors.sampler import Sampler, SampleStats, sampler_options
+from border_py.agents.base import ExplorationPosition, FixedEpsilon
 from border_py.agents.factory import build_agent
 from border_py.envs.factory import build_env_factory
-from border_py.processes import init_child, parent_alive
+from border_py.processes import Heartbeats, init_child
 from border_py.seeding import derive_seed
-from border_py.transitions import Transitions
+from border_py.transport.channel import BatchSender, LearnerGone, SlotRing, send
+from border_py.transport.messages import ActorDone, BatchReady, WorkerFailed
 from border_py.transport.weights import SharedWeights
 
 log = logging.getLogger(__name__)
 
-PUT_TIMEOUT = 0.2  # seconds a blocked put waits before looking at the stop flag again
+WEIGHTS_POLL_SECONDS = 0.02  # how often an actor looks for the first weights
 
 
 @dataclass(frozen=True)
 class ActorSpec:
-    """What makes actor ``index`` different from the others."""
+    """What makes actor ``index`` different from the others.
+
+    Attributes:
+        index: the actor slot.
+        incarnation: 0 for the first start, +1 per restart (and per resumed session).
+        n_envs: envs stepped together.
+        n_buffer: transitions per batch.
+        epsilons: a fixed exploration epsilon per env (Ape-X), None: the agent's own schedule.
+        exploration_steps: env steps this slot already explored (continues the schedule).
+    """
 
     index: int
-    incarnation: int  # 0 for the first start, +1 per restart
+    incarnation: int
     n_envs: int
     n_buffer: int
-    epsilon: float | None  # a fixed exploration epsilon (Ape-X), None: the agent's own schedule
-    exploration_steps: int  # env steps this actor slot already explored (continues the schedule)
+    epsilons: list[float] | None
+    exploration_steps: int
 
 
-@dataclass
-class ActorReport:
-    """A message from an actor: a batch of transitions, an error, or the final ``bye``."""
+@dataclass(frozen=True)
+class ActorLinks:
+    """The actor's ends of everything it shares with the learner."""
 
-    actor: int
-    kind: str  # "batch" | "error" | "bye"
-    transitions: Transitions | None = None
-    env_steps: int = 0
-    episode_returns: list[float] = field(default_factory=list)
-    episode_lengths: list[int] = field(default_factory=list)
-    policy_opt_steps: int = 0
-    policy_loaded_at: float = 0.0  # time.time() when this actor loaded the weights it sampled with
-    exploration: dict[str, float] = field(default_factory=dict)
-    sent: int = 0  # bye: transitions sent in total by this incarnation
-    dropped: int = 0  # bye: transitions sampled but not sent (stop arrived first)
-    error: str = ""
+    ring: SlotRing
+    notices: Connection
+    credits: Connection
+    weights: SharedWeights
+    heartbeats: Heartbeats
+    stopping: Any  # a shared byte, set when the learner's shutdown begins
 
 
-def _put(channel: Any, report: ActorReport, stop: Any, parent_pid: int) -> bool:
-    """Put ``report`` on the queue, waiting while it is full; False once stop is set or the parent is gone."""
-    while not stop.is_set() and parent_alive(parent_pid):
-        try:
-            channel.put(report, timeout=PUT_TIMEOUT)
-            return True
-        except queue_lib.Full:
-            continue
-    return False
-
-
-def actor_main(
-    spec: ActorSpec, config: dict[str, Any], weights: SharedWeights, channel: Any, stop: Any
-) -> None:
+def actor_main(spec: ActorSpec, config: dict[str, Any], links: ActorLinks) -> None:
     """Entry point of an actor process (the target of ``Process``)."""
-    parent_pid = init_child(f"actor {spec.index}", stop)
+    init_child(f"actor {spec.index}", links.stopping)
+    heartbeats, slot = links.heartbeats, spec.index
+
+    def beat() -> None:
+        heartbeats.beat(slot)
+
+    def running() -> bool:
+        beat()
+        return not links.stopping.value
+
+    sender = BatchSender(links.ring, links.notices, links.credits)
     sent = dropped = 0
     try:
-        seed = config["seed"]
-        env_factory = build_env_factory(config)
-        agent = build_agent(
-            config, env_factory.spaces(), "cpu", f"actor/{spec.index}/{spec.incarnation}"
-        )
-        if spec.epsilon is not None:
-            agent.set_epsilon(spec.epsilon)
-        if spec.exploration_steps and hasattr(agent, "set_exploration_step"):
-            agent.set_exploration_step(spec.exploration_steps)
-        sampler = Sampler(
-            env_factory,
-            agent,
-            spec.n_envs,
-            derive_seed(seed, "actor", spec.index, spec.incarnation, "env"),
-            **sampler_options(config),
-        )
+        sampler = _build_sampler(spec, config)
+        while links.weights.version == 0:  # act with the learner's weights only
+            if not running():
+                return
+            time.sleep(WEIGHTS_POLL_SECONDS)
         version = policy_opt_steps = 0
         loaded_at = 0.0
-        while weights.version == 0 and not stop.wait(0.02):  # start from the learner's weights only
-            if not parent_alive(parent_pid):
-                return
-        while not stop.is_set() and parent_alive(parent_pid):
-            if weights.version != version:
-                latest = weights.read()
+        while running():
+            if links.weights.version != version:
+                latest = links.weights.read()
                 if latest is not None:
                     version, policy_opt_steps, state = latest
-                    agent.load_policy_state(state)
+                    sampler.agent.load_policy_state(state)
                     loaded_at = time.time()
             stats = SampleStats()
-            batch = sampler.sample(spec.n_buffer, stats)
-            report = ActorReport(
-                spec.index,
-                "batch",
-                batch,
-                stats.env_steps,
-                stats.episode_returns,
-                stats.episode_lengths,
-                policy_opt_steps,
-                loaded_at,
-                {k: float(v) for k, v in agent.exploration_stats().items()},
-            )
-            if _put(channel, report, stop, parent_pid):
-                sent += len(batch)
-            else:
+            batch = sampler.sample(spec.n_buffer, stats, beat)
+            waiting_since = time.monotonic()
+            if not sender.wait_for_slot(running):
                 dropped += len(batch)
+                break
+            waited = time.monotonic() - waiting_since
+            k = sender.free.popleft()
+            rows, frames = links.ring.write(k, batch, stats.episode_returns, stats.episode_lengths)
+            sender.send(
+                BatchReady(
+                    actor=spec.index,
+                    incarnation=spec.incarnation,
+                    slot=k,
+                    rows=rows,
+                    frames=0 if frames is None else len(frames),
+                    frame_source=0 if frames is None else frames.source,
+                    frame_first=0 if frames is None else frames.first,
+                    frame_keep_from=0 if frames is None else frames.keep_from,
+                    priorities=batch.priority is not None,
+                    env_steps=stats.env_steps,
+                    episodes=len(stats.episode_returns),
+                    policy_version=version,
+                    policy_opt_steps=policy_opt_steps,
+                    loaded_at=loaded_at,
+                    exploration={k: float(v) for k, v in sampler.agent.exploration_stats().items()},
+                    waited=waited,
+                )
+            )
+            sent += rows
         sampler.close()
+        send(
+            links.notices,
+            ActorDone(actor=spec.index, incarnation=spec.incarnation, sent=sent, dropped=dropped),
+        )
+    except LearnerGone:
+        return
     except Exception:
         error = traceback.format_exc()
         try:
-            channel.put(ActorReport(spec.index, "error", error=error), timeout=5)
-        except queue_lib.Full:  # the learner is not reading: say it here (stderr) at least
+            send(
+                links.notices,
+                WorkerFailed(actor=spec.index, incarnation=spec.incarnation, error=error),
+            )
+        except OSError:  # the learner is gone too: say it here (stderr) at least
             log.error("actor %d crashed:\n%s", spec.index, error)
         raise SystemExit(1) from None
-    try:
-        channel.put(ActorReport(spec.index, "bye", sent=sent, dropped=dropped), timeout=5)
-    except queue_lib.Full:
-        log.warning("queue full at exit: bye not delivered")
+
+
+def _build_sampler(spec: ActorSpec, config: dict[str, Any]) -> Sampler:
+    """The actor's envs and its CPU copy of the agent, exploring as the spec says."""
+    env_factory = build_env_factory(config)
+    agent = build_agent(
+        config, env_factory.spaces(), "cpu", f"actor/{spec.index}/{spec.incarnation}"
+    )
+    if spec.epsilons is not None:
+        if not isinstance(agent, FixedEpsilon):
+            raise TypeError(f"{type(agent).__name__} cannot fix its epsilon (set_epsilon)")
+        agent.set_epsilon(spec.epsilons[0] if len(spec.epsilons) == 1 else spec.epsilons)
+    if spec.exploration_steps and isinstance(agent, ExplorationPosition):
+        agent.set_exploration_step(spec.exploration_steps)
+    return Sampler(
+        env_factory,
+        agent,
+        spec.n_envs,
+        derive_seed(config["seed"], "actor", spec.index, spec.incarnation, "env"),
+        **sampler_options(config),
+    )

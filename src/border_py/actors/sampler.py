@@ -6,6 +6,7 @@ the async trainer, so both produce transitions the same way.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -107,14 +108,22 @@ class Sampler:
         """One batched policy call and one step of every env; returns finished transitions."""
         return self._score(*self._step(stats))
 
-    def sample(self, min_transitions: int, stats: SampleStats) -> Transitions:
+    def sample(
+        self,
+        min_transitions: int,
+        stats: SampleStats,
+        on_step: Callable[[], object] | None = None,
+    ) -> Transitions:
         """Step until at least ``min_transitions`` transitions are ready; return them in one batch
-        (with priorities, scored in one call)."""
+        (with priorities, scored in one call). ``on_step`` is called after every env step (an
+        actor's heartbeat)."""
         parts: list[Transitions] = []
         scored: list[Transitions] = []
         ready = 0
         while ready < min_transitions:
             out, full = self._step(stats)
+            if on_step is not None:
+                on_step()
             if out is not None:
                 parts.append(out)
                 if full is not None and self.frames is not None:

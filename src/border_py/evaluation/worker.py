@@ -1,55 +1,134 @@
 """Evaluation in its own process, so the learner never stops optimizing to evaluate.
 
-The learner hands the worker a copy of the weights of opt step N; the worker plays the
-evaluation episodes and returns the result tagged with N. At most one request is in flight: a
-request made while the worker is busy is refused (and logged) rather than queued.
+The learner writes the weights of opt step N into a shared-memory buffer and sends an
+:class:`~border_py.transport.messages.EvalRequest`; the evaluator plays the episodes and answers
+with an :class:`~border_py.transport.messages.EvalDone` tagged with N. At most one request is in
+flight: a request made while the evaluator is busy is refused (and logged by the caller) rather
+than queued. The evaluator beats a heartbeat at every env step; one that dies or stays silent for
+``heartbeat_timeout`` seconds is restarted like an actor (counted against ``max_restarts``) and
+given the request in flight again.
 """
 
 from __future__ import annotations
 
-import contextlib
+import copy
 import logging
-import queue as queue_lib
+import time
 import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
 from typing import Any
 
+import gymnasium as gym
 import torch
 
 from border_py.agents.factory import build_agent
 from border_py.envs.factory import build_env_factory
 from border_py.errors import RunError
 from border_py.evaluation.evaluator import EvalResult, Evaluator
-from border_py.processes import init_child, parent_alive
+from border_py.evaluation.service import EvalOutcome, Snapshot
+from border_py.processes import Heartbeats, RestartPolicy, init_child, start_process
+from border_py.transport.channel import receive, send
+from border_py.transport.messages import EvalDone, EvalRequest, WorkerFailed
+from border_py.transport.weights import SharedWeights
 
 log = logging.getLogger(__name__)
 
+REQUEST_POLL_SECONDS = 0.5
 
-def eval_main(
-    config: dict[str, Any], settings: dict[str, int], requests: Any, results: Any
-) -> None:
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """How the evaluator plays: episodes, their base reset seed, the step cap per episode."""
+
+    episodes: int
+    seed: int
+    max_steps: int
+
+
+@dataclass(frozen=True)
+class EvalLinks:
+    """The evaluator's ends of what it shares with the learner."""
+
+    requests: Connection  # the evaluator reads
+    results: Connection  # the evaluator writes
+    weights: SharedWeights
+    heartbeats: Heartbeats
+    stopping: Any
+
+
+class _Beating(gym.Wrapper):
+    """Beats the evaluator's heartbeat at every env step."""
+
+    def __init__(self, env: gym.Env, beat: Callable[[], None]) -> None:
+        super().__init__(env)
+        self._beat = beat
+
+    def step(self, action: Any) -> Any:
+        self._beat()
+        return self.env.step(action)
+
+
+def eval_main(config: dict[str, Any], settings: EvalSettings, links: EvalLinks) -> None:
     """Entry point of the evaluator process."""
-    parent_pid = init_child("evaluator")
+    init_child("evaluator", links.stopping)
+
+    def beat() -> None:
+        links.heartbeats.beat(0)
+
     try:
         env_factory = build_env_factory(config)
         agent = build_agent(config, env_factory.spaces(), "cpu", "evaluator")
-        evaluator = Evaluator(
-            env_factory, settings["episodes"], settings["seed"], settings["max_steps"]
-        )
-        while parent_alive(parent_pid):
-            try:
-                request = requests.get(timeout=0.5)
-            except queue_lib.Empty:
+        evaluator = Evaluator(env_factory, settings.episodes, settings.seed, settings.max_steps)
+        evaluator.env = _Beating(evaluator.env, beat)
+        while not links.stopping.value:
+            beat()
+            if not links.requests.poll(REQUEST_POLL_SECONDS):
                 continue
-            if request is None:
-                break
-            opt_steps, env_steps, state = request
-            agent.load_policy_state(state)
-            results.put((opt_steps, env_steps, evaluator.evaluate(agent)), timeout=60)
+            for request in receive(links.requests, 1):
+                _evaluate(request, agent, evaluator, links)
         evaluator.close()
+    except (EOFError, OSError):  # the learner is gone
+        return
     except Exception:
-        results.put(("error", traceback.format_exc(), None), timeout=5)
+        send(links.results, WorkerFailed(actor=-1, incarnation=0, error=traceback.format_exc()))
         raise SystemExit(1) from None
+
+
+def _evaluate(request: EvalRequest, agent: Any, evaluator: Evaluator, links: EvalLinks) -> None:
+    """Load the requested weights (those of ``request.version``) and play the episodes."""
+    deadline = time.monotonic() + 60
+    while True:
+        latest = links.weights.read()
+        if latest is not None and latest[0] == request.version:
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the weights of version {request.version} never became readable")
+        time.sleep(0.01)
+    agent.load_policy_state(latest[2])
+    result = evaluator.evaluate(agent)
+    send(
+        links.results,
+        EvalDone(
+            opt_steps=request.opt_steps,
+            env_steps=request.env_steps,
+            return_mean=result.return_mean,
+            return_std=result.return_std,
+            return_min=result.return_min,
+            return_max=result.return_max,
+            length_mean=result.length_mean,
+            returns=result.episode_returns,
+        ),
+    )
+
+
+@dataclass
+class _Pending:
+    request: EvalRequest
+    policy: dict[str, torch.Tensor]
+    snapshot: tuple[dict[str, Any], dict[str, Any]]
 
 
 class EvalWorker:
@@ -58,79 +137,161 @@ class EvalWorker:
     Args:
         ctx: the multiprocessing context.
         config: the resolved run config.
-        episodes: episodes per evaluation.
-        seed: base reset seed of the evaluation episodes.
-        max_steps: step cap per episode.
+        settings: episodes, seed, step cap.
+        policy: the policy's weights (their shapes size the shared buffer).
+        max_restarts: restarts allowed before the run aborts.
+        heartbeat_timeout: seconds of silence before the evaluator is killed and restarted.
     """
 
     def __init__(
-        self, ctx: BaseContext, config: dict[str, Any], episodes: int, seed: int, max_steps: int
+        self,
+        ctx: BaseContext,
+        config: dict[str, Any],
+        settings: EvalSettings,
+        policy: dict[str, torch.Tensor],
+        max_restarts: int,
+        heartbeat_timeout: float,
     ) -> None:
-        self.requests = ctx.Queue(maxsize=1)
-        self.results = ctx.Queue()
-        settings = {"episodes": episodes, "seed": seed, "max_steps": max_steps}
-        self.process = ctx.Process(
-            target=eval_main,
-            args=(config, settings, self.requests, self.results),
-            name="border-evaluator",
-        )
-        self.process.start()
-        self.pending: dict[
-            int, tuple[dict[str, torch.Tensor], Any]
-        ] = {}  # opt step -> (weights, snapshot)
+        self.ctx, self.config, self.settings = ctx, config, settings
+        self.heartbeat_timeout = heartbeat_timeout
+        self.weights = SharedWeights.create(ctx, policy)
+        self.heartbeats = Heartbeats.create(ctx, 1)
+        self.stopping = ctx.RawValue("b", 0)
+        self.policy = RestartPolicy("the evaluator", max_restarts)
+        self.pending: _Pending | None = None
+        self.delivered = 0  # results of the current incarnation
+        self.error: str | None = None  # what the current incarnation reported
         self._closed = False
+        self._spawn()
+
+    def _spawn(self) -> None:
+        requests_r, self.requests = self.ctx.Pipe(duplex=False)
+        self.results, results_w = self.ctx.Pipe(duplex=False)
+        links = EvalLinks(requests_r, results_w, self.weights, self.heartbeats, self.stopping)
+        self.process = self.ctx.Process(
+            target=eval_main, args=(self.config, self.settings, links), name="border-evaluator"
+        )
+        self.heartbeats.beat(0)
+        start_process(self.ctx, self.process)
+        requests_r.close()
+        results_w.close()
+        self.delivered, self.error = 0, None
+        if self.pending is not None:  # the restarted evaluator takes over the request in flight
+            send(self.requests, self.pending.request)
 
     @property
     def busy(self) -> bool:
         """Whether an evaluation is in flight."""
-        return bool(self.pending)
+        return self.pending is not None
 
     def request(
-        self, opt_steps: int, env_steps: int, state: dict[str, torch.Tensor], snapshot: Any = None
+        self,
+        opt_steps: int,
+        env_steps: int,
+        policy: dict[str, torch.Tensor],
+        snapshot: Snapshot,
     ) -> bool:
-        """Ask for an evaluation of ``state`` (the weights of ``opt_steps``); False if busy.
+        """Ask for an evaluation of ``policy`` (the weights of ``opt_steps``); False if busy.
 
-        ``snapshot`` (e.g. the learner's full state at ``opt_steps``) comes back with the result.
+        ``snapshot()`` is taken now (a copy): it comes back with the result.
         """
         if self.busy:
             return False
-        self.pending[opt_steps] = (state, snapshot)
-        self.requests.put((opt_steps, env_steps, state), timeout=5)
+        agent_state, trainer_state = snapshot()
+        version = self.weights.publish(policy, opt_steps)
+        request = EvalRequest(opt_steps=opt_steps, env_steps=env_steps, version=version)
+        self.pending = _Pending(request, policy, (copy.deepcopy(agent_state), trainer_state))
+        send(self.requests, request)
         return True
 
-    def poll(
-        self, timeout: float = 0.0
-    ) -> list[tuple[int, int, EvalResult, dict[str, torch.Tensor]]]:
-        """Finished evaluations as (opt_steps, env_steps, result, weights evaluated)."""
+    def poll(self, timeout: float = 0.0) -> list[EvalOutcome]:
+        """Finished evaluations (at most one), waiting up to ``timeout`` for it."""
+        if self._closed or not self.results.poll(timeout):
+            return []
+        try:
+            messages = receive(self.results, 4)
+        except (EOFError, OSError):
+            return []  # it died: check() restarts it
         done = []
-        while True:
-            try:
-                item = (
-                    self.results.get(timeout=timeout) if timeout > 0 else self.results.get_nowait()
+        for message in messages:
+            if isinstance(message, WorkerFailed):
+                log.error("the evaluator crashed:\n%s", message.error.rstrip())
+                self.error = message.exception
+            elif isinstance(message, EvalDone) and self.pending is not None:
+                pending, self.pending = self.pending, None
+                self.delivered += 1
+                result = EvalResult(
+                    message.return_mean,
+                    message.return_std,
+                    message.return_min,
+                    message.return_max,
+                    message.length_mean,
+                    list(message.returns),
                 )
-            except queue_lib.Empty:
-                break
-            timeout = 0.0
-            if item[0] == "error":
-                log.error("the evaluator crashed:\n%s", item[1].rstrip())
-                raise RunError("the evaluator crashed; see the log for its traceback")
-            opt_steps, env_steps, result = item
-            done.append((opt_steps, env_steps, result, *self.pending.pop(opt_steps)))
-        if self.busy and not self.process.is_alive():
-            raise RunError(f"the evaluator died (exit code {self.process.exitcode})")
+                done.append(
+                    EvalOutcome(
+                        message.opt_steps,
+                        message.env_steps,
+                        result,
+                        pending.policy,
+                        _snapshot(pending.snapshot),
+                    )
+                )
         return done
 
-    def close(self, timeout: float = 5.0) -> None:
-        """Ask the worker to exit, then join, then kill (idempotent)."""
+    def check(self) -> None:
+        """Restart the evaluator if it died or went silent; raise RunError when it may not."""
         if self._closed:
             return
+        if self.process.is_alive():
+            silent = self.heartbeats.silent_for(0)
+            if silent <= self.heartbeat_timeout:
+                return
+            log.error(
+                "the evaluator silent for %.1f s (actor_manager.heartbeat_timeout=%g): killing it",
+                silent,
+                self.heartbeat_timeout,
+            )
+            self.process.kill()
+            self.process.join(timeout=5)
+            cause, exitcode = f"silent for {silent:.1f} s", None
+        else:
+            self.process.join(timeout=1)
+            cause, exitcode = f"exit code {self.process.exitcode}", self.process.exitcode
+        self.poll(0)  # what it said before dying (its traceback)
+        error = self.error
+        self.requests.close()
+        self.results.close()
+        verdict = self.policy.verdict(cause, error, self.delivered > 0, exitcode)
+        if verdict is not None:
+            self._closed = True
+            raise RunError(verdict)
+        log.warning(
+            "the evaluator died (%s): restart %d of %d",
+            cause,
+            self.policy.restarts,
+            self.policy.max_restarts,
+        )
+        self._spawn()
+
+    def restarts(self) -> int:
+        """Restarts so far."""
+        return self.policy.restarts
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Ask the evaluator to exit, then join, then kill (idempotent)."""
+        if self._closed and not self.process.is_alive():
+            return
         self._closed = True
-        with contextlib.suppress(queue_lib.Full):
-            self.requests.put(None, timeout=1)
+        self.stopping.value = 1
         self.process.join(timeout=timeout)
-        if self.process.is_alive():  # it ignores SIGTERM (see init_child): kill it
+        if self.process.is_alive():
             self.process.kill()
             self.process.join(timeout=timeout)
-        for q in (self.requests, self.results):
-            q.close()
-            q.cancel_join_thread()
+        for conn in (self.requests, self.results):
+            conn.close()
+
+
+def _snapshot(state: tuple[dict[str, Any], dict[str, Any]]) -> Snapshot:
+    """A snapshot taken earlier, as the callable :class:`EvalOutcome` holds."""
+    return lambda: state

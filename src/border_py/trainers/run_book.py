@@ -1,21 +1,23 @@
-"""Learner-side pieces every trainer shares: the optimization step and run bookkeeping."""
+"""A run's bookkeeping: recording, progress, evaluation results, best and periodic checkpoints."""
 
 from __future__ import annotations
 
+import io
 import logging
 import math
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+from rich.console import Console
+from rich.table import Table
 
 from border_py import __version__
 from border_py.agents.base import Agent
 from border_py.config import build
 from border_py.errors import ConfigError
-from border_py.evaluation.evaluator import EvalResult
 from border_py.recorders import Recorder, TensorBoardRecorder
 from border_py.recorders.console import ProgressView
 from border_py.runs.checkpoint import (
@@ -27,7 +29,11 @@ from border_py.runs.checkpoint import (
     step_name,
 )
 from border_py.trainers.components import Components
-from border_py.trainers.settings import LoopSettings
+
+if TYPE_CHECKING:
+    from border_py.actors.backend import ActorRecord
+    from border_py.evaluation.service import EvalOutcome
+    from border_py.trainers.base import LoopSettings
 
 log = logging.getLogger(__name__)
 
@@ -41,26 +47,6 @@ DEFAULT_RECORDER = {"_target_": f"{TensorBoardRecorder.__module__}.TensorBoardRe
 def build_recorder(config: dict[str, Any]) -> Recorder:
     """The ``recorder`` group (TensorBoard for configs saved before the group existed)."""
     return build("recorder", config.get("recorder") or DEFAULT_RECORDER)
-
-
-def learn_step(agent: Agent, buffer: Any) -> dict[str, Any]:
-    """One optimization step: sample a batch from the replay buffer, update the agent on it.
-
-    Every trainer optimizes through this function, so what a step involves (sampling, the update,
-    anything the buffer needs back from it) is defined once. A prioritized sample (its ``index``
-    set) gets its rows' priorities replaced by the ``td_error`` the agent returns; ``td_error`` is
-    never returned as a metric.
-    """
-    batch = buffer.sample(agent.batch_size)
-    metrics = agent.update(batch)
-    td_error = metrics.pop("td_error", None)
-    if batch.index is not None:
-        if td_error is None:
-            raise RuntimeError(
-                f"{type(agent).__name__}.update returned no 'td_error' for a prioritized batch"
-            )
-        buffer.update_priorities(batch.index, td_error)
-    return metrics
 
 
 def restore_agent(parts: Components, checkpoint: Checkpoint) -> None:
@@ -153,31 +139,23 @@ class RunBook:
         """Training seconds so far, earlier sessions of a resumed run included."""
         return self.seconds_before + time.perf_counter() - self.start
 
-    def on_eval(
-        self,
-        result: EvalResult,
-        opt_steps: int,
-        env_steps: int,
-        policy: dict[str, torch.Tensor],
-        agent_state: dict[str, Any],
-        trainer_state: Callable[[], dict[str, Any]],
-    ) -> None:
-        """Record an evaluation of the weights of ``opt_steps``; save ``best`` if it is a new best.
-
-        ``policy``, ``agent_state`` and ``trainer_state()`` describe the run at ``opt_steps``.
-        """
+    def on_eval(self, outcome: EvalOutcome) -> None:
+        """Record an evaluation at the opt step of the weights it evaluated; save ``best`` if it
+        is a new best; note whether it ends the run (``target_return``, the callback)."""
+        result, opt_steps, env_steps = outcome.result, outcome.opt_steps, outcome.env_steps
         self.recorder.scalars(result.scalars() | {"eval/env_steps": env_steps}, opt_steps)
         self.eval_returns.append(result.return_mean)
         new_best = result.return_mean > self.best_return
         if new_best:
             self.best_return = result.return_mean
+            agent_state, trainer_state = outcome.snapshot()
             self._write(
                 "best",
                 opt_steps,
                 env_steps,
-                policy,
+                outcome.policy,
                 agent_state,
-                trainer_state(),
+                trainer_state,
                 None,
                 {"eval": result.scalars()},
             )
@@ -190,13 +168,13 @@ class RunBook:
                 "seconds": self.elapsed(),
             }
         log.info(
-            "opt %d | env steps %d | eval return %.1f ± %.1f (min %.1f, max %.1f)%s | %.0fs",
+            "opt %d | env steps %d | eval return %s ± %s (min %s, max %s)%s | %.0fs",
             opt_steps,
             env_steps,
-            result.return_mean,
-            result.return_std,
-            result.return_min,
-            result.return_max,
+            _num(result.return_mean),
+            _num(result.return_std),
+            _num(result.return_min),
+            _num(result.return_max),
             " | new best" if new_best else "",
             self.elapsed(),
         )
@@ -291,3 +269,35 @@ class RunBook:
             f"hparams/{key}": value for key, value in self.returns().items() if value is not None
         }
         self.recorder.close(status, final)
+
+    def log_actors(self, records: list[ActorRecord], summary: dict[str, Any], table: bool) -> None:
+        """Log a per-actor table (``table``) and the transition accounting of the run's end."""
+        if table:
+            rows = Table(title="actors")
+            for column in ("actor", "samples", "episodes", "mean return", "restarts"):
+                rows.add_column(column, justify="right")
+            for i, r in enumerate(records):
+                mean = _num(r.return_sum / r.episodes) if r.episodes else "-"
+                rows.add_row(str(i), str(r.received), str(r.episodes), mean, str(r.restarts))
+            console = Console(file=io.StringIO(), width=80)
+            console.print(rows)
+            log.info("\n%s", console.file.getvalue().rstrip())  # type: ignore[attr-defined]
+        acc = summary["accounting"]
+        log.info(
+            "transitions this session: sent %d, received %d, dropped at stop %d; all sessions:"
+            " received %d (opt steps %d, env steps %d)",
+            acc["sent"],
+            acc["received"],
+            acc["dropped"],
+            acc["received_total"],
+            summary["opt_steps"],
+            summary["env_steps"],
+        )
+
+
+def _num(value: float) -> str:
+    """A return with the significant digits small reward scales need (0.952, 17.3, 475.0)."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:.1f}"
+    digits = max(1, 3 - math.floor(math.log10(abs(value))) - 1)
+    return f"{value:.{min(digits, 6)}f}"

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import multiprocessing
+import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,9 +19,12 @@ from border_py.agents.networks import resolve_device
 from border_py.config import build, flag, positive, require
 from border_py.errors import ConfigError
 from border_py.overrides import to_plain
+from border_py.processes import StopSignals
+from border_py.recorders.console import PLAIN_FORMAT
 from border_py.runs.checkpoint import Checkpoint, load_checkpoint, run_dir_of_checkpoint
-from border_py.runs.results import OBJECTIVES, objective_value, write_result
+from border_py.runs.results import OBJECTIVES, objective_value, read_result, write_result
 from border_py.runs.resume import check_fits, resumed_config
+from border_py.runs.run_dir import claim
 from border_py.trainers.components import Components
 from border_py.trainers.run_book import EvalCallback, build_recorder, restore_agent
 
@@ -108,6 +115,12 @@ def train(
 ) -> dict[str, Any]:
     """Train the agent the config describes; return the run summary (``best_return`` first).
 
+    A fresh run claims its run dir (``run_dir``, else Hydra's output dir); a dir that holds an
+    earlier run is refused (see :mod:`border_py.runs.run_dir`). The run's log goes to
+    ``<run dir>/train.log`` (also when called from Python). The first SIGINT/SIGTERM from the
+    moment this is called asks for a graceful stop (a final checkpoint if an opt step was made);
+    the second raises ``KeyboardInterrupt``.
+
     Args:
         cfg: the composed ``train`` config (a DictConfig from Hydra, or the same as plain data).
             With ``resume=<run or checkpoint dir>``, the run continues in its own run dir from
@@ -120,28 +133,93 @@ def train(
     Returns:
         The run summary: ``objective`` (the value a sweeper optimizes, per the ``objective`` key),
         ``best_return``/``final_return``/``mean_return`` (None before any evaluation), opt and env
-        steps, seconds, ``solved_at``, ``interrupted``; it is also written to ``result.json``.
+        steps, samples, seconds, ``solved_at``, ``interrupted``, ``stopped_by_callback``, this
+        session's ``opt_steps_per_sec``, the transition ``accounting`` and ``restarts``; it is
+        also written to ``result.json``.
 
     Raises:
         ConfigError: a bad setting, raised before any training starts.
     """
-    plan = prepare(cfg, overrides)
-    run_dir = plan.run_dir()
+    refuse_in_child_bootstrap()
+    signals = StopSignals().install()
+    try:
+        plan = prepare(cfg, overrides)
+        run_dir = plan.run_dir()
+        if plan.checkpoint is None:
+            claim(run_dir)
+        with run_log(run_dir):
+            return _run(plan, run_dir, signals, overrides, on_eval)
+    finally:
+        signals.restore()
+
+
+def _run(
+    plan: Plan,
+    run_dir: Path,
+    signals: StopSignals,
+    overrides: list[str] | None,
+    on_eval: EvalCallback | None,
+) -> dict[str, Any]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small networks: one thread is as fast and leaves cores to the envs
     log.info("run dir: %s", run_dir)
     given = command_line_overrides() if overrides is None else overrides
+    if plan.checkpoint is not None:  # the run's first overrides stay; this session's are added
+        earlier = read_result(run_dir) or {}
+        given = list(earlier.get("overrides", [])) + [f"(resume) {o}" for o in given]
     try:
-        summary = plan.trainer.run(plan.config, run_dir, plan.checkpoint, on_eval)
+        summary = plan.trainer.run(plan.config, run_dir, plan.checkpoint, signals, on_eval)
     except BaseException as exc:
-        if run_dir.is_dir():
-            status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-            write_result(run_dir, status, error=exc, overrides=given)
+        status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        write_result(run_dir, status, error=exc, overrides=given)
         raise
     finally:
         torch.set_num_threads(threads)
     summary["objective"] = objective_value(summary, plan.config.get("objective", "best"))
     status = "interrupted" if summary["interrupted"] else "completed"
     write_result(run_dir, status, summary, overrides=given)
-    log.info("done: %s", summary)
+    log.info("done: %s", {k: v for k, v in summary.items() if k != "accounting"})
     return summary
+
+
+def refuse_in_child_bootstrap() -> None:
+    """End a child process that is importing the user's script and reached a call of ``train``.
+
+    With the ``forkserver`` and ``spawn`` start methods every child process imports the main
+    script first; training code outside ``if __name__ == "__main__":`` would start a run in each
+    child. Say so in one line and exit (the learner then ends the run in one line too).
+    """
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        print(  # the forkserver swallows a SystemExit's message: say it here
+            "border-py: train() was called while a child process imported your script: put the"
+            ' training code under `if __name__ == "__main__":` (see README, "From Python")',
+            file=sys.stderr,
+            flush=True,
+        )
+        raise SystemExit(1)
+
+
+@contextlib.contextmanager
+def run_log(run_dir: Path) -> Iterator[None]:
+    """Log to ``<run dir>/train.log`` for the run, unless a handler already writes there (Hydra's)."""
+    path = (run_dir / "train.log").resolve()
+    root = logging.getLogger()
+    writes_there = any(
+        isinstance(h, logging.FileHandler) and Path(h.baseFilename).resolve() == path
+        for h in root.handlers
+    )
+    if writes_there:
+        yield
+        return
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter(PLAIN_FORMAT))
+    previous_level = root.level
+    if root.level > logging.INFO or root.level == logging.NOTSET:
+        root.setLevel(logging.INFO)
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(previous_level)
+        handler.close()

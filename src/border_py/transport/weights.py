@@ -1,21 +1,26 @@
-"""Weight publication through shared memory: one flat float32 buffer, a version, a lock.
+"""Weight publication through shared memory: one flat float32 buffer and a small header, no lock.
 
-The learner writes the policy's weights into the buffer and bumps the version; actors compare the
-version with the one they hold (a cheap read, no lock) and copy the weights only when it changed.
-Nothing is pickled per actor and nothing queues up: a slow actor simply skips versions.
+The learner (the only writer) makes the header's sequence number odd, writes the weights, records
+the new version, the opt steps and the CRC-32 of the weights, and makes the sequence even again.
+A reader copies the weights and keeps the copy only if the sequence was even and unchanged around
+the copy and the copy's CRC matches: it never blocks the writer, a torn copy (a publication under
+way, on any memory model) is never used, and a reader killed mid-copy leaves nothing behind (no
+lock to stay taken). Actors compare the version with the one they hold and copy only when it
+changed; nothing is pickled per actor and nothing queues up: a slow actor simply skips versions.
 """
 
 from __future__ import annotations
 
+import time
+import zlib
 from multiprocessing.context import BaseContext
 from typing import Any
 
 import numpy as np
 import torch
 
-from border_py.errors import RunError
-
 Layout = tuple[tuple[str, tuple[int, ...]], ...]
+SEQ, VERSION, OPT_STEPS, CRC = range(4)
 
 
 def layout_of(state: dict[str, torch.Tensor]) -> Layout:
@@ -30,11 +35,10 @@ class SharedWeights:
     ``Process`` argument (its arrays are shared, not copied).
     """
 
-    def __init__(self, layout: Layout, header: Any, data: Any, lock: Any) -> None:
+    def __init__(self, layout: Layout, header: Any, data: Any) -> None:
         self.layout = layout
         self._raw = (header, data)
-        self.lock = lock
-        self._header = np.frombuffer(header, dtype=np.int64)  # [version, opt_steps of the weights]
+        self._header = np.frombuffer(header, dtype=np.int64)
         self._data = np.frombuffer(data, dtype=np.float32)
 
     @classmethod
@@ -42,50 +46,49 @@ class SharedWeights:
         """Allocate shared memory for weights shaped like ``state`` (version 0: nothing published)."""
         layout = layout_of(state)
         n = sum(int(np.prod(shape)) for _, shape in layout)
-        return cls(layout, ctx.RawArray("q", 2), ctx.RawArray("f", n), ctx.Lock())
+        return cls(layout, ctx.RawArray("q", 4), ctx.RawArray("f", n))
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"layout": self.layout, "raw": self._raw, "lock": self.lock}
+        return {"layout": self.layout, "raw": self._raw}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["layout"], *state["raw"], state["lock"])  # type: ignore[misc]
+        self.__init__(state["layout"], *state["raw"])  # type: ignore[misc]
 
     @property
     def version(self) -> int:
         """How many times weights were published (0: never)."""
-        return int(self._header[0])
+        return int(self._header[VERSION])
 
-    def publish(self, state: dict[str, torch.Tensor], opt_steps: int, timeout: float = 10.0) -> int:
-        """Write ``state`` (the weights after ``opt_steps`` opt steps); return the new version.
-
-        Raises:
-            RunError: the lock stayed taken for ``timeout`` seconds (a reader died holding it).
-        """
+    def publish(self, state: dict[str, torch.Tensor], opt_steps: int) -> int:
+        """Write ``state`` (the weights after ``opt_steps`` opt steps); return the new version."""
         flat = torch.cat([state[key].detach().reshape(-1).float().cpu() for key, _ in self.layout])
-        if not self.lock.acquire(timeout=timeout):
-            raise RunError(
-                f"the shared weights stayed locked for {timeout:.0f} s (an actor died reading them?)"
-            )
-        try:
-            self._data[:] = flat.numpy()
-            self._header[1] = opt_steps
-            self._header[0] += 1
-            return int(self._header[0])
-        finally:
-            self.lock.release()
+        values = flat.numpy()
+        header = self._header
+        header[SEQ] += 1  # odd: a write is under way
+        self._data[:] = values
+        header[VERSION] += 1
+        header[OPT_STEPS] = opt_steps
+        header[CRC] = zlib.crc32(values)
+        header[SEQ] += 1  # even: consistent
+        return int(header[VERSION])
 
-    def read(self, timeout: float = 5.0) -> tuple[int, int, dict[str, torch.Tensor]] | None:
-        """(version, opt_steps, state) of the latest weights, or None if the lock was not had in time."""
-        if not self.lock.acquire(timeout=timeout):
-            return None
-        try:
-            version, opt_steps = int(self._header[0]), int(self._header[1])
-            flat = torch.from_numpy(self._data.copy())
-        finally:
-            self.lock.release()
+    def read(self, attempts: int = 20) -> tuple[int, int, dict[str, torch.Tensor]] | None:
+        """(version, opt_steps, state) of the latest weights; None if no consistent copy could be
+        taken in ``attempts`` tries (the learner publishing non-stop): try again later."""
+        header = self._header
+        for attempt in range(attempts):
+            seq = int(header[SEQ])
+            version, opt_steps, crc = (int(header[i]) for i in (VERSION, OPT_STEPS, CRC))
+            copy = self._data.copy()
+            if seq % 2 == 0 and int(header[SEQ]) == seq and zlib.crc32(copy) == crc:
+                return version, opt_steps, self._unflatten(torch.from_numpy(copy))
+            time.sleep(0.0002 * (attempt + 1))
+        return None
+
+    def _unflatten(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
         state, offset = {}, 0
         for key, shape in self.layout:
             n = int(np.prod(shape))
             state[key] = flat[offset : offset + n].view(shape)
             offset += n
-        return version, opt_steps, state
+        return state

@@ -1,0 +1,119 @@
+"""One actor inside the learner's process: the serial trainer's actor backend.
+
+It steps its vector env with the learner's own agent (so weights need no publishing and the
+exploration schedule is the agent's), one vector step per :meth:`InlineActor.poll`, and
+checkpoints its envs exactly (their current episodes are replayed on resume): on CPU with a fixed
+seed, a serial run is exactly reproducible, across a stop and a resume too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from border_py.actors.backend import (
+    ActorRecord,
+    ActorSettings,
+    Deliver,
+    Launch,
+    accounting_of,
+)
+from border_py.actors.sampler import Sampler, SampleStats, sampler_options
+from border_py.agents.base import FixedEpsilon
+from border_py.envs.factory import build_env_factory
+from border_py.errors import ConfigError
+from border_py.seeding import derive_seed
+from border_py.transport.batch import ReceivedBatch
+
+
+class InlineActor:
+    """The serial trainer's single, in-process actor.
+
+    Args:
+        settings: the ``actor_manager`` group (``n_envs_per_actor`` and the exploration keys
+            apply; the process keys do not).
+    """
+
+    def __init__(self, settings: ActorSettings) -> None:
+        self.settings = settings
+        self.records = [ActorRecord()]
+        self.sampler: Sampler | None = None
+        self.opt_steps = 0
+
+    def start(self, launch: Launch) -> None:
+        """Build the envs (restored from the checkpoint of a resumed run)."""
+        config, agent = launch.config, launch.agent
+        epsilons = self.settings.epsilons(n_actors=1)[0]
+        if epsilons is not None:
+            if not isinstance(agent, FixedEpsilon):
+                raise ConfigError(
+                    "actor_manager.exploration='apex': the agent has no set_epsilon (use 'schedule')"
+                )
+            agent.set_epsilon(epsilons[0] if len(epsilons) == 1 else epsilons)
+        self.sampler = Sampler(
+            build_env_factory(config),
+            agent,
+            self.settings.n_envs_per_actor,
+            derive_seed(config["seed"], "actor", 0, "env"),
+            replayable=True,
+            **sampler_options(config),
+        )
+        self.opt_steps = launch.opt_steps
+        if launch.resume is not None:
+            self.sampler.restore(launch.resume["sampler"])
+            self.records[0] = ActorRecord.resumed(launch.resume.get("actor", _fresh()))
+
+    def publish(self, policy: dict[str, torch.Tensor], opt_steps: int) -> None:
+        """Nothing to copy: the sampler acts with the learner's agent itself."""
+        self.opt_steps = opt_steps
+
+    def poll(self, timeout: float, deliver: Deliver) -> int:
+        """Step every env once and deliver what that finished (transitions may still be None
+        while n-step windows fill)."""
+        assert self.sampler is not None, "start() first"
+        stats = SampleStats()
+        transitions = self.sampler.step(stats)
+        batch = ReceivedBatch(
+            actor=0,
+            transitions=transitions,
+            env_steps=stats.env_steps,
+            episode_returns=stats.episode_returns,
+            episode_lengths=stats.episode_lengths,
+            policy_opt_steps=self.opt_steps,
+            exploration={k: float(v) for k, v in self.sampler.agent.exploration_stats().items()},
+        )
+        self.records[0].count(batch)
+        if transitions is not None:
+            self.records[0].sent += len(transitions)
+        deliver(batch)
+        return 1
+
+    def check(self) -> None:
+        """Nothing to watch: the actor is this process."""
+
+    def stop(self, deliver: Deliver | None = None) -> None:
+        """Close the envs (idempotent)."""
+        if self.sampler is not None:
+            self.sampler.close()
+
+    def state(self) -> dict[str, Any]:
+        """The envs' current episodes and pending n-step windows, and the slot's counters."""
+        assert self.sampler is not None
+        return {"sampler": self.sampler.state(), "actor": self.records[0].state()}
+
+    def accounting(self) -> dict[str, int]:
+        """Every transition the sampler emitted went straight into the replay buffer."""
+        return accounting_of(self.records)
+
+    def alive(self) -> int:
+        """One actor: this process."""
+        return 1
+
+    def restarts(self) -> int:
+        """Never restarted."""
+        return 0
+
+
+def _fresh() -> dict[str, Any]:
+    return ActorRecord().state() | {"incarnation": -1}

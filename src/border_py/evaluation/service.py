@@ -1,0 +1,107 @@
+"""The learning loop's view of evaluation: ask for one, collect results later.
+
+Two services implement :class:`EvalService`: :class:`InlineEvaluation` plays the episodes at once
+in the learner's process (the serial trainer), :class:`~border_py.evaluation.worker.EvalWorker`
+in an evaluator process while the learner keeps optimizing (the async trainer). Either way a
+result comes back as an :class:`EvalOutcome` tagged with the opt step of the weights it evaluated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+
+from border_py.agents.base import Agent
+from border_py.evaluation.evaluator import EvalResult, Evaluator
+
+# the learner's (agent state, trainer state) at the evaluated opt step, for a best checkpoint
+Snapshot = Callable[[], tuple[dict[str, Any], dict[str, Any]]]
+
+
+@dataclass
+class EvalOutcome:
+    """An evaluation of the weights of ``opt_steps`` (taken after ``env_steps`` env steps)."""
+
+    opt_steps: int
+    env_steps: int
+    result: EvalResult
+    policy: dict[str, torch.Tensor]
+    snapshot: Snapshot
+
+
+class EvalService(Protocol):
+    """Where evaluations run."""
+
+    @property
+    def busy(self) -> bool:
+        """Whether an evaluation is in flight."""
+
+    def request(
+        self,
+        opt_steps: int,
+        env_steps: int,
+        policy: dict[str, torch.Tensor],
+        snapshot: Snapshot,
+    ) -> bool:
+        """Evaluate ``policy`` (the weights of ``opt_steps``); False if busy (not queued)."""
+
+    def poll(self, timeout: float = 0.0) -> list[EvalOutcome]:
+        """Finished evaluations, waiting up to ``timeout`` seconds for one."""
+
+    def check(self) -> None:
+        """Restart an evaluator that died or went silent (raises when it may not)."""
+
+    def restarts(self) -> int:
+        """Restarts so far."""
+
+    def close(self) -> None:
+        """Release everything (idempotent)."""
+
+
+class InlineEvaluation:
+    """Evaluation in the learner's process, with the learner's agent, right when asked.
+
+    Args:
+        evaluator: plays the episodes.
+        agent: the learner's agent (acting greedily does not touch its training state).
+    """
+
+    def __init__(self, evaluator: Evaluator, agent: Agent) -> None:
+        self.evaluator, self.agent = evaluator, agent
+        self._done: list[EvalOutcome] = []
+
+    @property
+    def busy(self) -> bool:
+        """Never: an evaluation is over when :meth:`request` returns."""
+        return False
+
+    def request(
+        self,
+        opt_steps: int,
+        env_steps: int,
+        policy: dict[str, torch.Tensor],
+        snapshot: Snapshot,
+    ) -> bool:
+        """Play the evaluation episodes now."""
+        result = self.evaluator.evaluate(self.agent)
+        self._done.append(EvalOutcome(opt_steps, env_steps, result, policy, snapshot))
+        return True
+
+    def poll(self, timeout: float = 0.0) -> list[EvalOutcome]:
+        """The evaluations done since the last call."""
+        done, self._done = self._done, []
+        return done
+
+    def check(self) -> None:
+        """Nothing to watch."""
+
+    def restarts(self) -> int:
+        """Never restarted."""
+        return 0
+
+    def close(self) -> None:
+        """Close the evaluation env."""
+        self.evaluator.close()

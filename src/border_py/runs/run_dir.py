@@ -1,0 +1,96 @@
+"""Run dirs: one per run, never shared with an earlier run, kept whole.
+
+A fresh run claims its dir by creating :data:`CLAIM` in it (an exclusive create: two runs cannot
+both claim one dir); a dir that holds an earlier run is refused with a line that says how to
+continue it instead (``resume=<dir>``, or ``resume=auto``). ``resume=auto`` continues the run in
+the dir if it holds a complete checkpoint, and otherwise starts fresh there after moving whatever
+an earlier attempt left (its log, TensorBoard files, result) into ``attempts/<n>/``: nothing of an
+earlier run is ever deleted or replaced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from border_py.errors import ConfigError
+from border_py.runs.checkpoint import is_complete, periodic_checkpoints
+
+CLAIM = ".border_run"
+# what a run leaves in its dir (Hydra's .hydra/ and train.log are written before a run starts)
+RUN_FILES = (CLAIM, "checkpoints", "tensorboard", "result.json", "mlflow_run.json", "wandb")
+ATTEMPTS = "attempts"
+
+
+def run_files(run_dir: Path) -> list[str]:
+    """The files and dirs of a run found in ``run_dir`` (empty: no run was ever there)."""
+    return [name for name in RUN_FILES if (run_dir / name).exists()]
+
+
+def holds_run(run_dir: Path) -> bool:
+    """Whether an earlier run used ``run_dir``."""
+    return bool(run_files(run_dir))
+
+
+def refusal(run_dir: Path, key: str = "run_dir") -> ConfigError:
+    """The one-line error for a fresh run pointed at a dir that holds an earlier run."""
+    found = ", ".join(run_files(run_dir)) or "an earlier run's files"
+    return ConfigError(
+        f"{key}={run_dir}: holds an earlier run ({found}); continue it with resume={run_dir}"
+        " (or resume=auto), or choose another dir"
+    )
+
+
+def claim(run_dir: Path) -> None:
+    """Make ``run_dir`` this run's (creating it), or raise the refusal if a run holds it."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if holds_run(run_dir):
+        raise refusal(run_dir)
+    try:
+        fd = os.open(run_dir / CLAIM, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:  # another run claimed it a moment ago
+        raise refusal(run_dir) from None
+    with os.fdopen(fd, "w") as handle:
+        json.dump({"pid": os.getpid(), "started": time.time()}, handle)
+
+
+def fresh_dir(path: Path) -> Path:
+    """``path`` itself if it does not exist yet, else ``path-2``, ``path-3``, ...: created now,
+    atomically, so that two runs started in the same second never share one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for n in range(1, 10_000):
+        candidate = path if n == 1 else path.with_name(f"{path.name}-{n}")
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            continue
+    raise ConfigError(f"{path}: no free run dir name next to it")
+
+
+def newest_checkpoint(run_dir: Path) -> Path | None:
+    """The newest complete checkpoint of the run in ``run_dir``: the last periodic one, else
+    ``best`` (a run stopped before its first periodic checkpoint), else None."""
+    periodic = periodic_checkpoints(run_dir / "checkpoints")
+    if periodic:
+        return periodic[-1]
+    best = run_dir / "checkpoints" / "best"
+    return best if is_complete(best) else None
+
+
+def set_aside_attempt(run_dir: Path) -> Path | None:
+    """Move what an attempt without a checkpoint left in ``run_dir`` (its files, Hydra's and the
+    log too) into ``attempts/<n>/``; return where, or None if it left nothing."""
+    leftovers = [p for p in run_dir.iterdir() if p.name != ATTEMPTS] if run_dir.is_dir() else []
+    if not any(p.name in RUN_FILES for p in leftovers):
+        return None
+    attempts = run_dir / ATTEMPTS
+    attempts.mkdir(exist_ok=True)
+    n = 1 + sum(1 for p in attempts.iterdir() if p.name.isdigit())
+    target = attempts / str(n)
+    target.mkdir()
+    for path in leftovers:
+        os.replace(path, target / path.name)
+    return target

@@ -1,0 +1,181 @@
+"""What every trainer shares: the ``trainer`` group's common keys, and how a run is assembled.
+
+A trainer is its settings plus a :meth:`LoopSettings.wiring`: which actor backend, evaluation
+service and gate the learning loop (:mod:`border_py.trainers.loop`) runs with. Everything else
+(resume, the loop, recording, checkpoints, the summary) is done here once, for every trainer.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from border_py.actors.backend import ActorBackend
+from border_py.config import flag, non_negative, positive, require
+from border_py.evaluation.service import EvalService
+from border_py.processes import StopSignals
+from border_py.runs.checkpoint import Checkpoint
+from border_py.seeding import set_global_rng_state
+from border_py.trainers.components import Components, build_components
+from border_py.trainers.loop import Gate, Learner, RunState
+from border_py.trainers.run_book import EvalCallback, RunBook, restore_agent
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Wiring:
+    """How a trainer connects the learning loop to its actors and evaluation."""
+
+    backend: ActorBackend
+    evaluation: EvalService
+    gate: Gate
+    publish_interval: int
+
+
+@dataclass
+class LoopSettings:
+    """Settings every trainer shares (border's names and semantics).
+
+    Args:
+        max_opts: optimization steps of the run.
+        warmup_period: transitions collected before the first optimization step.
+        eval_interval: opt steps between evaluations.
+        eval_episodes: episodes per evaluation.
+        eval_max_steps: step cap of an evaluation episode.
+        record_interval: opt steps between training scalars.
+        save_interval: opt steps between periodic checkpoints (0 disables them; a final
+            checkpoint is always written).
+        keep_checkpoints: periodic checkpoints kept, newest first (``best`` is always kept).
+        save_replay_buffer: put the replay buffer into periodic and final checkpoints.
+        target_return: stop early once ``eval/return_mean`` reaches it (None: never).
+    """
+
+    max_opts: int
+    warmup_period: int = 1000
+    eval_interval: int = 1000
+    eval_episodes: int = 10
+    eval_max_steps: int = 10000
+    record_interval: int = 100
+    save_interval: int = 10000
+    keep_checkpoints: int = 3
+    save_replay_buffer: bool = False
+    target_return: float | None = None
+
+    def __post_init__(self) -> None:
+        positive("max_opts", self.max_opts, int)
+        non_negative("warmup_period", self.warmup_period)
+        positive("eval_interval", self.eval_interval, int)
+        positive("eval_episodes", self.eval_episodes, int)
+        positive("eval_max_steps", self.eval_max_steps, int)
+        positive("record_interval", self.record_interval, int)
+        non_negative("save_interval", self.save_interval)
+        positive("keep_checkpoints", self.keep_checkpoints, int)
+        flag("save_replay_buffer", self.save_replay_buffer)
+        target = self.target_return
+        number = isinstance(target, (int, float)) and not isinstance(target, bool)
+        require("target_return", target is None or number, "null or a number", target)
+
+    def check(self, config: dict[str, Any]) -> Components:
+        """Validate the config's components against these settings without training; return them."""
+        return build_components(config, self.warmup_period)
+
+    def wiring(self, config: dict[str, Any], parts: Components) -> Wiring:
+        """The trainer's actor backend, evaluation service and gate (started by the loop)."""
+        raise NotImplementedError
+
+    def actors_shown(self, parts: Components) -> int | None:
+        """Actors the progress view counts (None: none, the serial trainer)."""
+        return None
+
+    def run(
+        self,
+        config: dict[str, Any],
+        run_dir: Path,
+        resume: Checkpoint | None,
+        signals: StopSignals,
+        on_eval: EvalCallback | None = None,
+    ) -> dict[str, Any]:
+        """Train with the resolved ``config`` into ``run_dir`` (continuing ``resume``).
+
+        Returns the run summary (see :func:`border_py.trainers.train.train`).
+        """
+        parts = self.check(config)
+        state = RunState()
+        if resume is not None:
+            restore_agent(parts, resume)
+            state = RunState.resumed(resume.trainer_state)
+        status = "failed"
+        book: RunBook | None = None
+        wiring: Wiring | None = None
+        try:
+            book = RunBook(
+                run_dir,
+                config,
+                self,
+                parts.env_factory.spaces(),
+                parts.buffer.capacity,
+                self.actors_shown(parts),
+                resume,
+                on_eval,
+            )
+            wiring = self.wiring(config, parts)
+            if resume is not None:
+                self._restore(resume, parts, wiring.gate, state)
+            learner = Learner(
+                self,
+                parts,
+                wiring.backend,
+                wiring.evaluation,
+                wiring.gate,
+                book,
+                state,
+                signals,
+                config,
+                None if resume is None else resume.trainer_state,
+                wiring.publish_interval,
+            )
+            interrupted = learner.run()
+            status = "interrupted" if interrupted else "completed"
+        finally:
+            if wiring is not None:
+                wiring.backend.stop()
+                wiring.evaluation.close()
+            if book is not None:
+                book.close(status)
+        summary = book.summary() | {
+            "opt_steps": state.opt_steps,
+            "env_steps": state.env_steps,
+            "samples": state.samples,
+            "opt_steps_per_sec": learner.opt_steps_per_sec(),
+            "interrupted": status == "interrupted",
+            "accounting": wiring.backend.accounting(),
+            "restarts": wiring.backend.restarts() + wiring.evaluation.restarts(),
+        }
+        book.log_actors(wiring.backend.records, summary, table=self.actors_shown(parts) is not None)
+        return summary
+
+    def _restore(self, resume: Checkpoint, parts: Components, gate: Gate, state: RunState) -> None:
+        """Put the replay buffer, the gate and the RNGs back as the checkpoint left them."""
+        trainer_state = resume.trainer_state
+        gate.restore(trainer_state["gate"])
+        arrays = resume.buffer()
+        if arrays is not None:
+            parts.buffer.load(trainer_state["replay"], arrays)
+        else:
+            parts.buffer.continue_schedule(trainer_state["replay"])
+            gate.restart(state)
+            log.warning(
+                "resuming without a replay buffer (trainer.save_replay_buffer was off):"
+                " collecting %d transitions before optimizing again",
+                self.warmup_period,
+            )
+        set_global_rng_state(trainer_state["rng"])
+        log.info(
+            "resumed from %s at opt step %d, env step %d",
+            resume.path,
+            state.opt_steps,
+            state.env_steps,
+        )

@@ -1,0 +1,350 @@
+"""The one training loop, the same for every trainer.
+
+The learner takes batches from an actor backend into the replay buffer, optimizes when the gate
+says it may, publishes its weights, asks for evaluations, records, checkpoints, and stops at the
+budget, the target return, a stop signal or the ``on_eval`` callback's request. Trainers differ
+only in their wiring (:mod:`border_py.trainers.serial`, :mod:`border_py.trainers.async_trainer`):
+which actor backend, which evaluation service, which gate.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from border_py.actors.backend import ActorBackend, Launch
+from border_py.agents.base import Agent
+from border_py.evaluation.service import EvalService
+from border_py.processes import StopSignals
+from border_py.seeding import global_rng_state
+from border_py.trainers.components import Components
+from border_py.trainers.run_book import RunBook
+from border_py.transport.batch import ReceivedBatch
+
+if TYPE_CHECKING:
+    from border_py.trainers.base import LoopSettings
+
+log = logging.getLogger(__name__)
+
+HEALTH_CHECK_SECONDS = 0.5  # how often actors' and evaluator's health is checked
+FINAL_EVAL_SECONDS = 600.0  # the longest the end of a run waits for evaluations
+
+
+@dataclass
+class RunState:
+    """The run's counters (they continue across resumes)."""
+
+    opt_steps: int = 0
+    env_steps: int = 0  # env steps the actors took
+    samples: int = 0  # transitions received into the replay buffer
+
+    @classmethod
+    def resumed(cls, trainer_state: dict[str, Any]) -> RunState:
+        """The counters a checkpoint saved."""
+        return cls(
+            int(trainer_state["opt_steps"]),
+            int(trainer_state["env_steps"]),
+            int(trainer_state["samples"]),
+        )
+
+
+class Gate(Protocol):
+    """When the learner may optimize, and when it may take more data (the replay ratio)."""
+
+    wait_seconds: float  # how long the learner blocks for data while it may not optimize
+
+    def may_optimize(self, state: RunState, buffered: int) -> bool:
+        """Whether an opt step may run now (``buffered``: transitions in the replay buffer)."""
+
+    def may_ingest(self, state: RunState, buffered: int) -> bool:
+        """Whether the learner may take more batches now."""
+
+    def restart(self, state: RunState) -> None:
+        """Count the warmup again from now (a resume whose replay buffer was not saved)."""
+
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the gate."""
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state`."""
+
+
+def learn_step(agent: Agent, buffer: Any) -> dict[str, Any]:
+    """One optimization step: sample a batch from the replay buffer, update the agent on it.
+
+    A prioritized sample (its ``index`` set) gets its rows' priorities replaced by the ``td_error``
+    the agent returns; ``td_error`` is never returned as a metric.
+    """
+    batch = buffer.sample(agent.batch_size)
+    metrics = agent.update(batch)
+    td_error = metrics.pop("td_error", None)
+    if batch.index is not None:
+        if td_error is None:
+            raise RuntimeError(
+                f"{type(agent).__name__}.update returned no 'td_error' for a prioritized batch"
+            )
+        buffer.update_priorities(batch.index, td_error)
+    return metrics
+
+
+@dataclass
+class Window:
+    """What happened since the last record."""
+
+    env_steps: int = 0
+    samples: int = 0
+    opts: int = 0
+    lag_sum: float = 0.0
+    waited: float = 0.0
+    returns: list[float] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    exploration: dict[str, list[float]] = field(default_factory=dict)
+    start: float = field(default_factory=time.perf_counter)
+
+
+class Learner:
+    """The training loop (see the module docstring).
+
+    Args:
+        settings: the trainer's loop settings.
+        parts: agent, replay buffer, env factory.
+        backend: where batches come from and weights go.
+        evaluation: where evaluations run.
+        gate: when to optimize and when to take data.
+        book: recording, progress, evaluations and checkpoints of the run.
+        state: the run's counters (a resumed run's, or zeros).
+        signals: the stop signals installed for the run.
+        config: the resolved run config.
+        resume: the trainer state of the checkpoint a resumed run continues.
+        publish_interval: opt steps between weight publications.
+    """
+
+    def __init__(
+        self,
+        settings: LoopSettings,
+        parts: Components,
+        backend: ActorBackend,
+        evaluation: EvalService,
+        gate: Gate,
+        book: RunBook,
+        state: RunState,
+        signals: StopSignals,
+        config: dict[str, Any],
+        resume: dict[str, Any] | None,
+        publish_interval: int = 1,
+    ) -> None:
+        self.settings, self.parts, self.backend = settings, parts, backend
+        self.agent, self.buffer = parts.agent, parts.buffer
+        self.evaluation, self.gate, self.book = evaluation, gate, book
+        self.state, self.signals = state, signals
+        self.config, self.resume = config, resume
+        self.publish_interval = publish_interval
+        self.session_opts = state.opt_steps  # where this session started
+        self.first_opt_at: float | None = None
+        self.last_saved = state.opt_steps if resume is not None else -1
+        self.last_eval_requested = -1
+        self.window = Window()
+        self.published: deque[tuple[int, float]] = deque(maxlen=64)  # (opt steps, time)
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def run(self) -> bool:
+        """Train until a stop condition; return True if a stop signal ended it."""
+        agent, state = self.agent, self.state
+        self.backend.start(
+            Launch(
+                config=self.config,
+                spaces=self.parts.env_factory.spaces(),
+                agent=agent,
+                policy=agent.policy_state(),
+                opt_steps=state.opt_steps,
+                resume=self.resume,
+            )
+        )
+        last_health = time.monotonic()
+        while not self._finished():
+            buffered = len(self.buffer)
+            starving = not self.gate.may_optimize(state, buffered)
+            if starving or self.gate.may_ingest(state, buffered):
+                self.backend.poll(self.gate.wait_seconds if starving else 0.0, self.ingest)
+            if self.signals.requested:
+                break
+            if time.monotonic() - last_health > HEALTH_CHECK_SECONDS:
+                self.backend.check()
+                self.evaluation.check()
+                last_health = time.monotonic()
+            self._collect_evaluations()
+            self._show_progress()
+            if self.gate.may_optimize(state, len(self.buffer)):
+                self._optimize()
+        interrupted = self.signals.requested
+        self.backend.stop(self.ingest)
+        if not interrupted:
+            self._finish_evaluations()
+        if state.opt_steps > 0 and state.opt_steps != self.last_saved:
+            self.save()
+        return interrupted
+
+    def _finished(self) -> bool:
+        return (
+            self.state.opt_steps >= self.settings.max_opts
+            or self.book.finished
+            or self.signals.requested
+        )
+
+    def ingest(self, batch: ReceivedBatch) -> None:
+        """Take a batch into the replay buffer and the counters (the backends' ``deliver``)."""
+        w, state = self.window, self.state
+        if batch.transitions is not None and len(batch.transitions):
+            n = len(batch.transitions)
+            self.buffer.push(batch.transitions)
+            state.samples += n
+            w.samples += n
+            w.lag_sum += n * (state.opt_steps - batch.policy_opt_steps)
+        state.env_steps += batch.env_steps
+        w.env_steps += batch.env_steps
+        w.waited += batch.waited
+        w.returns += batch.episode_returns
+        w.lengths += batch.episode_lengths
+        for key, value in batch.exploration.items():
+            w.exploration.setdefault(key, []).append(value)
+
+    def _optimize(self) -> None:
+        state, settings = self.state, self.settings
+        if self.first_opt_at is None:
+            self.first_opt_at = time.perf_counter()
+        metrics = learn_step(self.agent, self.buffer)
+        state.opt_steps += 1
+        self.window.opts += 1
+        if state.opt_steps % self.publish_interval == 0:
+            self.backend.publish(self.agent.policy_state(), state.opt_steps)
+            self.published.append((state.opt_steps, time.time()))
+        if state.opt_steps % settings.record_interval == 0:
+            self._record(metrics)
+        if state.opt_steps % settings.eval_interval == 0:
+            self._request_evaluation()
+            self._collect_evaluations()
+        if settings.save_interval and state.opt_steps % settings.save_interval == 0:
+            self.save()
+
+    # -- evaluations ---------------------------------------------------------------------------
+
+    def _request_evaluation(self) -> bool:
+        state = self.state
+        if self.evaluation.busy:
+            log.info("evaluation at opt %d skipped: the evaluator is still busy", state.opt_steps)
+            return False
+        asked = self.evaluation.request(
+            state.opt_steps,
+            state.env_steps,
+            self.agent.policy_state(),
+            lambda: (self.agent.state_dict(), self.trainer_state()),
+        )
+        if asked:
+            self.last_eval_requested = state.opt_steps
+        return asked
+
+    def _collect_evaluations(self, timeout: float = 0.0) -> None:
+        for outcome in self.evaluation.poll(timeout):
+            self.book.on_eval(outcome)
+
+    def _finish_evaluations(self) -> None:
+        """Collect the evaluation in flight, then evaluate the final weights if not done yet.
+
+        A stop signal meanwhile cuts this short (the final checkpoint follows at once).
+        """
+        deadline = time.monotonic() + FINAL_EVAL_SECONDS
+
+        def wait() -> None:
+            while (
+                self.evaluation.busy and time.monotonic() < deadline and not self.signals.requested
+            ):
+                self._collect_evaluations(timeout=0.2)
+                self.evaluation.check()
+
+        wait()
+        done = self.last_eval_requested == self.state.opt_steps or self.book.finished
+        if not done and not self.signals.requested and self.state.opt_steps > 0:
+            self._request_evaluation()
+            self._collect_evaluations()
+            wait()
+
+    # -- records and checkpoints -------------------------------------------------------------
+
+    def _record(self, metrics: dict[str, Any]) -> None:
+        w, state, now = self.window, self.state, time.perf_counter()
+        seconds = max(now - w.start, 1e-9)
+        n_actors = len(self.backend.records)
+        scalars = dict(metrics) | {k: float(np.mean(v)) for k, v in w.exploration.items()}
+        if w.returns:
+            scalars |= {
+                "actor/episode_return": float(np.mean(w.returns)),
+                "actor/episode_length": float(np.mean(w.lengths)),
+            }
+        scalars |= {
+            "perf/env_steps": state.env_steps,
+            "perf/env_steps_per_sec": w.env_steps / seconds,
+            "perf/samples_total": state.samples,
+            "perf/samples_per_sec": w.samples / seconds,
+            "perf/opt_steps_per_sec": w.opts / seconds,
+            "perf/samples_per_opt_step": w.samples / max(w.opts, 1),
+            "perf/replay_ratio": w.opts * self.agent.batch_size / max(w.env_steps, 1),
+            "actor/alive": self.backend.alive(),
+            "actor/restarts": self.backend.restarts(),
+            "actor/backpressure": w.waited / (seconds * max(n_actors, 1)),
+            "buffer/size": len(self.buffer),
+        }
+        if w.samples:
+            scalars["perf/policy_lag"] = w.lag_sum / w.samples
+        self.book.recorder.scalars(scalars, state.opt_steps)
+        self.window = Window(start=now)
+
+    def _show_progress(self) -> None:
+        if self.book.progress.due():
+            self.book.progress.update(
+                self.state.opt_steps,
+                self.state.samples,
+                len(self.buffer),
+                self.backend.alive(),
+                self.backend.restarts(),
+            )
+
+    def trainer_state(self) -> dict[str, Any]:
+        """The run's state beside the agent's: counters, gate, replay position, RNG, actors."""
+        state = self.state
+        return {
+            "opt_steps": state.opt_steps,
+            "env_steps": state.env_steps,
+            "samples": state.samples,
+            "gate": self.gate.state(),
+            "replay": self.buffer.state(),
+            "rng": global_rng_state(),
+        } | self.backend.state()
+
+    def save(self) -> None:
+        """A periodic (or final) checkpoint of the run as it is now."""
+        state = self.state
+        self.book.save(
+            state.opt_steps, state.env_steps, self.agent, self.trainer_state(), self.buffer.arrays()
+        )
+        self.last_saved = state.opt_steps
+
+    def opt_steps_per_sec(self) -> float:
+        """This session's opt steps per second, from its first opt step."""
+        if self.first_opt_at is None:
+            return 0.0
+        seconds = time.perf_counter() - self.first_opt_at
+        done = self.state.opt_steps - self.session_opts
+        return done / seconds if seconds > 0 and done > 0 else 0.0
+
+
+def due_opt_steps(env_steps: int, origin: int, base_opt: int, opt_interval: float) -> int:
+    """Opt steps due after ``env_steps`` env steps when one falls due at ``origin`` and then one
+    every ``opt_interval`` env steps (counting from ``base_opt``)."""
+    return base_opt + math.floor((env_steps - origin) / opt_interval) + 1
