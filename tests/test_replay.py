@@ -591,3 +591,22 @@ def test_serial_prioritized_dqn_solves_cartpole(tmp_path):
     summary = train(cfg)
     assert summary["best_return"] >= 475, summary
     assert summary["solved_at"] is not None
+
+
+def test_prefix_search_at_the_clamped_top_never_leaves_the_leaves_with_mass():
+    """Float rounding can make children sum to a little less than their parent; a draw in that
+    sliver (the buffer clamps draws to just below the total) must still land on a leaf with mass
+    (it used to walk into padding: IndexError, e.g. at 1703 leaves)."""
+    rng = np.random.default_rng(0)
+    for capacity in (1, 31, 33, 1703, 2049):
+        for _ in range(20):
+            tree = SumTree(capacity)
+            leaves = rng.random(capacity) ** rng.integers(1, 8) * 10 ** rng.uniform(-8, 8)
+            leaves[rng.random(capacity) < 0.3] = 0.0
+            if leaves.sum() == 0:
+                leaves[-1] = 1.0
+            tree.rebuild(leaves)
+            total = tree.total
+            found = tree.find_prefix(np.array([0.0, np.nextafter(total, 0), total * (1 - 1e-16)]))
+            assert (found < capacity).all()
+            assert (tree.leaves(found) > 0).all()

@@ -75,7 +75,9 @@ def test_a_2x2_multirun_runs_four_async_jobs_and_leaves_no_process(tmp_path):
         assert summary["objective"] == summary["best_return"]  # objective=best by default
         assert summary["accounting"]["sent"] == summary["accounting"]["received"]
         log = (job / "train.log").read_text()
-        assert "started 2 actors" in log and "transitions: sent" in log  # async, torn down
+        assert (
+            "started 2 actors" in log and "transitions this session: sent" in log
+        )  # async, torn down
         hparams, ends = _hparams(job)
         seen.add((hparams["seed"], hparams["agent.lr"]))
         assert hparams["trainer._target_"].endswith("AsyncTrainer")

@@ -29,8 +29,6 @@ from multiprocessing.context import BaseContext
 from types import FrameType
 from typing import Any
 
-import numpy as np
-
 log = logging.getLogger(__name__)
 
 LEARNER_GONE_EXIT = 3  # exit status of a child whose learner died
@@ -39,13 +37,33 @@ LEARNER_GONE_EXIT = 3  # exit status of a child whose learner died
 class StopSignals:
     """First SIGINT/SIGTERM asks for a graceful stop; the second interrupts at once.
 
-    Use as a context manager around a run and poll :attr:`requested`. Outside the main thread
-    (where handlers cannot be installed) it does nothing.
+    One instance per process (:meth:`acquire`): the ``border`` command installs it first thing, so
+    a Ctrl-C during start-up is a graceful stop of the run that follows, and ``train`` uses the
+    same one. Poll :attr:`requested`. Outside the main thread (where handlers cannot be installed)
+    it does nothing.
     """
+
+    _shared: StopSignals | None = None
 
     def __init__(self) -> None:
         self.requested = False
         self._previous: dict[int, Any] = {}
+        self._users = 0
+
+    @classmethod
+    def acquire(cls) -> StopSignals:
+        """The process's instance, installed (if this is its first user); pair with :meth:`release`."""
+        if cls._shared is None:
+            cls._shared = cls().install()
+        cls._shared._users += 1
+        return cls._shared
+
+    def release(self) -> None:
+        """Done with it: the last user puts the previous handlers back."""
+        self._users -= 1
+        if self._users <= 0 and StopSignals._shared is self:
+            self.restore()
+            StopSignals._shared = None
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.requested:
@@ -97,13 +115,37 @@ def start_process(ctx: BaseContext, process: Any) -> None:
     With the forkserver only the server's own start needs it (a no-op once it runs): the children
     it forks take the server's dispositions.
     """
-    if ctx.get_start_method() == "forkserver":
-        with sigint_ignored():
-            forkserver.ensure_running()
-        process.start()
-    else:
-        with sigint_ignored():
+    with _own_start_method(ctx):
+        if ctx.get_start_method() == "forkserver":
+            with sigint_ignored():
+                forkserver.ensure_running()
             process.start()
+        else:
+            with sigint_ignored():
+                process.start()
+
+
+STDLIB_METHODS = ("fork", "spawn", "forkserver")
+
+
+@contextlib.contextmanager
+def _own_start_method(ctx: BaseContext) -> Iterator[None]:
+    """Tell a child to use ``ctx``'s start method, not a foreign global one.
+
+    A child process takes the global start method of its parent from the data it is started
+    with and sets it first thing; inside a worker of joblib's loky (Hydra's joblib launcher) that
+    method is ``loky``, which a fresh child does not know ("cannot find context for 'loky'"). In
+    that case only, the global method is ``ctx``'s for the duration of the start, then restored.
+    """
+    current = multiprocessing.get_start_method(allow_none=True)
+    if current is None or current in STDLIB_METHODS:
+        yield
+        return
+    multiprocessing.set_start_method(ctx.get_start_method(), force=True)
+    try:
+        yield
+    finally:
+        multiprocessing.set_start_method(current, force=True)
 
 
 def init_child(name: str, stopping: Any = None) -> None:
@@ -197,6 +239,8 @@ class Heartbeats:
     """
 
     def __init__(self, raw: Any) -> None:
+        import numpy as np  # here: the ``border`` command imports this module before anything
+
         self._raw = raw
         self._stamps = np.frombuffer(raw, dtype=np.float64)
 

@@ -22,7 +22,6 @@ from border_py.actors.backend import (
 from border_py.actors.sampler import Sampler, SampleStats, sampler_options
 from border_py.agents.base import FixedEpsilon
 from border_py.envs.factory import build_env_factory
-from border_py.errors import ConfigError
 from border_py.seeding import derive_seed
 from border_py.transport.batch import ReceivedBatch
 
@@ -46,10 +45,8 @@ class InlineActor:
         config, agent = launch.config, launch.agent
         epsilons = self.settings.epsilons(n_actors=1)[0]
         if epsilons is not None:
-            if not isinstance(agent, FixedEpsilon):
-                raise ConfigError(
-                    "actor_manager.exploration='apex': the agent has no set_epsilon (use 'schedule')"
-                )
+            if not isinstance(agent, FixedEpsilon):  # refused earlier, in build_components
+                raise TypeError(f"{type(agent).__name__} cannot fix its epsilon (set_epsilon)")
             agent.set_epsilon(epsilons[0] if len(epsilons) == 1 else epsilons)
         self.sampler = Sampler(
             build_env_factory(config),

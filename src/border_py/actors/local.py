@@ -151,6 +151,7 @@ class ActorManager(ActorSettings):
         self._running = [None] * self.n_actors
         for index in range(self.n_actors):
             self._spawn(index)
+        log.info("started %d actors x %d envs", self.n_actors, self.n_envs_per_actor)
 
     def _spawn(self, index: int) -> None:
         assert self._ctx is not None

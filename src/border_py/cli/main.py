@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from border_py.cli.errors import fail
 from border_py.config import closest
+from border_py.processes import StopSignals
 
 USAGE = """\
 usage: border <command> [options] [overrides]
@@ -36,8 +38,26 @@ COMMANDS = ("train", "eval", "report")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``border`` console script."""
-    args = sys.argv[1:] if argv is None else argv
+    """Entry point of the ``border`` console script.
+
+    Output piped into a program that stops reading (``border --help | head``) ends quietly.
+    """
+    signals = StopSignals.acquire()  # a Ctrl-C from now on is a graceful stop of the run
+    try:
+        status = _dispatch(sys.argv[1:] if argv is None else argv)
+        sys.stdout.flush()
+    except KeyboardInterrupt:  # a second Ctrl-C, or one before the run could start
+        return fail("interrupted", 130)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)  # no second error when Python flushes at exit
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    finally:
+        signals.release()
+    return status
+
+
+def _dispatch(args: list[str]) -> int:
     if not args:
         print(USAGE, file=sys.stderr)
         return 2

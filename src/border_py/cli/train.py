@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
-from typing import ClassVar
 
 import hydra
 from hydra import compose, initialize_config_dir
@@ -21,21 +20,16 @@ from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from border_py.cli.errors import fail
+from border_py.cli.hydra_callbacks import report_sweep
 from border_py.config import closest, config_dir, group_options
 from border_py.errors import ConfigError, RunError
 from border_py.overrides import parse_overrides
 from border_py.runs.checkpoint import find_checkpoint, run_dir_of_checkpoint
 from border_py.runs.results import read_result, write_result
+from border_py.runs.run_dir import newest_checkpoint, set_aside_attempt
 from border_py.trainers.train import prepare, train
 
 log = logging.getLogger("border_py")
-
-
-class SweepFailures:
-    """The jobs of the current multirun that failed (their run dirs), for the exit status."""
-
-    jobs = 0
-    failed: ClassVar[list[str]] = []
 
 
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="train")
@@ -47,7 +41,6 @@ def _hydra_train(cfg: DictConfig) -> float:
     traceback in the job's log) and returns NaN, so the sweep goes on; Ctrl-C ends the sweep.
     """
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
-    SweepFailures.jobs += 1
     try:
         summary = train(cfg)
     except (ConfigError, RunError) as exc:
@@ -73,12 +66,12 @@ def _hydra_train(cfg: DictConfig) -> float:
 
 
 def _job_failed(exc: Exception) -> float:
-    """Record a failed sweep job in its run dir and log it; the sweep goes on."""
+    """Record a failed sweep job in its run dir and log it; the sweep goes on (the sweep's end
+    reads the record back, see :mod:`border_py.cli.hydra_callbacks`)."""
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     log.error("job failed: %s", exc, exc_info=not isinstance(exc, (ConfigError, RunError)))
     if read_result(run_dir) is None:  # train() records the failures of a started run itself
         write_result(run_dir, "failed", error=exc, overrides=list(HydraConfig.get().overrides.task))
-    SweepFailures.failed.append(str(run_dir))
     return float("nan")
 
 
@@ -180,7 +173,15 @@ def group_dirs() -> list[str]:
 
 
 def train_command(args: list[str]) -> int:
-    """``border train``: validate the overrides, then hand over to Hydra."""
+    """``border train``: settle ``resume=``, validate the overrides, then hand over to Hydra."""
+    parsed = get_args_parser().parse_args(args)
+    try:
+        args, fresh_in = _settle_resume(args, parsed.overrides)
+    except ConfigError as exc:
+        return fail(str(exc))
+    except RunFinished as done:
+        print(f"border: {done}", file=sys.stderr)
+        return 0
     parsed = get_args_parser().parse_args(args)
     custom_config = parsed.config_name or parsed.config_path or parsed.config_dir
     if not (parsed.help or parsed.hydra_help or custom_config):
@@ -188,20 +189,60 @@ def train_command(args: list[str]) -> int:
             check_overrides(parsed.overrides)
         except ConfigError as exc:
             return fail(str(exc))
-    resume = [o.split("=", 1)[1] for o in parsed.overrides if o.startswith("resume=")]
-    if resume and resume[0] not in ("", "null"):
-        try:  # continue in the run's own dir; keep its .hydra/ as the original run wrote it
-            run_dir = run_dir_of_checkpoint(find_checkpoint(resume[0]))
-        except ConfigError as exc:
-            return fail(str(exc))
-        args = [*args, f"hydra.run.dir='{run_dir}'", "hydra.output_subdir=null"]
+    if fresh_in is not None:  # resume=auto with no checkpoint: start fresh there
+        moved = set_aside_attempt(fresh_in)
+        if moved is not None:
+            log.warning(
+                "resume=auto: no complete checkpoint in %s; earlier files moved to %s",
+                fresh_in,
+                moved,
+            )
     sys.argv = ["border train", *args]
-    SweepFailures.jobs, SweepFailures.failed = 0, []
     _hydra_train()
-    if SweepFailures.failed:
-        return fail(
-            f"{len(SweepFailures.failed)} of {SweepFailures.jobs} sweep jobs failed"
-            f" (see result.json in: {', '.join(SweepFailures.failed)})",
-            1,
-        )
-    return 0
+    return report_sweep()
+
+
+def _settle_resume(args: list[str], overrides: list[str]) -> tuple[list[str], Path | None]:
+    """Turn ``resume=auto`` into ``resume=<newest checkpoint>`` or ``resume=null``, and point
+    Hydra at a resumed run's own dir (keeping its ``.hydra/`` as the original run wrote it).
+
+    Returns the new arguments and, for ``resume=auto`` without a checkpoint, the dir the fresh
+    run starts in (where an earlier attempt's files are to be set aside).
+    """
+    values = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "resume"]
+    target = values[-1] if values else None
+    if target in (None, "", "null"):
+        return args, None
+    fresh_in = None
+    if target == "auto":
+        run_dir = _explicit_run_dir(overrides)
+        if run_dir is None:
+            raise ConfigError(
+                "resume=auto: needs the dir to continue in: run_dir=<dir> (or hydra.run.dir=<dir>),"
+                " the same for every attempt of a requeued job"
+            )
+        checkpoint = newest_checkpoint(run_dir) if run_dir.is_dir() else None
+        if checkpoint is not None and (read_result(run_dir) or {}).get("status") == "completed":
+            raise RunFinished(
+                f"resume=auto: the run in {run_dir} has completed; nothing to do (to train it"
+                f" further: resume={run_dir} trainer.max_opts=<more>)"
+            )
+        target = "null" if checkpoint is None else str(checkpoint)
+        args = [a for a in args if a.split("=", 1)[0] != "resume"] + [f"resume={target}"]
+        if checkpoint is None:
+            return args, run_dir
+    run_dir = run_dir_of_checkpoint(find_checkpoint(target))
+    return [*args, f"hydra.run.dir='{run_dir}'", "hydra.output_subdir=null"], fresh_in
+
+
+class RunFinished(Exception):
+    """``resume=auto`` found a run that already completed (a requeued job after its end)."""
+
+
+def _explicit_run_dir(overrides: list[str]) -> Path | None:
+    """The run dir named by ``run_dir=`` or ``hydra.run.dir=`` (None if neither is given)."""
+    for key in ("run_dir", "hydra.run.dir"):
+        values = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == key]
+        if values and values[-1] not in ("", "null"):
+            return Path(values[-1].strip("'\"")).expanduser().resolve()
+    return None

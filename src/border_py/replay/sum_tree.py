@@ -104,14 +104,22 @@ class SumTree(_SegmentTree):
     def find_prefix(self, values: np.ndarray) -> np.ndarray:
         """For each ``v`` in ``values`` (in ``[0, total)``), the leaf ``i`` with
         ``sum(leaves[:i]) <= v < sum(leaves[:i + 1])``: a uniform ``v`` hits leaf ``i`` with
-        probability ``leaf_i / total``, and a zero leaf never."""
+        probability ``leaf_i / total``, and a zero leaf never.
+
+        Float rounding can make a node's children sum to a little less than the node; a value in
+        that sliver descends into the last child that has mass, never into padding or an empty
+        subtree.
+        """
         value = np.array(values, dtype=np.float64).reshape(-1)
         node = np.zeros(value.shape, dtype=np.int64)
         rows = np.arange(len(value))
         for level in reversed(self.levels[:-1]):
-            running = np.cumsum(level.reshape(-1, BRANCHING)[node], axis=1)  # (B, BRANCHING)
-            # skip every child whose running total is <= v; descend into the first one above it
-            k = np.minimum(np.count_nonzero(running <= value[:, None], axis=1), BRANCHING - 1)
+            children = level.reshape(-1, BRANCHING)[node]  # (B, BRANCHING)
+            running = np.cumsum(children, axis=1)
+            # skip every child whose running total is <= v; descend into the first one above it,
+            # but never past the last child with mass
+            last = BRANCHING - 1 - np.argmax(children[:, ::-1] > 0, axis=1)
+            k = np.minimum(np.count_nonzero(running <= value[:, None], axis=1), last)
             value -= np.where(k > 0, running[rows, k - 1], 0.0)
             node = node * BRANCHING + k
         return node

@@ -21,14 +21,15 @@ import re
 import shutil
 import tempfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import torch
 
-from border_py.errors import ConfigError
+from border_py.errors import ConfigError, RunError
 
 REQUIRED = ("policy.pt", "agent.pt", "trainer.pt", "config.json", "meta.json")
 BUFFER_FILE = "replay_buffer.npz"
@@ -51,32 +52,74 @@ def save_checkpoint(
     meta: dict[str, Any],
     buffer: dict[str, np.ndarray] | None = None,
 ) -> Path:
-    """Write ``root/name/`` atomically (replacing an older one) and return its path."""
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=root))
+    """Write ``root/name/`` atomically (replacing an older one) and return its path.
+
+    Every file is written into a hidden temporary dir and fsynced, the dir too, before the rename
+    that publishes it (and the parent after it): a crash or power loss leaves the old checkpoint
+    or the new one, never a torn one.
+
+    Raises:
+        RunError: a file could not be written (disk full, permissions, a file size limit); the
+            earlier checkpoints are intact and no temporary dir is left.
+    """
+    tmp: Path | None = None
     try:
-        torch.save(policy, tmp / "policy.pt")
-        torch.save(agent_state, tmp / "agent.pt")
-        torch.save(trainer_state, tmp / "trainer.pt")
-        (tmp / "config.json").write_text(json.dumps(config, indent=2))
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=root))
+        _write(tmp / "policy.pt", lambda f: torch.save(policy, f))
+        _write(tmp / "agent.pt", lambda f: torch.save(agent_state, f))
+        _write(tmp / "trainer.pt", lambda f: torch.save(trainer_state, f))
+        _write(tmp / "config.json", lambda f: f.write(json.dumps(config, indent=2).encode()))
         if buffer is not None:
-            np.savez(tmp / BUFFER_FILE, **buffer)
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
-        final = root / name
-        if final.exists():
-            old = root / f".old-{name}-{os.getpid()}"
-            os.replace(final, old)
-            try:
-                os.replace(tmp, final)
-            except BaseException:
-                os.replace(old, final)  # keep the previous one rather than none
-                raise
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, final)
-        return final
+            _write(tmp / BUFFER_FILE, lambda f: np.savez(f, **buffer))
+        _write(tmp / "meta.json", lambda f: f.write(json.dumps(meta, indent=2).encode()))
+        fsync_dir(tmp)
+        return _publish(tmp, root, name)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise RunError(
+            f"checkpoint {root / name} could not be written ({reason}); the earlier"
+            " checkpoints are intact"
+        ) from exc
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _write(path: Path, write: Callable[[BinaryIO], object]) -> None:
+    """Write a file with ``write`` and fsync it."""
+    with path.open("wb") as handle:
+        write(handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a dir's entries (files created, renamed into it) durable."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _publish(tmp: Path, root: Path, name: str) -> Path:
+    """Rename the written ``tmp`` to ``root/name`` (a previous one is kept until then)."""
+    final = root / name
+    if final.exists():
+        old = root / f".old-{name}-{os.getpid()}"
+        os.replace(final, old)
+        try:
+            os.replace(tmp, final)
+        except BaseException:
+            os.replace(old, final)  # keep the previous one rather than none
+            raise
+        fsync_dir(root)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, final)
+    fsync_dir(root)
+    return final
 
 
 def periodic_checkpoints(root: Path) -> list[Path]:

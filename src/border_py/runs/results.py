@@ -43,8 +43,9 @@ def write_result(
     error: BaseException | None = None,
     overrides: list[str] | None = None,
 ) -> Path:
-    """Write ``result.json`` atomically: status, the run summary, the error (type, message,
-    traceback) and the command-line overrides."""
+    """Write ``result.json`` atomically and durably (fsynced before the rename that publishes
+    it): status, the run summary, the error (type, message, traceback) and the command-line
+    overrides."""
     record: dict[str, Any] = {"status": status, "overrides": list(overrides or [])}
     if summary is not None:
         record["summary"] = _plain(summary)
@@ -57,8 +58,16 @@ def write_result(
         }
     path = Path(run_dir) / RESULT_FILE
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, indent=2, default=str))
+    with tmp.open("w") as handle:
+        handle.write(json.dumps(record, indent=2, default=str))
+        handle.flush()
+        os.fsync(handle.fileno())
     os.replace(tmp, path)
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     return path
 
 

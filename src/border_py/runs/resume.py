@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
+import yaml
 from hydra.core.override_parser.types import OverrideType
 from omegaconf import OmegaConf
 
@@ -12,6 +14,7 @@ from border_py.config import GROUPS, OVERLAYS, require
 from border_py.errors import ConfigError
 from border_py.overrides import parse_overrides, set_key, to_plain
 from border_py.runs.checkpoint import Checkpoint, run_dir_of_checkpoint
+from border_py.runs.results import read_result
 
 log = logging.getLogger(__name__)
 
@@ -27,19 +30,36 @@ def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def original_overrides(run_dir: Path) -> list[str]:
+    """The command-line overrides the run started with (``.hydra/overrides.yaml``, else the ones
+    ``result.json`` recorded)."""
+    hydra_file = run_dir / ".hydra" / "overrides.yaml"
+    if hydra_file.is_file():
+        try:
+            return [str(o) for o in yaml.safe_load(hydra_file.read_text()) or []]
+        except (OSError, yaml.YAMLError):
+            pass
+    return [o for o in (read_result(run_dir) or {}).get("overrides", []) if "(resume)" not in o]
+
+
 def resumed_config(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, Any]:
     """The checkpoint's saved config with the command line's ``key=value`` overrides on top.
 
-    Config groups cannot change on resume (the state would not fit); every difference is logged.
+    Config groups cannot change on resume (the state would not fit): a ``group=option`` override
+    is accepted only as the run's own original choice (a requeued job repeats its command line).
+    Every difference is logged.
     """
     saved = {k: v for k, v in checkpoint.config.items() if k not in NOT_CARRIED}
     merged = OmegaConf.create(saved)
     parsed = parse_overrides(overrides)
+    original = set(original_overrides(run_dir_of_checkpoint(checkpoint.path)))
     for ov in parsed:
         key = ov.key_or_group
         if key in NOT_CARRIED or key.startswith("hydra"):
             continue
         if key in GROUPS or key in OVERLAYS:
+            if ov.input_line in original:
+                continue
             raise ConfigError(
                 f"{key}={ov.get_value_element_as_str()}: config groups cannot change when resuming;"
                 f" override keys instead (e.g. trainer.max_opts=...)"

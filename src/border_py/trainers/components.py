@@ -6,10 +6,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from border_py.actors.local import ActorManager
-from border_py.agents.base import Agent
+from border_py.agents.base import Agent, FixedEpsilon
 from border_py.agents.factory import build_agent
 from border_py.config import build, require
 from border_py.envs.factory import GymEnvFactory, build_env_factory
+from border_py.errors import ConfigError
 from border_py.replay.uniform import UniformReplayBuffer
 from border_py.seeding import derive_seed
 
@@ -48,4 +49,8 @@ def build_components(config: dict[str, Any], warmup_period: int) -> Components:
         warmup_period,
     )
     buffer.check_run(agent, spaces[0])
+    if actors.exploration == "apex" and not isinstance(agent, FixedEpsilon):
+        raise ConfigError(
+            "actor_manager.exploration='apex': the agent has no set_epsilon (use 'schedule')"
+        )
     return Components(env_factory, agent, buffer, actors)

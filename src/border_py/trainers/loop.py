@@ -157,6 +157,8 @@ class Learner:
     def run(self) -> bool:
         """Train until a stop condition; return True if a stop signal ended it."""
         agent, state = self.agent, self.state
+        if self.signals.requested:  # a stop signal during start-up: start nothing
+            return True
         self.backend.start(
             Launch(
                 config=self.config,

@@ -141,7 +141,7 @@ def train(
         ConfigError: a bad setting, raised before any training starts.
     """
     refuse_in_child_bootstrap()
-    signals = StopSignals().install()
+    signals = StopSignals.acquire()
     try:
         plan = prepare(cfg, overrides)
         run_dir = plan.run_dir()
@@ -150,7 +150,7 @@ def train(
         with run_log(run_dir):
             return _run(plan, run_dir, signals, overrides, on_eval)
     finally:
-        signals.restore()
+        signals.release()
 
 
 def _run(
@@ -171,7 +171,10 @@ def _run(
         summary = plan.trainer.run(plan.config, run_dir, plan.checkpoint, signals, on_eval)
     except BaseException as exc:
         status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-        write_result(run_dir, status, error=exc, overrides=given)
+        try:
+            write_result(run_dir, status, error=exc, overrides=given)
+        except OSError as write_error:  # e.g. the disk is full: the run's own error comes first
+            log.error("result.json could not be written: %s", write_error)
         raise
     finally:
         torch.set_num_threads(threads)

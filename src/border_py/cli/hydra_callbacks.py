@@ -1,0 +1,115 @@
+"""Hydra callbacks of ``border train``, registered in ``conf/train.yaml`` (``hydra.callbacks``).
+
+:class:`RunDirs` settles the run dir before Hydra writes anything into it: ``run_dir=X`` makes X
+Hydra's run dir too (every file of the run in one place); a dir named explicitly that holds an
+earlier run is refused in one line; a default, time-stamped dir is created atomically, with a
+suffix if another run took that second's name. After a sweep it reads every job's outcome back
+from the job dirs (``result.json``), whatever launcher ran them (in this process, in joblib's
+workers, through submitit), so that ``border`` exits 1 naming the failed jobs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, read_write
+
+from border_py.cli.errors import fail
+from border_py.errors import ConfigError
+from border_py.runs.results import read_result
+from border_py.runs.run_dir import fresh_dir, holds_run, refusal
+
+
+class SweepOutcome:
+    """The last sweep's jobs, as read back from their dirs (set in the process that ran Hydra)."""
+
+    jobs: list[Path] = []
+    failed: list[Path] = []
+
+
+def _explicit(config: DictConfig, key: str) -> bool:
+    """Whether ``key`` (e.g. ``hydra.run.dir``) was set on the command line."""
+    given = list(config.hydra.overrides.hydra) + list(config.hydra.overrides.task)
+    return any(o.split("=", 1)[0].lstrip("+") == key for o in given)
+
+
+def _refuse(error: ConfigError) -> None:
+    """End ``border train`` with one line, before Hydra writes anything (exit status 2)."""
+    raise SystemExit(fail(str(error)))
+
+
+class RunDirs(Callback):
+    """See the module docstring."""
+
+    def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Make ``run_dir`` and Hydra's run dir one dir, and never an earlier run's."""
+        if config.get("resume"):  # the run continues in its own dir (set by border train)
+            return
+        with read_write(config.hydra):
+            if config.get("run_dir"):
+                config.hydra.run.dir = str(Path(config.run_dir).expanduser().resolve())
+                explicit = True
+            else:
+                explicit = _explicit(config, "hydra.run.dir")
+            run_dir = Path(str(config.hydra.run.dir)).expanduser().resolve()
+            if explicit:
+                if holds_run(run_dir):
+                    key = "run_dir" if config.get("run_dir") else "hydra.run.dir"
+                    _refuse(refusal(run_dir, key))
+            else:
+                config.hydra.run.dir = str(fresh_dir(run_dir))
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Refuse an explicit sweep dir that holds earlier runs; make the default one unique."""
+        SweepOutcome.jobs, SweepOutcome.failed = [], []
+        if config.get("run_dir"):
+            _refuse(
+                ConfigError(
+                    "run_dir: cannot be set in a multirun (each job gets its own dir under"
+                    " hydra.sweep.dir); set hydra.sweep.dir instead"
+                )
+            )
+        sweep_dir = Path(str(config.hydra.sweep.dir)).expanduser().resolve()
+        if _explicit(config, "hydra.sweep.dir"):
+            if sweep_dir.is_dir() and any(holds_run(p) for p in sweep_dir.iterdir() if p.is_dir()):
+                _refuse(
+                    ConfigError(
+                        f"hydra.sweep.dir={sweep_dir}: holds the jobs of an earlier sweep; choose"
+                        " another dir (resume a job with border train resume=<its dir>)"
+                    )
+                )
+            return
+        unique = fresh_dir(sweep_dir)
+        with read_write(config.hydra):
+            config.hydra.sweep.dir = str(unique)
+            # every job's config is composed again from these overrides
+            config.hydra.overrides.hydra.append(f"hydra.sweep.dir='{unique}'")
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        """Read every job's outcome from its dir: a job without ``result.json`` died."""
+        sweep_dir = Path(str(config.hydra.sweep.dir))
+        jobs = sorted(
+            (p for p in sweep_dir.iterdir() if (p / ".hydra").is_dir() or holds_run(p)),
+            key=lambda p: (len(p.name), p.name),
+        )
+        SweepOutcome.jobs = jobs
+        SweepOutcome.failed = [
+            job for job in jobs if (read_result(job) or {}).get("status") not in OK_STATUSES
+        ]
+
+
+OK_STATUSES = ("completed", "interrupted")
+
+
+def report_sweep() -> int:
+    """After ``border train -m``: 0, or one line naming the failed jobs and exit status 1."""
+    failed = SweepOutcome.failed
+    if not failed:
+        return 0
+    return fail(
+        f"{len(failed)} of {len(SweepOutcome.jobs)} sweep jobs failed"
+        f" (see result.json or train.log in: {', '.join(str(p) for p in failed)})",
+        1,
+    )
