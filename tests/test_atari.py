@@ -14,7 +14,7 @@ pytest.importorskip("cv2")
 
 from border_py.actors.sampler import Sampler, SampleStats
 from border_py.agents.dqn import DQN
-from border_py.envs.atari import AtariEnvFactory
+from border_py.envs.atari import AtariEnvFactory, FireOnReset
 from border_py.errors import ConfigError
 from border_py.evaluation.evaluator import Evaluator
 from border_py.runs.checkpoint import load_checkpoint
@@ -124,6 +124,54 @@ def test_bad_atari_settings_are_one_line():
         AtariEnvFactory("ALE/Pong-v5", kwargs={"frameskip": 4})
     with pytest.raises(ConfigError, match=r"not a registered gymnasium id"):
         AtariEnvFactory("ALE/Pongg-v5")
+
+
+def _wrappers(env) -> list[type]:
+    """The wrapper classes of ``env``, outermost first."""
+    found = []
+    while hasattr(env, "env"):
+        found.append(type(env))
+        env = env.env
+    return found
+
+
+def test_fire_on_reset_presses_fire_once_after_each_reset():
+    settings = {"repeat_action_probability": 0.0, "noop_max": 0}
+    fire = AtariEnvFactory("ALE/Pong-v5", **settings).make()  # fire_reset=auto: Pong has FIRE
+    plain = AtariEnvFactory("ALE/Pong-v5", fire_reset=False, **settings).make()
+    assert FireOnReset in _wrappers(fire) and FireOnReset not in _wrappers(plain)
+    for seed in (0, 1):
+        obs, info = fire.reset(seed=seed)
+        first, _ = plain.reset(seed=seed)
+        pressed, *_ = plain.step(FIRE)  # FIRE is action 1 in Pong's minimal set too
+        np.testing.assert_array_equal(obs[-1], pressed[-1])  # the newest frame: after FIRE
+        assert not np.array_equal(obs[-1], first[-1])
+        assert info["episode_frame_number"] == 4  # one agent step of 4 frames
+        for _ in range(30):  # from there on the two envs are the same game
+            a, b = fire.step(3), plain.step(3)
+            np.testing.assert_array_equal(a[0][-1], b[0][-1])
+    fire.close()
+    plain.close()
+
+
+def test_fire_reset_auto_skips_games_without_fire_and_true_requires_it():
+    freeway = AtariEnvFactory("ALE/Freeway-v5")  # NOOP, UP, DOWN
+    env = freeway.make()
+    assert FireOnReset not in _wrappers(env)
+    env.close()
+    with pytest.raises(ConfigError, match=r"fire_reset=true: ALE/Freeway-v5 has no FIRE action"):
+        AtariEnvFactory("ALE/Freeway-v5", fire_reset=True).spaces()
+    with pytest.raises(ConfigError, match=r"^fire_reset='yes': must be auto, true or false$"):
+        AtariEnvFactory("ALE/Pong-v5", fire_reset="yes")
+
+
+def test_atari_evaluates_with_dopamines_epsilon_by_default():
+    factory = AtariEnvFactory("ALE/Pong-v5")
+    assert factory.eval_epsilon == 0.001
+    agent = DQN(*factory.spaces(), hidden_sizes=[16])
+    evaluator = Evaluator(factory, 1, seed=0, max_steps=20, epsilon=factory.eval_epsilon)
+    assert evaluator.evaluate(agent).length_mean == 20
+    evaluator.close()
 
 
 CI_SIZED = [

@@ -199,6 +199,17 @@ def test_random_steps_are_uniform_then_the_policy_acts_and_resume_continues():
     np.testing.assert_allclose(resumed.act(obs, explore=True), policy, atol=5e-3)
 
 
+def test_sac_refuses_n_step_returns():
+    """An n-step target would need -alpha log pi of each intermediate state: refused, not dropped."""
+    with pytest.raises(ConfigError) as err:
+        _agent(n_step=3)
+    assert str(err.value) == (
+        "n_step=3: must be 1 for SAC (n-step returns would drop the entropy terms of the"
+        " intermediate states)"
+    )
+    assert _agent(n_step=1).n_step == 1
+
+
 def test_sac_refuses_discrete_or_unbounded_action_spaces():
     with pytest.raises(ConfigError, match="needs a continuous"):
         SAC(OBS, gym.spaces.Discrete(2))
@@ -227,7 +238,8 @@ def test_state_round_trips_through_weights_only_files_and_continues_identically(
         assert {k: float(v) for k, v in a.items()} == {k: float(v) for k, v in b.items()}
     actor = _agent(seed=7)
     actor.load_policy_state(policy)
-    assert actor._optimizers is None  # acting never builds optimizers
+    actor.act(obs, explore=True)
+    assert not actor.optimizers.built  # acting never builds optimizers
 
 
 # -- configs ------------------------------------------------------------------------------
@@ -267,6 +279,7 @@ def test_state_round_trips_through_weights_only_files_and_continues_identically(
             "agent.random_steps=-1: must be a non-negative int",
         ),
         (["agent=sac", "env=pendulum", "agent.lr=1e-3"], "agent.lr: unknown key 'lr' in agent"),
+        (["agent=sac", "env=pendulum", "agent.n_step=3"], "agent.n_step=3: must be 1 for SAC"),
     ],
 )
 def test_bad_sac_settings_fail_with_one_line(overrides, expected):

@@ -4,11 +4,17 @@ A user's own agent (``agent._target_=my_pkg.MyAgent``) implements :class:`Agent`
 receives the keys of its YAML plus the runtime keyword arguments ``observation_space``,
 ``action_space``, ``device`` and ``seed``.
 
+The spaces an agent class takes are declared, not discovered: the class attribute
+``accepts = Accepts(observation=(...), action=(...))`` (see :class:`Accepts`). ``build_agent``
+checks the env's spaces against it before the agent is built
+(:func:`border_py.agents.spaces.check_spaces`), so an env the agent cannot take fails in one line
+that names the gymnasium wrapper which would fix it. A class without ``accepts`` is not checked.
+
 Optional capabilities are protocols of their own, checked with ``isinstance`` before anything
 starts (a setting that needs one the agent lacks fails in one line):
 
-- :class:`FixedEpsilon` (``set_epsilon``): Ape-X actors act with a fixed epsilon per env
-  (``actor_manager.exploration=apex``).
+- :class:`FixedEpsilon` (``set_epsilon``): Ape-X actors act with fixed epsilons
+  (``actor_manager.exploration=apex``): one for every env, or one per env row of ``act``'s batch.
 - :class:`ExplorationPosition` (``set_exploration_step``): a resumed actor continues its exploration
   schedule where its slot left it.
 - :class:`TDErrorScoring` (``td_error``): actors compute initial priorities
@@ -25,8 +31,10 @@ starts (a setting that needs one the agent lacks fails in one line):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -62,10 +70,10 @@ class Agent(Protocol):
     def load_policy_state(self, state: dict[str, torch.Tensor]) -> None:
         """Load weights produced by :meth:`policy_state`."""
 
-    def state_dict(self) -> dict[str, object]:
+    def state_dict(self) -> dict[str, Any]:
         """The full training state (networks, targets, optimizers, counters), tensors and numbers only."""
 
-    def load_state_dict(self, state: dict[str, object]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`."""
 
 
@@ -74,7 +82,8 @@ class FixedEpsilon(Protocol):
     """An epsilon-greedy agent whose epsilon can be fixed (Ape-X actors)."""
 
     def set_epsilon(self, epsilon: float | np.ndarray) -> None:
-        """Act with ``epsilon`` from now on: one value, or one per env of the batch ``act`` gets."""
+        """Act with ``epsilon`` from now on: one value for every row of ``act``'s batch, or an
+        array with one value per row (row ``i`` is env ``i`` of the actor's vector env)."""
 
 
 @runtime_checkable
@@ -97,3 +106,34 @@ def reports_td_error(agent: Any) -> bool:
     """Whether the agent declares (class attribute ``reports_td_error = True``) that ``update``
     applies importance weights and returns ``td_error`` for prioritized samples."""
     return getattr(type(agent), "reports_td_error", False) is True
+
+
+@dataclass(frozen=True)
+class Accepts:
+    """The spaces an agent class takes, declared as its class attribute ``accepts``.
+
+    Example: ``accepts = Accepts(observation=(gym.spaces.Box,), action=(gym.spaces.Discrete,))``.
+
+    Attributes:
+        observation: the observation space types the agent takes.
+        action: the action space types the agent takes.
+        bounded_actions: Box actions must have finite bounds (e.g. a tanh policy mapped onto them).
+    """
+
+    observation: tuple[type[gym.Space], ...] = (gym.spaces.Box,)
+    action: tuple[type[gym.Space], ...] = (gym.spaces.Discrete,)
+    bounded_actions: bool = False
+
+
+def declared_spaces(agent_class: type) -> Accepts | None:
+    """The class's declared :class:`Accepts` (its ``accepts`` attribute), None if it declares none."""
+    accepts = getattr(agent_class, "accepts", None)
+    return accepts if isinstance(accepts, Accepts) else None
+
+
+def missing_members(agent: Any) -> list[str]:
+    """The attributes and methods of :class:`Agent` that ``agent`` lacks (for an error message)."""
+    members = set(Agent.__annotations__) | {
+        name for name, value in vars(Agent).items() if callable(value) and not name.startswith("_")
+    }
+    return sorted(members - set(dir(agent)))

@@ -12,16 +12,21 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from border_py.agents.base import Accepts
+from border_py.agents.batch import TensorBatch, obs_tensor
 from border_py.agents.exploration import EpsilonGreedy, linear_epsilon
+from border_py.agents.hparams import check_hparams
+from border_py.agents.inference import MLPInference
 from border_py.agents.networks import cpu_weights, polyak_update, q_network
-from border_py.config import flag, fraction, positive, require, widths
-from border_py.errors import ConfigError
+from border_py.agents.optim import LazyAdam
+from border_py.agents.spaces import check_spaces
 from border_py.transitions import Transitions
 
 __all__ = ["DQN", "dqn_targets", "linear_epsilon"]
@@ -47,7 +52,8 @@ class DQN(EpsilonGreedy):
     """DQN agent for discrete actions, epsilon-greedy.
 
     The Q-network is an MLP for vector observations and the Nature CNN (Mnih et al. 2015) for
-    uint8 (C, H, W) images, optionally with a dueling head (Wang et al. 2016).
+    uint8 (C, H, W) images, optionally with a dueling head (Wang et al. 2016). uint8 observations
+    (pixels, or vectors such as Atari RAM) are scaled by 1/255 inside the network.
 
     Args:
         observation_space: the env's (Box) observation space.
@@ -61,6 +67,7 @@ class DQN(EpsilonGreedy):
         dueling: a dueling head: the last hidden layer split into value and advantage streams,
             ``Q = V + A - mean_a A``.
         lr: Adam learning rate.
+        adam_eps: Adam's epsilon (see :mod:`border_py.agents.optim`).
         gamma: discount factor.
         n_step: rewards summed per transition (returns are computed by the actors).
         batch_size: transitions per optimization step.
@@ -74,6 +81,9 @@ class DQN(EpsilonGreedy):
         eps_decay_steps: env steps over which epsilon decays linearly.
     """
 
+    accepts = Accepts(observation=(gym.spaces.Box,), action=(gym.spaces.Discrete,))
+    reports_td_error = True  # update() returns td_error for prioritized samples (agents/base.py)
+
     def __init__(
         self,
         observation_space: gym.Space,
@@ -84,6 +94,7 @@ class DQN(EpsilonGreedy):
         network: str = "auto",
         dueling: bool = False,
         lr: float = 1e-3,
+        adam_eps: float = 1e-8,
         gamma: float = 0.99,
         n_step: int = 1,
         batch_size: int = 64,
@@ -96,36 +107,27 @@ class DQN(EpsilonGreedy):
         eps_final: float = 0.05,
         eps_decay_steps: int = 10000,
     ) -> None:
-        if not isinstance(action_space, gym.spaces.Discrete):
-            raise ConfigError(
-                f"_target_: DQN needs a Discrete action space, the env has {action_space}"
-            )
-        positive("lr", lr)
-        positive("batch_size", batch_size, int)
-        positive("n_step", n_step, int)
-        positive("target_update_interval", target_update_interval, int)
-        fraction("gamma", gamma)
-        require("loss", loss in ("huber", "mse"), "'huber' or 'mse'", loss)
-        if tau is not None:
-            fraction("tau", tau, open_low=True)
-        require(
-            "max_grad_norm",
-            max_grad_norm is None or max_grad_norm > 0,
-            "null or > 0",
-            max_grad_norm,
+        check_spaces(type(self), observation_space, action_space)
+        check_hparams(
+            lr=lr,
+            adam_eps=adam_eps,
+            batch_size=batch_size,
+            n_step=n_step,
+            target_update_interval=target_update_interval,
+            gamma=gamma,
+            loss=loss,
+            max_grad_norm=max_grad_norm,
+            hidden_sizes=hidden_sizes,
+            double_dqn=double_dqn,
+            dueling=dueling,
         )
-        widths("hidden_sizes", hidden_sizes)
-        flag("double_dqn", double_dqn)
-        flag("dueling", dueling)
+        if tau is not None:  # null: hard target copies
+            check_hparams(tau=tau)
+        assert isinstance(action_space, gym.spaces.Discrete)  # check_spaces made sure
         super().__init__(int(action_space.n), seed, eps_start, eps_final, eps_decay_steps)
-
         self.gamma, self.n_step, self.batch_size = gamma, n_step, batch_size
-        self.double_dqn, self.loss = double_dqn, loss
-        self.max_grad_norm, self.target_update_interval, self.tau = (
-            max_grad_norm,
-            target_update_interval,
-            tau,
-        )
+        self.double_dqn, self.loss, self.max_grad_norm = double_dqn, loss, max_grad_norm
+        self.target_update_interval, self.tau = target_update_interval, tau
         self.device = torch.device(device)
 
         with torch.random.fork_rng(devices=[]):
@@ -134,28 +136,37 @@ class DQN(EpsilonGreedy):
                 observation_space, self.n_actions, hidden_sizes, network, dueling
             ).to(self.device)
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
-        self.lr = lr
-        self._optimizer: torch.optim.Optimizer | None = None
+        self.optimizers = LazyAdam({"q": (list(self.q.parameters()), lr)}, adam_eps)
+        self.fast_q = MLPInference.of(self.q)  # None for CNN torsos and dueling heads
         self.opt_steps = 0
 
-    @property
-    def optimizer(self) -> torch.optim.Optimizer:
-        """Adam over the Q-network, created on first use: actors, which only act, never need it
-        (and creating one imports torch._dynamo, seconds of start-up per process)."""
-        if self._optimizer is None:
-            self._optimizer = torch.optim.Adam(self.q.parameters(), lr=self.lr, fused=True)
-        return self._optimizer
+    def q_values(self, obs: np.ndarray) -> np.ndarray:
+        """``Q(s, .)`` of the online network for a batch of observations, float32 (B, n_actions)."""
+        if self.fast_q is not None:
+            return self.fast_q(obs)
+        with torch.inference_mode():
+            return self.q(obs_tensor(obs, self.device)).cpu().numpy()
 
     def act(self, obs: np.ndarray, explore: bool) -> np.ndarray:
         """Epsilon-greedy (``explore``) or greedy actions for a batch of observations."""
-        with torch.no_grad():
-            q = self.q(torch.as_tensor(obs, dtype=torch.float32, device=self.device))
-        actions = q.argmax(dim=1).cpu().numpy()
+        actions = self.q_values(obs).argmax(axis=1)
         return self.explore(actions) if explore else actions
 
-    reports_td_error = True  # update() returns td_error for prioritized samples (agents/base.py)
+    def _q_and_target(
+        self, b: TensorBatch, bootstrap: torch.nn.Module
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(Q(s, a), y)``: the online values of the taken actions and their TD targets, bootstrapped
+        from ``bootstrap`` (the target network; an actor's copy has only the online one)."""
+        with torch.no_grad():
+            next_q = bootstrap(b.next_obs)
+            next_q_online = (
+                self.q(b.next_obs) if self.double_dqn and bootstrap is not self.q else next_q
+            )
+            y = dqn_targets(b.reward, b.discount, next_q_online, next_q, self.double_dqn)
+        q = self.q(b.obs).gather(1, b.action.unsqueeze(1)).squeeze(1)
+        return q, y
 
-    def update(self, batch: Transitions) -> dict[str, object]:
+    def update(self, batch: Transitions) -> dict[str, Any]:
         """One gradient step on the TD loss, then the target-network update.
 
         With importance-sampling weights (``batch.weight``, a prioritized sample) the loss is the
@@ -163,42 +174,26 @@ class DQN(EpsilonGreedy):
         sample (``batch.index`` set) the metrics include ``td_error``, the per-sample
         ``|y - Q(s, a)|`` (float32 numpy), for the buffer's priority update.
         """
-        obs = torch.as_tensor(batch.obs, dtype=torch.float32, device=self.device)
-        next_obs = torch.as_tensor(batch.next_obs, dtype=torch.float32, device=self.device)
-        action = torch.as_tensor(batch.action, dtype=torch.int64, device=self.device)
-        reward = torch.as_tensor(batch.reward, device=self.device)
-        discount = torch.as_tensor(batch.discount, device=self.device)
+        b = TensorBatch.of(batch, self.device, discrete=True)
+        q, y = self._q_and_target(b, self.q_target)  # y = R + d * Q_target(s', a*)
+        loss_fn = F.smooth_l1_loss if self.loss == "huber" else F.mse_loss
+        loss = b.weighted_mean(loss_fn(q, y, reduction="none"))  # mean_i w_i * L(Q - y)
 
-        with torch.no_grad():
-            next_q_target = self.q_target(next_obs)
-            next_q_online = self.q(next_obs) if self.double_dqn else next_q_target
-            target = dqn_targets(reward, discount, next_q_online, next_q_target, self.double_dqn)
-        q = self.q(obs).gather(1, action.unsqueeze(1)).squeeze(1)
-        if self.loss == "huber":
-            per_sample = F.smooth_l1_loss(q, target, reduction="none")
-        else:
-            per_sample = F.mse_loss(q, target, reduction="none")
-        if batch.weight is not None:
-            per_sample = per_sample * torch.as_tensor(batch.weight, device=self.device)
-        loss = per_sample.mean()
-
-        self.optimizer.zero_grad(set_to_none=True)
+        optimizer = self.optimizers["q"]
+        optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.max_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(self.q.parameters(), self.max_grad_norm)
-        self.optimizer.step()
+        optimizer.step()
         self.opt_steps += 1
 
-        if self.tau is not None:
+        if self.tau is not None:  # theta' <- tau * theta + (1 - tau) * theta'
             polyak_update(self.q, self.q_target, self.tau)
-        elif self.opt_steps % self.target_update_interval == 0:
+        elif self.opt_steps % self.target_update_interval == 0:  # theta' <- theta
             self.q_target.load_state_dict(self.q.state_dict())
-        metrics: dict[str, object] = {
-            "train/loss": loss.detach(),
-            "train/q_mean": q.detach().mean(),
-        }
+        metrics: dict[str, Any] = {"train/loss": loss.detach(), "train/q_mean": q.detach().mean()}
         if batch.index is not None:  # a numpy copy waits for the GPU: only when the buffer needs it
-            metrics["td_error"] = (target - q.detach()).abs().cpu().numpy().astype(np.float32)
+            metrics["td_error"] = (y - q.detach()).abs().cpu().numpy().astype(np.float32)
         return metrics
 
     def td_error(self, batch: Transitions) -> np.ndarray:
@@ -206,15 +201,8 @@ class DQN(EpsilonGreedy):
         copy has no target network): initial priorities for prioritized replay (Ape-X). No
         gradient, no state change."""
         with torch.no_grad():
-            obs = torch.as_tensor(batch.obs, dtype=torch.float32, device=self.device)
-            next_obs = torch.as_tensor(batch.next_obs, dtype=torch.float32, device=self.device)
-            action = torch.as_tensor(batch.action, dtype=torch.int64, device=self.device)
-            reward = torch.as_tensor(batch.reward, device=self.device)
-            discount = torch.as_tensor(batch.discount, device=self.device)
-            next_q = self.q(next_obs)
-            target = dqn_targets(reward, discount, next_q, next_q, self.double_dqn)
-            q = self.q(obs).gather(1, action.unsqueeze(1)).squeeze(1)
-            return (target - q).abs().cpu().numpy().astype(np.float32)
+            q, y = self._q_and_target(TensorBatch.of(batch, self.device, discrete=True), self.q)
+        return (y - q).abs().cpu().numpy().astype(np.float32)
 
     def policy_state(self) -> dict[str, torch.Tensor]:
         """The online Q-network's weights on CPU."""
@@ -224,22 +212,22 @@ class DQN(EpsilonGreedy):
         """Load online Q-network weights."""
         self.q.load_state_dict(state)
 
-    def state_dict(self) -> dict[str, object]:
+    def state_dict(self) -> dict[str, Any]:
         """Networks, optimizer, counters and exploration RNG."""
         return {
             "q": self.q.state_dict(),
             "q_target": self.q_target.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
+            "optimizer": self.optimizers["q"].state_dict(),
             "env_steps": self.env_steps,
             "opt_steps": self.opt_steps,
             "rng": self.rng.bit_generator.state,
         }
 
-    def load_state_dict(self, state: dict[str, object]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`."""
         self.q.load_state_dict(state["q"])
         self.q_target.load_state_dict(state["q_target"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.optimizers["q"].load_state_dict(state["optimizer"])
         self.env_steps = int(state["env_steps"])
         self.opt_steps = int(state["opt_steps"])
         self.rng.bit_generator.state = state["rng"]

@@ -1,7 +1,9 @@
 """Epsilon-greedy exploration shared by the value-based agents (DQN, IQN).
 
 The schedule runs in env steps acted with ``explore=True``; Ape-X actors fix epsilon instead
-(``set_epsilon``), and a resumed actor continues its schedule (``set_exploration_step``).
+(``set_epsilon``: one value, or one per env row of ``act``'s batch, so that every env of every actor
+gets its own rung of the Ape-X ladder), and a resumed actor continues its schedule
+(``set_exploration_step``).
 """
 
 from __future__ import annotations
@@ -39,32 +41,49 @@ class EpsilonGreedy:
         self.eps_start, self.eps_final, self.eps_decay_steps = eps_start, eps_final, eps_decay_steps
         self.rng = np.random.default_rng(seed)
         self.env_steps = 0  # exploration position: env steps acted with explore=True
-        self.fixed_epsilon: float | None = None
+        self.fixed_epsilon: float | np.ndarray | None = None  # set_epsilon's, else the schedule
 
     @property
     def epsilon(self) -> float:
-        """Current exploration epsilon (a fixed value if set, else the linear schedule)."""
-        if self.fixed_epsilon is not None:
-            return self.fixed_epsilon
-        return linear_epsilon(self.env_steps, self.eps_start, self.eps_final, self.eps_decay_steps)
+        """Current exploration epsilon: the schedule's, or the fixed one (the mean of per-env ones)."""
+        if self.fixed_epsilon is None:
+            return linear_epsilon(
+                self.env_steps, self.eps_start, self.eps_final, self.eps_decay_steps
+            )
+        return float(np.mean(self.fixed_epsilon))
 
-    def set_epsilon(self, epsilon: float | None) -> None:
-        """Act with a fixed ``epsilon`` from now on (Ape-X actors); None returns to the schedule."""
-        self.fixed_epsilon = epsilon
+    def set_epsilon(self, epsilon: float | np.ndarray) -> None:
+        """Act with a fixed ``epsilon`` from now on (Ape-X actors): one value for every row of
+        ``act``'s batch, or a 1-d array with one value per row.
+
+        Raises:
+            ValueError: an epsilon outside [0, 1], or an array that is not 1-d.
+        """
+        eps = np.asarray(epsilon, dtype=np.float64)
+        if eps.ndim > 1 or not np.all((eps >= 0) & (eps <= 1)):
+            raise ValueError(f"epsilon={epsilon!r}: must be in [0, 1], one value or one per env")
+        self.fixed_epsilon = float(eps) if eps.ndim == 0 else eps
 
     def set_exploration_step(self, env_steps: int) -> None:
         """Continue the epsilon schedule from ``env_steps`` (an actor of a resumed run)."""
         self.env_steps = env_steps
 
     def exploration_stats(self) -> dict[str, float]:
-        """``train/epsilon``."""
+        """``train/epsilon`` (with per-env epsilons: their mean)."""
         return {"train/epsilon": self.epsilon}
 
     def explore(self, greedy: np.ndarray) -> np.ndarray:
-        """``greedy`` actions with each replaced by a uniform one with probability epsilon; one
-        env step per action advances the schedule."""
+        """``greedy`` actions with each replaced by a uniform one with probability epsilon (row
+        ``i``'s own epsilon when they are per env); one env step per action advances the schedule.
+
+        Raises:
+            ValueError: per-env epsilons whose number differs from the batch's rows.
+        """
+        eps = self.fixed_epsilon if isinstance(self.fixed_epsilon, np.ndarray) else self.epsilon
+        if isinstance(eps, np.ndarray) and len(eps) != len(greedy):
+            raise ValueError(f"{len(eps)} per-env epsilons for a batch of {len(greedy)} envs")
         actions = greedy.copy()
-        random = self.rng.random(len(actions)) < self.epsilon
+        random = self.rng.random(len(actions)) < eps
         actions[random] = self.rng.integers(0, self.n_actions, size=int(random.sum()))
         self.env_steps += len(actions)
         return actions

@@ -6,8 +6,9 @@ from typing import Any
 
 import gymnasium as gym
 
-from border_py.agents.base import Agent
-from border_py.config import build
+from border_py.agents.base import Agent, missing_members
+from border_py.agents.spaces import check_spaces
+from border_py.config import build, resolve_target
 from border_py.errors import ConfigError
 from border_py.seeding import derive_seed
 
@@ -18,21 +19,34 @@ def build_agent(
     device: str,
     seed_name: str = "agent",
 ) -> Agent:
-    """The ``agent`` group, for the given spaces and device, seeded from the root seed."""
+    """The ``agent`` group, for the given spaces and device, seeded from the root seed.
+
+    The env's spaces are checked against the class's declared ones (``accepts``) before the
+    agent is built; the built agent must implement :class:`~border_py.agents.base.Agent`.
+
+    Raises:
+        ConfigError: one line: spaces the agent does not take (with the wrapper that would fix
+            them), a bad key or value, or an agent lacking part of the protocol.
+    """
     obs_space, act_space = spaces
+    spec = config["agent"]
+    if "_target_" in spec:  # without one, build() below fails in one line
+        agent_class = resolve_target(spec["_target_"])
+        try:
+            check_spaces(agent_class, obs_space, act_space)
+        except ConfigError as exc:
+            raise ConfigError(f"agent.{exc}") from None
     agent = build(
         "agent",
-        config["agent"],
+        spec,
         observation_space=obs_space,
         action_space=act_space,
         device=device,
         seed=derive_seed(config["seed"], seed_name),
     )
-    missing = [
-        m for m in ("act", "update", "policy_state", "load_policy_state") if not hasattr(agent, m)
-    ]
-    if missing:
+    if not isinstance(agent, Agent):
         raise ConfigError(
-            f"agent._target_={config['agent']['_target_']}: lacks {', '.join(missing)}"
+            f"agent._target_={spec['_target_']}: lacks {', '.join(missing_members(agent))}"
+            " (see border_py.agents.base.Agent)"
         )
     return agent

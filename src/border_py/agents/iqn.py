@@ -20,15 +20,20 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 
+from border_py.agents.base import Accepts
+from border_py.agents.batch import TensorBatch, obs_tensor
 from border_py.agents.exploration import EpsilonGreedy
+from border_py.agents.hparams import check_hparams
 from border_py.agents.networks import QuantileNetwork, cpu_weights
-from border_py.config import flag, fraction, positive, require, widths
-from border_py.errors import ConfigError
+from border_py.agents.optim import LazyAdam
+from border_py.agents.spaces import check_spaces
+from border_py.config import widths
 from border_py.transitions import Transitions
 
 
@@ -59,9 +64,10 @@ class IQN(EpsilonGreedy):
     target copies and epsilon-greedy exploration.
 
     The quantile network's torso is the Nature CNN for uint8 (C, H, W) images and an MLP for
-    vector observations; the embedding multiplies the torso's output (for vector observations:
-    the output of all hidden layers but the last) and the last hidden layer and the output layer
-    follow (see :class:`~border_py.agents.networks.QuantileNetwork`).
+    vector observations (uint8 ones, such as Atari RAM, scaled by 1/255); the embedding multiplies
+    the torso's output (for vector observations: the output of all hidden layers but the last)
+    and the last hidden layer and the output layer follow (see
+    :class:`~border_py.agents.networks.QuantileNetwork`).
 
     Args:
         observation_space: the env's (Box) observation space.
@@ -78,6 +84,8 @@ class IQN(EpsilonGreedy):
         k: quantile levels averaged to act and to pick the target action (K).
         kappa: Huber threshold of the quantile loss.
         lr: Adam learning rate.
+        adam_eps: Adam's epsilon (Dopamine's IQN on Atari: 3.125e-4 with lr 5e-5, the paper's
+            settings; 1.5e-4 with lr 6.25e-5 when matched to Rainbow).
         gamma: discount factor.
         n_step: rewards summed per transition (returns are computed by the actors).
         batch_size: transitions per optimization step.
@@ -88,6 +96,9 @@ class IQN(EpsilonGreedy):
         eps_final: final exploration epsilon.
         eps_decay_steps: env steps over which epsilon decays linearly.
     """
+
+    accepts = Accepts(observation=(gym.spaces.Box,), action=(gym.spaces.Discrete,))
+    reports_td_error = True  # update() returns td_error: usable with prioritized replay
 
     def __init__(
         self,
@@ -103,6 +114,7 @@ class IQN(EpsilonGreedy):
         k: int = 32,
         kappa: float = 1.0,
         lr: float = 1e-3,
+        adam_eps: float = 1e-8,
         gamma: float = 0.99,
         n_step: int = 1,
         batch_size: int = 64,
@@ -113,31 +125,24 @@ class IQN(EpsilonGreedy):
         eps_final: float = 0.05,
         eps_decay_steps: int = 10000,
     ) -> None:
-        if not isinstance(action_space, gym.spaces.Discrete):
-            raise ConfigError(
-                f"_target_: IQN needs a Discrete action space, the env has {action_space}"
-            )
-        for key, value in (
-            ("n_cos", n_cos),
-            ("n_tau", n_tau),
-            ("n_tau_prime", n_tau_prime),
-            ("k", k),
-            ("batch_size", batch_size),
-            ("n_step", n_step),
-            ("target_update_interval", target_update_interval),
-        ):
-            positive(key, value, int)
-        positive("kappa", kappa)
-        positive("lr", lr)
-        fraction("gamma", gamma)
-        flag("double_dqn", double_dqn)
-        require(
-            "max_grad_norm",
-            max_grad_norm is None or max_grad_norm > 0,
-            "null or > 0",
-            max_grad_norm,
+        check_spaces(type(self), observation_space, action_space)
+        check_hparams(
+            n_cos=n_cos,
+            n_tau=n_tau,
+            n_tau_prime=n_tau_prime,
+            k=k,
+            batch_size=batch_size,
+            n_step=n_step,
+            target_update_interval=target_update_interval,
+            kappa=kappa,
+            lr=lr,
+            adam_eps=adam_eps,
+            gamma=gamma,
+            double_dqn=double_dqn,
+            max_grad_norm=max_grad_norm,
         )
-        widths("hidden_sizes", hidden_sizes, at_least=1)
+        widths("hidden_sizes", hidden_sizes, at_least=1)  # the last one follows the embedding
+        assert isinstance(action_space, gym.spaces.Discrete)  # check_spaces made sure
         super().__init__(int(action_space.n), seed, eps_start, eps_final, eps_decay_steps)
         self.gamma, self.n_step, self.batch_size = gamma, n_step, batch_size
         self.n_tau, self.n_tau_prime, self.k, self.kappa = n_tau, n_tau_prime, k, kappa
@@ -153,21 +158,8 @@ class IQN(EpsilonGreedy):
         self.z_target = copy.deepcopy(self.z).requires_grad_(False)
         self.tau_rng = torch.Generator(device=self.device)
         self.tau_rng.manual_seed(seed)
-        self.lr = lr
-        self._optimizer: torch.optim.Optimizer | None = None
+        self.optimizers = LazyAdam({"z": (list(self.z.parameters()), lr)}, adam_eps)
         self.opt_steps = 0
-
-    @property
-    def optimizer(self) -> torch.optim.Optimizer:
-        """Adam over the quantile network, created on first use (actors never need one)."""
-        if self._optimizer is None:
-            self._optimizer = torch.optim.Adam(self.z.parameters(), lr=self.lr, fused=True)
-        return self._optimizer
-
-    def _obs(self, obs: np.ndarray) -> torch.Tensor:
-        """Observations as a tensor on the device (uint8 pixels stay uint8 until the torso)."""
-        tensor = torch.as_tensor(obs, device=self.device)
-        return tensor if tensor.dtype == torch.uint8 else tensor.float()
 
     def _sample_taus(self, batch: int, n: int) -> torch.Tensor:
         """Quantile levels drawn from U[0, 1), shape (batch, n)."""
@@ -180,7 +172,7 @@ class IQN(EpsilonGreedy):
     def act(self, obs: np.ndarray, explore: bool) -> np.ndarray:
         """Epsilon-greedy actions over K sampled levels (``explore``), else greedy over K midpoints."""
         with torch.no_grad():
-            x = self._obs(obs)
+            x = obs_tensor(obs, self.device)
             if explore:
                 taus = self._sample_taus(len(x), self.k)
             else:
@@ -190,7 +182,7 @@ class IQN(EpsilonGreedy):
 
     def _per_sample_loss(
         self,
-        batch: Transitions,
+        b: TensorBatch,
         taus: torch.Tensor,
         taus_prime: torch.Tensor,
         taus_k: torch.Tensor,
@@ -198,49 +190,39 @@ class IQN(EpsilonGreedy):
         chooser: QuantileNetwork,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """(per-sample quantile Huber loss (B,), online quantiles of the taken actions (B, N))."""
-        obs, next_obs = self._obs(batch.obs), self._obs(batch.next_obs)
-        action = torch.as_tensor(batch.action, dtype=torch.int64, device=self.device)
-        reward = torch.as_tensor(batch.reward, dtype=torch.float32, device=self.device)
-        discount = torch.as_tensor(batch.discount, dtype=torch.float32, device=self.device)
-        size = len(action)
+        size = len(b.action)
         with torch.no_grad():
-            best = self.q_values(next_obs, taus_k, chooser).argmax(dim=1)  # a*, (B,)
-            next_z = target_net(next_obs, taus_prime)  # (B, N', A)
+            best = self.q_values(b.next_obs, taus_k, chooser).argmax(dim=1)  # a*, (B,)
+            next_z = target_net(b.next_obs, taus_prime)  # (B, N', A)
             next_z = next_z.gather(2, best.view(size, 1, 1).expand(size, next_z.shape[1], 1))
-            target = reward.unsqueeze(1) + discount.unsqueeze(1) * next_z.squeeze(2)  # (B, N')
-        z = self.z(obs, taus)  # (B, N, A)
-        z = z.gather(2, action.view(size, 1, 1).expand(size, z.shape[1], 1)).squeeze(2)
-        delta = target.unsqueeze(1) - z.unsqueeze(2)  # (B, N, N')
+            target = b.reward.unsqueeze(1) + b.discount.unsqueeze(1) * next_z.squeeze(2)  # (B, N')
+        z = self.z(b.obs, taus)  # (B, N, A)
+        z = z.gather(2, b.action.view(size, 1, 1).expand(size, z.shape[1], 1)).squeeze(2)
+        delta = target.unsqueeze(1) - z.unsqueeze(2)  # delta_ij, (B, N, N')
         return quantile_huber_loss(delta, taus, self.kappa), z
 
-    reports_td_error = True  # update() returns td_error: usable with prioritized replay
-
-    def update(self, batch: Transitions) -> dict[str, object]:
+    def update(self, batch: Transitions) -> dict[str, Any]:
         """One gradient step on the quantile Huber loss, then the target copy when due.
 
         Returns ``train/loss``, ``train/q_mean`` and ``td_error``: the per-sample loss (the
         quantile Huber loss summed over the online quantiles), the magnitude a prioritized
         buffer ranks samples by.
         """
+        b = TensorBatch.of(batch, self.device, discrete=True)
         size = len(batch)
-        taus_k = self._sample_taus(size, self.k)
-        taus_prime = self._sample_taus(size, self.n_tau_prime)
-        taus = self._sample_taus(size, self.n_tau)
+        taus_k = self._sample_taus(size, self.k)  # tau~_k: pick a*
+        taus_prime = self._sample_taus(size, self.n_tau_prime)  # tau'_j: target quantiles
+        taus = self._sample_taus(size, self.n_tau)  # tau_i: online quantiles
         chooser = self.z if self.double_dqn else self.z_target
-        per_sample, z = self._per_sample_loss(
-            batch, taus, taus_prime, taus_k, self.z_target, chooser
-        )
-        if batch.weight is not None:  # importance weights of a prioritized sample, applied once
-            weight = torch.as_tensor(batch.weight, dtype=torch.float32, device=self.device)
-            loss = (weight * per_sample).mean()
-        else:
-            loss = per_sample.mean()
+        per_sample, z = self._per_sample_loss(b, taus, taus_prime, taus_k, self.z_target, chooser)
+        loss = b.weighted_mean(per_sample)  # eq. 3 averaged over the batch, weights applied once
 
-        self.optimizer.zero_grad(set_to_none=True)
+        optimizer = self.optimizers["z"]
+        optimizer.zero_grad(set_to_none=True)
         loss.backward()
         if self.max_grad_norm is not None:
             torch.nn.utils.clip_grad_norm_(self.z.parameters(), self.max_grad_norm)
-        self.optimizer.step()
+        optimizer.step()
         self.opt_steps += 1
         if self.opt_steps % self.target_update_interval == 0:
             self.z_target.load_state_dict(self.z.state_dict())
@@ -258,9 +240,10 @@ class IQN(EpsilonGreedy):
         def levels(n: int) -> torch.Tensor:
             return midpoints(n, self.device).expand(size, n)
 
+        b = TensorBatch.of(batch, self.device, discrete=True)
         with torch.no_grad():
             per_sample, _ = self._per_sample_loss(
-                batch, levels(self.n_tau), levels(self.n_tau_prime), levels(self.k), self.z, self.z
+                b, levels(self.n_tau), levels(self.n_tau_prime), levels(self.k), self.z, self.z
             )
         return per_sample.cpu().numpy().astype(np.float32)
 
@@ -272,23 +255,23 @@ class IQN(EpsilonGreedy):
         """Load online quantile network weights."""
         self.z.load_state_dict(state)
 
-    def state_dict(self) -> dict[str, object]:
+    def state_dict(self) -> dict[str, Any]:
         """Networks, optimizer, counters, exploration and quantile-sampling RNGs."""
         return {
             "z": self.z.state_dict(),
             "z_target": self.z_target.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
+            "optimizer": self.optimizers["z"].state_dict(),
             "env_steps": self.env_steps,
             "opt_steps": self.opt_steps,
             "rng": self.rng.bit_generator.state,
             "tau_rng": self.tau_rng.get_state(),
         }
 
-    def load_state_dict(self, state: dict[str, object]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`."""
         self.z.load_state_dict(state["z"])
         self.z_target.load_state_dict(state["z_target"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.optimizers["z"].load_state_dict(state["optimizer"])
         self.env_steps = int(state["env_steps"])
         self.opt_steps = int(state["opt_steps"])
         self.rng.bit_generator.state = state["rng"]

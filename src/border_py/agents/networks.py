@@ -14,9 +14,36 @@ from border_py.config import require
 from border_py.errors import ConfigError
 
 
-def mlp(in_dim: int, hidden_sizes: Sequence[int], out_dim: int) -> nn.Sequential:
-    """A ReLU multi-layer perceptron ``in_dim -> hidden... -> out_dim`` (no output activation)."""
-    return nn.Sequential(nn.Flatten(), *dense(in_dim, hidden_sizes, out_dim))
+class VectorInput(nn.Module):
+    """The input of an MLP: observations flattened to (B, features), as float32 times ``scale``.
+
+    Observations travel in their compact dtype; uint8 ones (pixels, or vectors such as the Atari
+    RAM of ``ALE/Pong-ram-v5``) are scaled into [0, 1] here, as :class:`NatureCNN` does for images.
+
+    Args:
+        scale: input scaling (see :func:`input_scale`).
+    """
+
+    def __init__(self, scale: float = 1.0) -> None:
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.flatten(1).float()
+        return x if self.scale == 1.0 else x * self.scale
+
+
+def input_scale(space: gym.Space) -> float:
+    """How a network scales observations of ``space``: 1/255 for uint8, else 1."""
+    return 1 / 255 if space.dtype == np.uint8 else 1.0
+
+
+def mlp(
+    in_dim: int, hidden_sizes: Sequence[int], out_dim: int, scale: float = 1.0
+) -> nn.Sequential:
+    """A ReLU multi-layer perceptron ``in_dim -> hidden... -> out_dim`` (no output activation) over
+    flattened inputs multiplied by ``scale`` (:class:`VectorInput`)."""
+    return nn.Sequential(VectorInput(scale), *dense(in_dim, hidden_sizes, out_dim))
 
 
 def cpu_weights(module: nn.Module) -> dict[str, torch.Tensor]:
@@ -58,14 +85,17 @@ class GaussianPolicy(nn.Module):
 
     One MLP outputs both halves; ``log_std`` is clamped to ``[LOG_STD_MIN, LOG_STD_MAX]`` (the
     bounds of the SAC reference implementations), which keeps ``std`` away from 0 and infinity.
+    Observations are flattened and multiplied by ``scale`` first (:class:`VectorInput`).
     """
 
     LOG_STD_MIN = -20.0
     LOG_STD_MAX = 2.0
 
-    def __init__(self, obs_dim: int, hidden_sizes: Sequence[int], act_dim: int) -> None:
+    def __init__(
+        self, obs_dim: int, hidden_sizes: Sequence[int], act_dim: int, scale: float = 1.0
+    ) -> None:
         super().__init__()
-        self.body = mlp(obs_dim, hidden_sizes, 2 * act_dim)
+        self.body = mlp(obs_dim, hidden_sizes, 2 * act_dim, scale)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         mean, log_std = self.body(obs).chunk(2, dim=-1)
@@ -77,11 +107,15 @@ class QEnsemble(nn.Module):
 
     Layer ``k`` of all ``n`` networks is one batched matrix product (weights of shape
     ``(n, in, out)``), so ``n`` critics cost the kernel launches of one. Each network is
-    initialized like ``nn.Linear`` (weights and biases uniform in ``+-1/sqrt(in)``).
+    initialized like ``nn.Linear`` (weights and biases uniform in ``+-1/sqrt(in)``). Observations
+    are flattened and multiplied by ``scale`` first (:class:`VectorInput`).
     """
 
-    def __init__(self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], n: int) -> None:
+    def __init__(
+        self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], n: int, scale: float = 1.0
+    ) -> None:
         super().__init__()
+        self.obs_input = VectorInput(scale)
         sizes = [obs_dim + act_dim, *(int(h) for h in hidden_sizes), 1]
         self.weights = nn.ParameterList()
         self.biases = nn.ParameterList()
@@ -95,7 +129,7 @@ class QEnsemble(nn.Module):
 
     def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """Q-values of every network, shape (n, B)."""
-        x = torch.cat([obs.flatten(1), action], dim=1)
+        x = torch.cat([self.obs_input(obs), action], dim=1)
         h = x.expand(len(self.weights[0]), *x.shape)
         last = len(self.weights) - 1
         for k, (weight, bias) in enumerate(zip(self.weights, self.biases, strict=True)):
@@ -147,8 +181,9 @@ def torso(observation_space: gym.Space, network: str) -> tuple[nn.Module, int]:
 
     Args:
         observation_space: the env's observation space.
-        network: ``cnn`` (:class:`NatureCNN`, channels first), ``mlp`` (flatten) or ``auto``
-            (``cnn`` for uint8 (C, H, W) images, else ``mlp``).
+        network: ``cnn`` (:class:`NatureCNN`, channels first), ``mlp`` (:class:`VectorInput`:
+            flatten) or ``auto`` (``cnn`` for uint8 (C, H, W) images, else ``mlp``). Both scale
+            uint8 observations by 1/255.
     """
     require("network", network in ("auto", "mlp", "cnn"), "'auto', 'mlp' or 'cnn'", network)
     shape = tuple(observation_space.shape or ())
@@ -156,9 +191,9 @@ def torso(observation_space: gym.Space, network: str) -> tuple[nn.Module, int]:
     if network == "auto":
         network = "cnn" if is_image_space(observation_space) else "mlp"
     if network == "mlp":
-        return nn.Flatten(), flat_dim(shape)
+        return VectorInput(input_scale(observation_space)), flat_dim(shape)
     require("network", len(shape) == 3, "'cnn' only for (C, H, W) observations", network)
-    cnn = NatureCNN(shape[0], 1 / 255 if observation_space.dtype == np.uint8 else 1.0)
+    cnn = NatureCNN(shape[0], input_scale(observation_space))
     try:
         with torch.no_grad():
             out = cnn(torch.zeros((1, *shape)))
@@ -236,6 +271,8 @@ class QuantileNetwork(nn.Module):
         network: torso choice, see :func:`torso`.
         n_cos: cosines of the embedding (n).
     """
+
+    i_pi: torch.Tensor
 
     def __init__(
         self,

@@ -12,7 +12,7 @@ reference implementation and SB3: the affine map to the env's bounds would only 
 ``-sum_i log(scale_i)``, and leaving it out makes ``target_entropy = -|A|`` mean the same for
 every env. Critics see actions in the same ``[-1, 1]`` units.
 
-One update on a batch of n-step transitions ``(s, a, R, s', d)``, ``d = gamma**k`` (0 after a
+One update on a batch of 1-step transitions ``(s, a, R, s', d)``, ``d = gamma`` (0 after a
 terminal state), in the paper's order (critics, policy, temperature, targets):
 
     y        = R + d * (min_i Q'_i(s', a') - alpha * log pi(a'|s')),   a' ~ pi(.|s')
@@ -27,21 +27,28 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from border_py.agents.base import Accepts
+from border_py.agents.batch import TensorBatch, obs_tensor
+from border_py.agents.hparams import check_hparams
+from border_py.agents.inference import MLPInference
 from border_py.agents.networks import (
     GaussianPolicy,
     QEnsemble,
     cpu_weights,
     flat_dim,
+    input_scale,
     polyak_update,
 )
-from border_py.config import flag, fraction, non_negative, positive, require, widths
-from border_py.errors import ConfigError
+from border_py.agents.optim import LazyAdam
+from border_py.agents.spaces import check_spaces
+from border_py.config import require
 from border_py.transitions import Transitions
 
 LOG_2 = math.log(2.0)
@@ -83,6 +90,11 @@ class SAC:
 
     Actors receive the policy network alone (:meth:`policy_state`). SAC reports no per-sample TD
     errors, so it does not drive prioritized replay (its batches' ``weight`` is not used).
+    Observations are flattened (uint8 ones scaled by 1/255).
+
+    Transitions must be 1-step (``n_step=1``): an n-step target would need the entropy bonus
+    ``-alpha * log pi(a_t|s_t)`` of every intermediate state, which an n-step transition
+    (``R = sum_t gamma^t r_t``) no longer holds, so ``n_step > 1`` is refused.
 
     Args:
         observation_space: the env's (Box) observation space.
@@ -93,8 +105,9 @@ class SAC:
         actor_lr: Adam learning rate of the policy.
         critic_lr: Adam learning rate of the critics.
         alpha_lr: Adam learning rate of ``log_alpha`` (with ``learn_alpha``).
+        adam_eps: Adam's epsilon, for all three optimizers.
         gamma: discount factor.
-        n_step: rewards summed per transition (returns are computed by the actors).
+        n_step: must be 1 (see above).
         batch_size: transitions per optimization step.
         tau: Polyak coefficient of the target critics, applied every opt step.
         n_critics: Q-networks; targets and the policy loss use their minimum.
@@ -106,6 +119,8 @@ class SAC:
             continues its count).
     """
 
+    accepts = Accepts(observation=(gym.spaces.Box,), action=(gym.spaces.Box,), bounded_actions=True)
+
     def __init__(
         self,
         observation_space: gym.Space,
@@ -116,6 +131,7 @@ class SAC:
         actor_lr: float = 3e-4,
         critic_lr: float = 3e-4,
         alpha_lr: float = 3e-4,
+        adam_eps: float = 1e-8,
         gamma: float = 0.99,
         n_step: int = 1,
         batch_size: int = 256,
@@ -126,33 +142,32 @@ class SAC:
         target_entropy: float | None = None,
         random_steps: int = 1000,
     ) -> None:
-        bounded = isinstance(action_space, gym.spaces.Box) and bool(
-            np.all(np.isfinite(action_space.low)) and np.all(np.isfinite(action_space.high))
+        check_spaces(type(self), observation_space, action_space)
+        check_hparams(
+            actor_lr=actor_lr,
+            critic_lr=critic_lr,
+            alpha_lr=alpha_lr,
+            adam_eps=adam_eps,
+            batch_size=batch_size,
+            n_step=n_step,
+            n_critics=n_critics,
+            alpha=alpha,
+            random_steps=random_steps,
+            gamma=gamma,
+            tau=tau,
+            learn_alpha=learn_alpha,
+            target_entropy=target_entropy,
+            hidden_sizes=hidden_sizes,
         )
-        if not bounded:
-            raise ConfigError(
-                f"_target_: SAC needs a continuous (Box) action space with finite bounds, the env"
-                f" has {action_space} (for discrete actions use agent=dqn)"
-            )
-        for key, lr in (("actor_lr", actor_lr), ("critic_lr", critic_lr), ("alpha_lr", alpha_lr)):
-            positive(key, lr)
-        positive("batch_size", batch_size, int)
-        positive("n_step", n_step, int)
-        positive("n_critics", n_critics, int)
-        positive("alpha", alpha)
-        non_negative("random_steps", random_steps)
-        fraction("gamma", gamma)
-        fraction("tau", tau, open_low=True)
-        flag("learn_alpha", learn_alpha)
-        number = isinstance(target_entropy, (int, float)) and not isinstance(target_entropy, bool)
         require(
-            "target_entropy", target_entropy is None or number, "null or a number", target_entropy
+            "n_step",
+            n_step == 1,
+            "1 for SAC (n-step returns would drop the entropy terms of the intermediate states)",
+            n_step,
         )
-        widths("hidden_sizes", hidden_sizes)
-
+        assert isinstance(action_space, gym.spaces.Box)  # check_spaces made sure
         self.gamma, self.n_step, self.batch_size = gamma, n_step, batch_size
         self.tau, self.learn_alpha, self.random_steps = tau, learn_alpha, random_steps
-        self.actor_lr, self.critic_lr, self.alpha_lr = actor_lr, critic_lr, alpha_lr
         self.action_shape = tuple(action_space.shape)
         self.act_dim = flat_dim(self.action_shape)
         self.target_entropy = float(-self.act_dim if target_entropy is None else target_entropy)
@@ -162,40 +177,32 @@ class SAC:
         self.scale = (self.high - self.low) / 2
         self.device = torch.device(device)
 
-        obs_dim = flat_dim(observation_space.shape)
+        obs_dim, scale = flat_dim(observation_space.shape or ()), input_scale(observation_space)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.policy = GaussianPolicy(obs_dim, hidden_sizes, self.act_dim).to(self.device)
-            self.critics = QEnsemble(obs_dim, self.act_dim, hidden_sizes, n_critics).to(self.device)
+            self.policy = GaussianPolicy(obs_dim, hidden_sizes, self.act_dim, scale).to(self.device)
+            self.critics = QEnsemble(obs_dim, self.act_dim, hidden_sizes, n_critics, scale).to(
+                self.device
+            )
         self.critic_targets = copy.deepcopy(self.critics).requires_grad_(False)
         self.log_alpha = torch.tensor(
             math.log(alpha), device=self.device, requires_grad=learn_alpha
         )
         self._center_t = torch.as_tensor(self.center, device=self.device)
         self._scale_t = torch.as_tensor(self.scale, device=self.device)
-        self._optimizers: dict[str, torch.optim.Optimizer] | None = None
+        groups: dict[str, tuple[list[torch.Tensor], float]] = {
+            "actor": (list(self.policy.parameters()), actor_lr),
+            "critic": (list(self.critics.parameters()), critic_lr),
+        }
+        if learn_alpha:
+            groups["alpha"] = ([self.log_alpha], alpha_lr)
+        self.optimizers = LazyAdam(groups, adam_eps)
+        self.fast_policy = MLPInference.of(self.policy.body)
         self.rng = np.random.default_rng(seed)  # acting: random steps and exploration noise
         self.generator = torch.Generator(device=self.device)  # the update's action samples
         self.generator.manual_seed(seed)
         self.env_steps = 0  # exploration position: env steps acted with explore=True
         self.opt_steps = 0
-
-    @property
-    def optimizers(self) -> dict[str, torch.optim.Optimizer]:
-        """Adam for the policy, the critics and ``log_alpha``, created on first use: actors, which
-        only act, never need them (and creating one imports torch._dynamo, seconds per process)."""
-        if self._optimizers is None:
-            self._optimizers = {
-                "actor": torch.optim.Adam(self.policy.parameters(), lr=self.actor_lr, fused=True),
-                "critic": torch.optim.Adam(
-                    self.critics.parameters(), lr=self.critic_lr, fused=True
-                ),
-            }
-            if self.learn_alpha:
-                self._optimizers["alpha"] = torch.optim.Adam(
-                    [self.log_alpha], lr=self.alpha_lr, fused=True
-                )
-        return self._optimizers
 
     def set_exploration_step(self, env_steps: int) -> None:
         """Continue from ``env_steps`` exploring env steps (an actor of a resumed run)."""
@@ -206,6 +213,16 @@ class SAC:
         action = np.clip(self.center + self.scale * squashed, self.low, self.high)
         return action.astype(np.float32).reshape(len(squashed), *self.action_shape)
 
+    def policy_outputs(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The policy's ``(mean, log_std)`` for a batch of observations, float32 numpy (B, A) each."""
+        if self.fast_policy is not None:
+            out = self.fast_policy(obs)
+            mean, log_std = np.split(out, 2, axis=1)
+            return mean, np.clip(log_std, GaussianPolicy.LOG_STD_MIN, GaussianPolicy.LOG_STD_MAX)
+        with torch.inference_mode():
+            mean_t, log_std_t = self.policy(obs_tensor(obs, self.device))
+        return mean_t.cpu().numpy(), log_std_t.cpu().numpy()
+
     def act(self, obs: np.ndarray, explore: bool) -> np.ndarray:
         """Actions for a batch of observations: ``tanh(mean)`` (greedy), a policy sample
         (``explore``), or uniformly random ones during the first ``random_steps`` env steps."""
@@ -213,14 +230,10 @@ class SAC:
         if explore and self.env_steps < self.random_steps:
             self.env_steps += n
             return self.to_env(self.rng.uniform(-1.0, 1.0, (n, self.act_dim)))
-        with torch.no_grad():
-            mean, log_std = self.policy(
-                torch.as_tensor(obs, dtype=torch.float32, device=self.device)
-            )
-        u = mean.cpu().numpy()
-        if explore:
+        u, log_std = self.policy_outputs(obs)
+        if explore:  # u ~ N(mean, std)
             noise = self.rng.standard_normal(u.shape, dtype=np.float32)
-            u = u + np.exp(log_std.cpu().numpy()) * noise
+            u = u + np.exp(log_std) * noise
             self.env_steps += n
         return self.to_env(np.tanh(u))
 
@@ -237,33 +250,30 @@ class SAC:
         u = mean + log_std.exp() * eps
         return torch.tanh(u), squashed_log_prob(u, mean, log_std)
 
-    def update(self, batch: Transitions) -> dict[str, float]:
+    def update(self, batch: Transitions) -> dict[str, Any]:
         """One step on the critics, the policy and alpha, then the target critics' Polyak update."""
-        device = self.device
-        obs = torch.as_tensor(batch.obs, dtype=torch.float32, device=device)
-        next_obs = torch.as_tensor(batch.next_obs, dtype=torch.float32, device=device)
-        action = torch.as_tensor(batch.action, dtype=torch.float32, device=device)
-        action = (action.reshape(len(action), -1) - self._center_t) / self._scale_t
-        reward = torch.as_tensor(batch.reward, dtype=torch.float32, device=device)
-        discount = torch.as_tensor(batch.discount, dtype=torch.float32, device=device)
+        b = TensorBatch.of(batch, self.device, discrete=False)
+        action = (
+            b.action.reshape(len(b.action), -1) - self._center_t
+        ) / self._scale_t  # in [-1, 1]
         opt = self.optimizers
         alpha = self.log_alpha.detach().exp()
 
-        with torch.no_grad():  # soft TD target
-            next_action, next_log_prob = self.sample(next_obs)
-            next_q = self.critic_targets(next_obs, next_action)
-            target = soft_targets(reward, discount, next_q, next_log_prob, alpha)
-        q = self.critics(obs, action)
-        critic_loss = 0.5 * ((q - target) ** 2).mean(dim=1).sum()
+        with torch.no_grad():  # y = R + d * (min_i Q'_i(s', a') - alpha * log pi(a'|s'))
+            next_action, next_log_prob = self.sample(b.next_obs)
+            next_q = self.critic_targets(b.next_obs, next_action)
+            target = soft_targets(b.reward, b.discount, next_q, next_log_prob, alpha)
+        q = self.critics(b.obs, action)
+        critic_loss = 0.5 * ((q - target) ** 2).mean(dim=1).sum()  # J_Q, summed over critics
         opt["critic"].zero_grad(set_to_none=True)
         critic_loss.backward()
         opt["critic"].step()
 
         self.critics.requires_grad_(False)  # the policy loss differentiates through Q, not into it
-        new_action, log_prob = self.sample(obs)
-        actor_loss = (alpha * log_prob - self.critics(obs, new_action).min(dim=0).values).mean()
+        new_action, log_prob = self.sample(b.obs)  # a~ = tanh(mean + std * eps)
+        actor_loss = (alpha * log_prob - self.critics(b.obs, new_action).min(dim=0).values).mean()
         opt["actor"].zero_grad(set_to_none=True)
-        actor_loss.backward()
+        actor_loss.backward()  # J_pi
         opt["actor"].step()
         self.critics.requires_grad_(True)
 
@@ -273,14 +283,14 @@ class SAC:
             "train/entropy": -log_prob.detach().mean(),
             "train/q_mean": q.detach().mean(),
         }
-        if self.learn_alpha:
+        if self.learn_alpha:  # J_alpha
             alpha_loss = temperature_loss(self.log_alpha, log_prob, self.target_entropy)
             opt["alpha"].zero_grad(set_to_none=True)
             alpha_loss.backward()
             opt["alpha"].step()
             metrics["train/alpha_loss"] = alpha_loss.detach()
         metrics["train/alpha"] = self.log_alpha.detach().exp()
-        polyak_update(self.critics, self.critic_targets, self.tau)
+        polyak_update(self.critics, self.critic_targets, self.tau)  # Q'_i <- tau Q_i + (1-tau) Q'_i
         self.opt_steps += 1
         return metrics
 
@@ -292,32 +302,28 @@ class SAC:
         """Load policy weights."""
         self.policy.load_state_dict(state)
 
-    def state_dict(self) -> dict[str, object]:
+    def state_dict(self) -> dict[str, Any]:
         """Networks, targets, ``log_alpha``, optimizers, counters and RNG states."""
         return {
             "policy": self.policy.state_dict(),
             "critics": self.critics.state_dict(),
             "critic_targets": self.critic_targets.state_dict(),
             "log_alpha": self.log_alpha.detach().clone(),
-            "optimizers": {k: v.state_dict() for k, v in self.optimizers.items()},
+            "optimizers": self.optimizers.state_dict(),
             "env_steps": self.env_steps,
             "opt_steps": self.opt_steps,
             "rng": self.rng.bit_generator.state,
             "generator": self.generator.get_state(),
         }
 
-    def load_state_dict(self, state: dict[str, object]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`."""
         self.policy.load_state_dict(state["policy"])
         self.critics.load_state_dict(state["critics"])
         self.critic_targets.load_state_dict(state["critic_targets"])
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
-        saved = state["optimizers"]
-        if set(saved) != set(self.optimizers):
-            raise KeyError(f"optimizers {sorted(saved)}, the agent has {sorted(self.optimizers)}")
-        for key, optimizer in self.optimizers.items():
-            optimizer.load_state_dict(saved[key])
+        self.optimizers.load_state_dict(state["optimizers"])
         self.env_steps = int(state["env_steps"])
         self.opt_steps = int(state["opt_steps"])
         self.rng.bit_generator.state = state["rng"]

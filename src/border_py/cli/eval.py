@@ -19,7 +19,7 @@ from rich.table import Table
 
 from border_py.agents.factory import build_agent
 from border_py.cli.errors import fail
-from border_py.config import closest, flag, positive, require
+from border_py.config import closest, flag, fraction, positive, require
 from border_py.envs.factory import build_env_factory
 from border_py.errors import ConfigError
 from border_py.evaluation.evaluator import EvalResult, Evaluator
@@ -31,13 +31,15 @@ EVAL_DEFAULTS: dict[str, Any] = {
     "n_episodes": 10,  # episodes to play
     "seed": None,  # base reset seed (None: the run's evaluation seed)
     "max_steps": 10000,  # step cap per episode
+    "epsilon": None,  # probability of a random action per step (None: the env's default, 0.001 on Atari)
     "video": False,  # record mp4 videos next to the checkpoint (needs the [video] extra)
 }
 
 EVAL_USAGE = f"""\
 usage: border eval <run dir | checkpoint dir> [overrides]
 
-Plays greedy episodes with a saved policy (a run dir: its best checkpoint), prints a table and
+Plays greedy episodes with a saved policy (a run dir: its best checkpoint; eval.epsilon: random
+actions with that probability, by default the env's: 0.001 on Atari, else 0), prints a table and
 writes eval_<timestamp>.json next to the checkpoint. Overrides: eval.<key>=value (defaults:
 {", ".join(f"{k}={v}" for k, v in EVAL_DEFAULTS.items())}) and env.<key>=value.
 """
@@ -71,6 +73,8 @@ def eval_settings(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, Any
     seed_ok = seed is None or (isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0)
     require("eval.seed", seed_ok, "null or a non-negative int", seed)
     flag("eval.video", cfg["video"])
+    if cfg["epsilon"] is not None:
+        fraction("eval.epsilon", cfg["epsilon"])
     return plain
 
 
@@ -113,7 +117,13 @@ def evaluate_checkpoint(
     if video_dir is not None:
         check_video(env_factory)
     seed = cfg["seed"] if cfg["seed"] is not None else derive_seed(config["seed"], "eval")
-    evaluator = Evaluator(env_factory, cfg["n_episodes"], seed, cfg["max_steps"], video_dir)
+    epsilon = cfg["epsilon"] if cfg["epsilon"] is not None else env_factory.eval_epsilon
+    try:
+        evaluator = Evaluator(
+            env_factory, cfg["n_episodes"], seed, cfg["max_steps"], video_dir, epsilon
+        )
+    except ConfigError as exc:
+        raise ConfigError(f"eval.{exc}") from None
     try:
         result = evaluator.evaluate(agent)
     finally:
@@ -123,7 +133,7 @@ def evaluate_checkpoint(
         "checkpoint": str(checkpoint.path),
         "opt_steps": checkpoint.meta.get("opt_steps"),
         "env": settings["env"],
-        "eval": cfg | {"seed": seed},
+        "eval": cfg | {"seed": seed, "epsilon": epsilon},
         "result": result.scalars(),
         "episode_returns": result.episode_returns,
         "videos": str(video_dir) if video_dir else None,

@@ -6,9 +6,14 @@ skip with max-pooling of the last two frames, 84x84 grayscale, uint8) and
 ``FrameStackObservation`` (the last 4 frames, oldest first: shape (4, 84, 84); at an episode's
 start the first frame fills the stack, gymnasium's default ``padding_type="reset"``).
 
+Games that wait for FIRE to start (Breakout serves the ball only then) get FIRE pressed once after
+every reset (:class:`FireOnReset`, key ``fire_reset``), in training and evaluation envs alike.
+
 Training and evaluation envs differ on purpose: the actors' envs (``make(training=True)``) may
 clip rewards to their sign and end an episode at each life lost; the evaluation envs
 (``make()``, also used by ``border eval``) never do, so ``eval/`` returns are game scores.
+The factory's default evaluation epsilon (:attr:`AtariEnvFactory.eval_epsilon`) is 0.001, the
+protocol of Dopamine's agents: a fully greedy policy can stall a game until the step cap.
 
 Checkpointed envs (the serial trainer) are restored by replaying the episode's actions (see
 :class:`~border_py.envs.vector.EpisodeLog`). That is exact with ``repeat_action_probability=0``. With
@@ -21,7 +26,7 @@ return and length so far carry over, training continues from a valid state).
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, SupportsFloat, cast
 
 import gymnasium as gym
 import numpy as np
@@ -52,6 +57,38 @@ def register_ale() -> None:
     gym.register_envs(ale_py)
 
 
+class FireOnReset(gym.Wrapper):
+    """Presses FIRE once after every reset (the step's reward is not counted), for games that wait
+    for it to start; an episode that the FIRE step ended is reset again.
+
+    Args:
+        env: the preprocessed env (FIRE is one agent step, frame skip included).
+        fire: the index of FIRE in the env's action set.
+    """
+
+    MAX_RESETS = 10
+
+    def __init__(self, env: gym.Env, fire: int) -> None:
+        super().__init__(env)
+        self.fire = fire
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset, then step FIRE; the observation after FIRE, the reset's info updated by the step's."""
+        for _ in range(self.MAX_RESETS):
+            _, reset_info = self.env.reset(seed=seed, options=options)
+            obs, _, terminated, truncated, info = self.env.step(self.fire)
+            if not (terminated or truncated):
+                return obs, reset_info | info
+            seed = None  # the next reset continues the env's random stream
+        raise RuntimeError(f"FIRE ended the episode right after each of {self.MAX_RESETS} resets")
+
+
+def _sign(reward: SupportsFloat) -> float:
+    return float(np.sign(float(reward)))
+
+
 class AtariEnvFactory(GymEnvFactory):
     """Builds preprocessed Atari envs (see the module docstring).
 
@@ -68,8 +105,17 @@ class AtariEnvFactory(GymEnvFactory):
             option: the game restarts, unlike DeepMind's EpisodicLifeEnv which continues it).
         clip_rewards: training envs give ``sign(reward)``.
         max_episode_steps: agent steps before truncation (None: ALE's cap of 108,000 frames).
+        fire_reset: press FIRE after each reset (:class:`FireOnReset`): ``auto`` (when the game's
+            action set has FIRE, as Pong's and Breakout's do), ``true`` (the game must have FIRE)
+            or ``false``.
         kwargs: extra keyword arguments for ``gymnasium.make`` (e.g. ``mode``, ``difficulty``).
+
+    Attributes:
+        eval_epsilon: the default probability of a random action in evaluation episodes: 0.001,
+            as in Dopamine's Atari agents.
     """
+
+    eval_epsilon = 0.001
 
     def __init__(
         self,
@@ -83,6 +129,7 @@ class AtariEnvFactory(GymEnvFactory):
         terminal_on_life_loss: bool = False,
         clip_rewards: bool = True,
         max_episode_steps: int | None = None,
+        fire_reset: str | bool = "auto",
         kwargs: dict[str, Any] | None = None,
     ) -> None:
         register_ale()
@@ -94,6 +141,8 @@ class AtariEnvFactory(GymEnvFactory):
         flag("full_action_space", full_action_space)
         flag("terminal_on_life_loss", terminal_on_life_loss)
         flag("clip_rewards", clip_rewards)
+        fire_ok = fire_reset == "auto" or isinstance(fire_reset, bool)
+        require("fire_reset", fire_ok, "auto, true or false", fire_reset)
         require(
             "id", isinstance(id, str) and id.startswith("ALE/"), "an ALE id like 'ALE/Pong-v5'", id
         )
@@ -112,6 +161,7 @@ class AtariEnvFactory(GymEnvFactory):
         self.noop_max, self.frame_skip, self.screen_size = noop_max, frame_skip, screen_size
         self.frame_stack = frame_stack
         self.terminal_on_life_loss, self.clip_rewards = terminal_on_life_loss, clip_rewards
+        self.fire_reset = fire_reset
 
     def make(self, render_mode: str | None = None, training: bool = False) -> gym.Env:
         """One preprocessed env; ``training`` applies reward clipping and life-loss episodes."""
@@ -126,8 +176,15 @@ class AtariEnvFactory(GymEnvFactory):
             grayscale_obs=True,
             scale_obs=False,
         )
+        meanings: list[str] = cast(Any, env.unwrapped).get_action_meanings()
+        if self.fire_reset is True and "FIRE" not in meanings:
+            raise ConfigError(
+                f"fire_reset=true: {self.id} has no FIRE action ({', '.join(meanings)}); use auto"
+            )
+        if self.fire_reset in ("auto", True) and "FIRE" in meanings:
+            env = FireOnReset(env, meanings.index("FIRE"))
         if self.max_episode_steps is not None:
             env = TimeLimit(env, self.max_episode_steps)
         if training and self.clip_rewards:
-            env = TransformReward(env, lambda r: float(np.sign(r)))
+            env = TransformReward(env, _sign)
         return FrameStackObservation(env, self.frame_stack)

@@ -20,7 +20,13 @@ class GymEnvFactory:
         id: gymnasium environment id.
         kwargs: extra keyword arguments for ``gymnasium.make``.
         max_episode_steps: override of the registered time limit (None keeps it).
+
+    Attributes:
+        eval_epsilon: the probability of a random action in evaluation episodes that this kind of
+            env's protocol uses (see :class:`~border_py.evaluation.evaluator.Evaluator`): 0, greedy.
     """
+
+    eval_epsilon: float = 0.0
 
     def __init__(
         self, id: str, kwargs: dict[str, Any] | None = None, max_episode_steps: int | None = None

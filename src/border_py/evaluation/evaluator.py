@@ -1,15 +1,18 @@
-"""Greedy evaluation of a policy on its own env instance."""
+"""Evaluation of a policy on its own env instance: greedy, or epsilon-greedy with a small epsilon."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
+import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers import RecordVideo
 
 from border_py.agents.base import Agent
+from border_py.config import fraction
 from border_py.envs.factory import GymEnvFactory
+from border_py.errors import ConfigError
 
 
 @dataclass
@@ -35,17 +38,26 @@ class EvalResult:
 
 
 class Evaluator:
-    """Runs ``n_episodes`` greedy episodes; episode ``i`` always starts from reset seed ``seed + i``.
+    """Runs ``n_episodes`` episodes; episode ``i`` always starts from reset seed ``seed + i``.
 
-    Fixed reset seeds make an evaluation a function of the weights alone, so successive
-    evaluations (and a resumed run) are compared on the same episodes.
+    Each step takes the agent's greedy action (``act(..., explore=False)``), or, with probability
+    ``epsilon``, a uniformly random one (Discrete action spaces only; the evaluation epsilon of
+    Atari protocols, e.g. Dopamine's 0.001, which keeps a greedy policy from stalling a game).
+    The random draws of episode ``i`` come from a generator seeded with ``(seed, i)``. Fixed seeds
+    make an evaluation a function of the weights (and the seed) alone, so successive evaluations
+    (and a resumed run) are compared on the same episodes.
 
     Args:
         env_factory: builds the evaluation env.
         n_episodes: episodes per evaluation.
-        seed: base reset seed.
+        seed: base reset seed (and seed of the epsilon draws).
         max_steps: step cap per episode (a greedy policy can loop forever).
         video_dir: record every episode as an mp4 there (gymnasium's RecordVideo; needs moviepy).
+        epsilon: probability of a random action at each step (the env's default is the factory's
+            ``eval_epsilon``).
+
+    Raises:
+        ConfigError: ``epsilon`` outside [0, 1], or > 0 for an env whose actions are not Discrete.
     """
 
     def __init__(
@@ -55,7 +67,9 @@ class Evaluator:
         seed: int,
         max_steps: int,
         video_dir: Path | None = None,
+        epsilon: float = 0.0,
     ) -> None:
+        fraction("epsilon", epsilon)
         if video_dir is None:
             self.env = env_factory.make()
         else:
@@ -65,18 +79,33 @@ class Evaluator:
                 episode_trigger=lambda _: True,
                 disable_logger=True,
             )
+        self.random_actions: gym.spaces.Discrete | None = None  # None: greedy actions only
+        actions = self.env.action_space
+        if epsilon > 0:
+            if not isinstance(actions, gym.spaces.Discrete):
+                self.env.close()
+                raise ConfigError(
+                    f"epsilon={epsilon}: random evaluation actions need a Discrete action space,"
+                    f" the env has {actions} (use 0)"
+                )
+            self.random_actions = actions
         self.n_episodes = n_episodes
         self.seed = seed
         self.max_steps = max_steps
+        self.epsilon = epsilon
 
     def evaluate(self, agent: Agent) -> EvalResult:
-        """Play the episodes with ``agent.act(..., explore=False)``."""
+        """Play the episodes with ``agent.act(..., explore=False)`` (and epsilon-random actions)."""
         returns, lengths = [], []
         for i in range(self.n_episodes):
             obs, _ = self.env.reset(seed=self.seed + i)
+            rng = np.random.default_rng((self.seed, i))
             total, steps = 0.0, 0
             while steps < self.max_steps:
-                action = agent.act(np.asarray(obs)[None], explore=False)[0]
+                if self.random_actions is not None and rng.random() < self.epsilon:
+                    action = self.random_actions.start + rng.integers(self.random_actions.n)
+                else:
+                    action = agent.act(np.asarray(obs)[None], explore=False)[0]
                 obs, reward, terminated, truncated, _ = self.env.step(action)
                 total += float(reward)
                 steps += 1

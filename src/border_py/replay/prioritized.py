@@ -8,6 +8,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from border_py.agents.base import TDErrorScoring, reports_td_error
 from border_py.config import flag, fraction, non_negative, positive
 from border_py.errors import ConfigError
 from border_py.replay.sum_tree import MinTree, SumTree
@@ -74,12 +75,12 @@ class PrioritizedReplayBuffer(UniformReplayBuffer):
         """Also require an agent that reports TD errors (and computes them on actors if asked)."""
         super().check_run(agent, observation_space)
         name = type(agent).__name__
-        if not getattr(agent, "reports_td_error", False):
+        if not reports_td_error(agent):
             raise ConfigError(
                 f"replay_buffer=prioritized: the agent {name} does not report TD errors"
                 " (reports_td_error); use replay_buffer=uniform"
             )
-        if self.priority_from_actors and not callable(getattr(agent, "td_error", None)):
+        if self.priority_from_actors and not isinstance(agent, TDErrorScoring):
             raise ConfigError(
                 f"replay_buffer.priority_from_actors=true: the agent {name} has no td_error(batch)"
             )

@@ -1,0 +1,115 @@
+"""agents/inference.py: the fast acting path gives the torch network's outputs bit for bit, so the
+same weights give the same actions, also after an optimizer step and after load_policy_state."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from border_py.agents.dqn import DQN
+from border_py.agents.inference import MLPInference
+from border_py.agents.sac import SAC
+from border_py.transitions import Transitions
+
+OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+FIVE = gym.spaces.Discrete(5)
+ACT = gym.spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([2.0, 10.0], np.float32))
+
+
+def _obs(n: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(-1, 1, (n, 4)).astype(np.float32)
+
+
+def _batch(seed: int, continuous: bool = False) -> Transitions:
+    rng = np.random.default_rng(seed)
+    action = rng.uniform(ACT.low, ACT.high, (16, 2)).astype(np.float32) if continuous else None
+    return Transitions(
+        _obs(16, seed),
+        rng.integers(0, 5, 16) if action is None else action,
+        rng.normal(size=16).astype(np.float32),
+        _obs(16, seed + 100),
+        np.full(16, 0.9, np.float32),
+    )
+
+
+def _assert_dqn_matches_its_network(agent: DQN) -> None:
+    for n in (1, 16, 64):
+        obs = _obs(n, seed=n)
+        with torch.no_grad():
+            q = agent.q(torch.from_numpy(obs)).numpy()
+        np.testing.assert_array_equal(agent.q_values(obs), q)  # bit-identical Q-values
+        np.testing.assert_array_equal(agent.act(obs, explore=False), q.argmax(axis=1))
+
+
+def test_dqn_acts_like_its_q_network_before_and_after_learning_and_loading():
+    agent = DQN(OBS, FIVE, hidden_sizes=[32, 32], lr=1e-2)
+    assert agent.fast_q is not None  # a plain MLP: the fast path
+    _assert_dqn_matches_its_network(agent)
+    before = agent.q_values(_obs(64))
+    for seed in range(3):  # optimizer steps change the weights in place
+        agent.update(_batch(seed))
+    assert not np.array_equal(agent.q_values(_obs(64)), before)
+    _assert_dqn_matches_its_network(agent)
+
+    actor = DQN(OBS, FIVE, hidden_sizes=[32, 32], seed=9)  # an actor's copy, other weights
+    actor.load_policy_state(agent.policy_state())
+    np.testing.assert_array_equal(actor.q_values(_obs(64)), agent.q_values(_obs(64)))
+    _assert_dqn_matches_its_network(actor)
+    obs = _obs(64, seed=5)
+    np.testing.assert_array_equal(actor.act(obs, explore=False), agent.act(obs, explore=False))
+
+
+def test_the_fast_path_follows_parameters_whose_storage_was_replaced():
+    agent = DQN(OBS, FIVE, hidden_sizes=[16])
+    agent.q_values(_obs(4))
+    agent.q.share_memory()  # moves every parameter into new (shared) storage
+    other = DQN(OBS, FIVE, hidden_sizes=[16], seed=5)
+    agent.load_policy_state(other.policy_state())
+    _assert_dqn_matches_its_network(agent)
+    agent.q.load_state_dict(DQN(OBS, FIVE, hidden_sizes=[16], seed=6).policy_state(), assign=True)
+    _assert_dqn_matches_its_network(agent)
+
+
+def test_uint8_vector_observations_take_the_fast_path_scaled():
+    ram = gym.spaces.Box(0, 255, (128,), np.uint8)
+    agent = DQN(ram, FIVE, hidden_sizes=[16])
+    obs = np.random.default_rng(0).integers(0, 256, (8, 128), dtype=np.uint8)
+    with torch.no_grad():
+        q = agent.q(torch.from_numpy(obs)).numpy()
+    np.testing.assert_array_equal(agent.q_values(obs), q)
+
+
+def test_networks_that_are_not_plain_mlps_keep_the_module_call():
+    dueling = DQN(OBS, FIVE, hidden_sizes=[16, 16], dueling=True)
+    assert dueling.fast_q is None
+    obs = _obs(8)
+    with torch.no_grad():
+        q = dueling.q(torch.from_numpy(obs)).numpy()
+    np.testing.assert_array_equal(dueling.act(obs, explore=False), q.argmax(axis=1))
+    assert MLPInference.of(torch.nn.Sequential(torch.nn.Linear(4, 2))) is None
+
+
+def test_sac_acts_like_its_policy_before_and_after_learning_and_loading():
+    agent = SAC(OBS, ACT, hidden_sizes=[32, 32], random_steps=0)
+    assert agent.fast_policy is not None
+
+    def assert_matches(sac: SAC) -> None:
+        obs = _obs(32, seed=3)
+        with torch.no_grad():
+            mean, log_std = sac.policy(torch.from_numpy(obs))
+        fast_mean, fast_log_std = sac.policy_outputs(obs)
+        np.testing.assert_array_equal(fast_mean, mean.numpy())
+        np.testing.assert_array_equal(fast_log_std, log_std.numpy())
+        greedy = sac.to_env(np.tanh(mean.numpy()))
+        np.testing.assert_array_equal(sac.act(obs, explore=False), greedy)
+
+    assert_matches(agent)
+    for seed in range(3):
+        agent.update(_batch(seed, continuous=True))
+    assert_matches(agent)
+    actor = SAC(OBS, ACT, hidden_sizes=[32, 32], random_steps=0, seed=4)
+    actor.load_policy_state(agent.policy_state())
+    assert_matches(actor)
+    obs = _obs(32, seed=8)
+    np.testing.assert_array_equal(actor.act(obs, explore=False), agent.act(obs, explore=False))

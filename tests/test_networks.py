@@ -1,0 +1,87 @@
+"""agents/networks.py and agents/batch.py: uint8 observations that are not images (e.g. the
+128-byte Atari RAM of ``ALE/Pong-ram-v5``) stay uint8 until the network, which scales them by 1/255
+as it does pixels; every agent acts and learns on them."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+
+from border_py.agents.batch import TensorBatch
+from border_py.agents.dqn import DQN
+from border_py.agents.iqn import IQN
+from border_py.agents.networks import VectorInput
+from border_py.agents.sac import SAC
+from border_py.transitions import Transitions
+
+RAM = gym.spaces.Box(0, 255, (128,), np.uint8)
+SIX = gym.spaces.Discrete(6)
+
+
+def _ram_batch(n: int = 8, continuous: bool = False) -> Transitions:
+    rng = np.random.default_rng(0)
+    action = rng.uniform(-1, 1, (n, 2)).astype(np.float32) if continuous else rng.integers(0, 6, n)
+    return Transitions(
+        rng.integers(0, 256, (n, 128), dtype=np.uint8),
+        action,
+        rng.normal(size=n).astype(np.float32),
+        rng.integers(0, 256, (n, 128), dtype=np.uint8),
+        np.full(n, 0.99, np.float32),
+        weight=np.linspace(0.5, 1.0, n).astype(np.float32),
+    )
+
+
+def test_the_batch_keeps_uint8_observations_and_converts_the_rest_once():
+    batch = _ram_batch()
+    b = TensorBatch.of(batch, torch.device("cpu"), discrete=True)
+    assert b.obs.dtype == torch.uint8 and b.next_obs.dtype == torch.uint8
+    assert b.action.dtype == torch.int64 and b.reward.dtype == torch.float32
+    assert b.discount.dtype == torch.float32 and b.weight is not None
+    floats = Transitions(*(np.asarray(a, np.float64) for a in batch.arrays().values()))
+    c = TensorBatch.of(floats, torch.device("cpu"), discrete=False)
+    assert c.obs.dtype == torch.float32 and c.action.dtype == torch.float32 and c.weight is None
+    per_sample = torch.arange(8.0)
+    assert float(b.weighted_mean(per_sample)) == float((per_sample * b.weight).mean())
+    assert float(c.weighted_mean(per_sample)) == 3.5
+
+
+def _unscaled(encoder_net: nn.Sequential) -> nn.Sequential:
+    """The layers after the network's input module."""
+    return nn.Sequential(*list(encoder_net)[1:])
+
+
+def test_uint8_vectors_are_scaled_in_every_mlp_torso():
+    obs = _ram_batch().obs
+    scaled = torch.tensor(obs, dtype=torch.float32) / 255
+    dqn = DQN(RAM, SIX, hidden_sizes=[16])
+    assert isinstance(dqn.q[0], VectorInput) and dqn.q[0].scale == 1 / 255
+    with torch.no_grad():
+        torch.testing.assert_close(dqn.q(torch.tensor(obs)), _unscaled(dqn.q)(scaled))
+    iqn = IQN(RAM, SIX, hidden_sizes=[16, 16], n_tau=4, n_tau_prime=4, k=4)
+    assert isinstance(iqn.z.psi[0], VectorInput) and iqn.z.psi[0].scale == 1 / 255
+    sac = SAC(RAM, gym.spaces.Box(-1.0, 1.0, (2,), np.float32), hidden_sizes=[16])
+    with torch.no_grad():
+        torch.testing.assert_close(
+            sac.policy.body(torch.tensor(obs)), _unscaled(sac.policy.body)(scaled)
+        )
+        action = torch.zeros(len(obs), 2)
+        q_uint8 = sac.critics(torch.tensor(obs), action)
+        sac.critics.obs_input.scale = 1.0  # the same critics on pre-scaled floats
+        torch.testing.assert_close(q_uint8, sac.critics(scaled, action))
+    # float observations are not scaled
+    assert DQN(gym.spaces.Box(0.0, 255.0, (4,), np.float32), SIX).q[0].scale == 1.0
+
+
+def test_every_agent_acts_and_learns_on_uint8_vectors():
+    for agent, continuous in (
+        (DQN(RAM, SIX, hidden_sizes=[16]), False),
+        (IQN(RAM, SIX, hidden_sizes=[16, 16], n_tau=4, n_tau_prime=4, k=4), False),
+        (SAC(RAM, gym.spaces.Box(-1.0, 1.0, (2,), np.float32), hidden_sizes=[16]), True),
+    ):
+        batch = _ram_batch(continuous=continuous)
+        for explore in (False, True):
+            assert len(agent.act(batch.obs, explore)) == 8
+        metrics = agent.update(batch)
+        assert all(np.isfinite(float(v)) for k, v in metrics.items() if k != "td_error")
