@@ -25,11 +25,14 @@ import threading
 import time
 from collections.abc import Iterator
 from multiprocessing import forkserver
-from multiprocessing.context import BaseContext
+from multiprocessing.context import BaseContext, ForkServerContext, SpawnContext
 from types import FrameType
 from typing import Any
 
 log = logging.getLogger(__name__)
+
+# the start methods border-py runs its children with (typeshed's BaseContext has no Process)
+Context = SpawnContext | ForkServerContext
 
 LEARNER_GONE_EXIT = 3  # exit status of a child whose learner died
 
@@ -183,14 +186,14 @@ def _release_forkserver() -> None:
     forks, so children kept it (and, through their parent-death signal, themselves) alive after
     the learner died. A child of border-py never starts processes through the forkserver.
     """
-    server = forkserver._forkserver  # type: ignore[attr-defined]
+    server = vars(forkserver)["_forkserver"]
     if server.get_inherited_fds() is None:  # not a forkserver child
         return
-    fd = server._forkserver_alive_fd
+    fd = vars(server).get("_forkserver_alive_fd")
     if fd is not None:
         with contextlib.suppress(OSError):
             os.close(fd)
-        server._forkserver_alive_fd = None
+        vars(server)["_forkserver_alive_fd"] = None
 
 
 def _watch_learner() -> None:

@@ -44,7 +44,7 @@ def set_global_rng_state(state: dict[str, Any]) -> None:
 def _numpy_state() -> dict[str, Any]:
     _, key, pos, has_gauss, gauss = np.random.get_state(legacy=True)
     return {
-        "key": key.tolist(),
+        "key": np.asarray(key).tolist(),
         "pos": int(pos),
         "has_gauss": int(has_gauss),
         "gauss": float(gauss),

@@ -99,9 +99,10 @@ class Transitions:
     def concat(parts: list[Transitions]) -> Transitions:
         """One batch made of ``parts`` in order (their priorities and frames too; no sample
         metadata)."""
-        out = Transitions(
-            **{name: np.concatenate([getattr(p, name) for p in parts]) for name in STORED}
+        obs, action, reward, next_obs, discount = (
+            np.concatenate([getattr(p, name) for p in parts]) for name in STORED
         )
+        out = Transitions(obs, action, reward, next_obs, discount)
         if all(p.priority is not None for p in parts):
             out.priority = np.concatenate([p.priority for p in parts])
         chunks = [p.frames for p in parts if p.frames is not None]

@@ -14,8 +14,7 @@ from __future__ import annotations
 import multiprocessing as mp
 from collections.abc import Callable
 from dataclasses import dataclass
-from multiprocessing.context import BaseContext
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import gymnasium as gym
 import torch
@@ -23,6 +22,7 @@ import torch
 from border_py.agents.base import Agent
 from border_py.config import fraction, non_negative, positive, require
 from border_py.errors import RunError
+from border_py.processes import Context
 from border_py.transport.batch import ReceivedBatch
 
 Deliver = Callable[[ReceivedBatch], None]
@@ -104,10 +104,10 @@ class ActorSettings:
         flat = apex_epsilons(n * k, self.apex_eps, self.apex_alpha)
         return [flat[i * k : (i + 1) * k] for i in range(n)]
 
-    def context(self) -> BaseContext:
+    def context(self) -> Context:
         """The multiprocessing context of the run's local helper processes (the evaluator)."""
-        methods = mp.get_all_start_methods()
-        return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+        method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+        return cast(Context, mp.get_context(method))
 
 
 @dataclass

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from border_py.actors.backend import (
@@ -47,7 +48,7 @@ class InlineActor:
         if epsilons is not None:
             if not isinstance(agent, FixedEpsilon):  # refused earlier, in build_components
                 raise TypeError(f"{type(agent).__name__} cannot fix its epsilon (set_epsilon)")
-            agent.set_epsilon(epsilons[0] if len(epsilons) == 1 else epsilons)
+            agent.set_epsilon(np.asarray(epsilons))
         self.sampler = Sampler(
             build_env_factory(config),
             agent,

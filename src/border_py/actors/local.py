@@ -17,8 +17,7 @@ import os
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from multiprocessing.context import BaseContext
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -33,7 +32,7 @@ from border_py.actors.backend import (
 from border_py.actors.process import ActorLinks, ActorSpec, actor_main
 from border_py.actors.sampler import sampler_options
 from border_py.config import require
-from border_py.processes import Heartbeats, RestartPolicy, lower_priority, start_process
+from border_py.processes import Context, Heartbeats, RestartPolicy, lower_priority, start_process
 from border_py.transport.channel import BatchLayout, SlotRing, hand_back, receive
 from border_py.transport.messages import ActorDone, BatchReady, WorkerFailed
 from border_py.transport.weights import SharedWeights
@@ -97,12 +96,12 @@ class ActorManager(ActorSettings):
         self.records: list[ActorRecord] = []
         self._running: list[_Incarnation | None] = []
         self._policies: list[RestartPolicy] = []
-        self._ctx: BaseContext | None = None
+        self._ctx: Context | None = None
         self._stopped = False
 
-    def context(self) -> BaseContext:
+    def context(self) -> Context:
         """The multiprocessing context every child of the run starts from."""
-        ctx = mp.get_context(self.start_method)
+        ctx = cast(Context, mp.get_context(self.start_method))
         if self.start_method == "forkserver":
             # the server imports these once; each child is then a cheap fork of it
             ctx.set_forkserver_preload(["border_py.actors.process", "border_py.evaluation.worker"])
@@ -177,6 +176,7 @@ class ActorManager(ActorSettings):
         start_process(self._ctx, process)
         notices_w.close()  # the child holds these ends now: EOF when it exits
         credits_r.close()
+        assert process.pid is not None  # started
         lower_priority(process.pid, self.nice)
         self._running[index] = _Incarnation(process, notices_r, credits_w)
 

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
+import numpy as np
+
 from border_py.actors.sampler import Sampler, SampleStats, sampler_options
 from border_py.agents.base import ExplorationPosition, FixedEpsilon
 from border_py.agents.factory import build_agent
@@ -153,7 +155,7 @@ def _build_sampler(spec: ActorSpec, config: dict[str, Any]) -> Sampler:
     if spec.epsilons is not None:
         if not isinstance(agent, FixedEpsilon):
             raise TypeError(f"{type(agent).__name__} cannot fix its epsilon (set_epsilon)")
-        agent.set_epsilon(spec.epsilons[0] if len(spec.epsilons) == 1 else spec.epsilons)
+        agent.set_epsilon(np.asarray(spec.epsilons))
     if spec.exploration_steps and isinstance(agent, ExplorationPosition):
         agent.set_exploration_step(spec.exploration_steps)
     return Sampler(

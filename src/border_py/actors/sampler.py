@@ -14,7 +14,7 @@ import numpy as np
 
 from border_py.actors.frames import FrameEncoder
 from border_py.actors.nstep import NStepProcessor
-from border_py.agents.base import Agent
+from border_py.agents.base import Agent, TDErrorScoring
 from border_py.envs.factory import GymEnvFactory
 from border_py.envs.vector import VectorEnv
 from border_py.transitions import Transitions
@@ -100,7 +100,9 @@ class Sampler:
         return out, scored
 
     def _score(self, batch: Transitions | None, scored: Transitions | None) -> Transitions | None:
-        if batch is not None and self.priorities:
+        if batch is not None and scored is not None and self.priorities:
+            if not isinstance(self.agent, TDErrorScoring):  # refused earlier, by the buffer
+                raise TypeError(f"{type(self.agent).__name__} cannot score transitions (td_error)")
             batch.priority = np.asarray(self.agent.td_error(scored), dtype=np.float32)
         return batch
 
@@ -130,9 +132,9 @@ class Sampler:
                     scored.append(full)
                 ready += len(out)
         batch = Transitions.concat(parts)
-        if not self.priorities:
-            return batch
-        return self._score(batch, batch if self.frames is None else Transitions.concat(scored))
+        if self.priorities:
+            self._score(batch, batch if self.frames is None else Transitions.concat(scored))
+        return batch
 
     def state(self) -> dict[str, Any]:
         """Env and n-step state as plain data (for checkpoints)."""

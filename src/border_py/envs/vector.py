@@ -76,6 +76,7 @@ class VectorEnv:
     """A gymnasium vector env with same-step autoreset, episode statistics and a seeded first reset."""
 
     def __init__(self, env: SyncVectorEnv, seed: int) -> None:
+        self._sync = env
         self.env = RecordEpisodeStatistics(env, buffer_length=1)
         self.num_envs = env.num_envs
         self.observation_space = env.single_observation_space
@@ -102,9 +103,18 @@ class VectorEnv:
             next_obs, obs, reward.astype(np.float32), terminated, truncated, returns, lengths
         )
 
+    def _logs(self) -> list[EpisodeLog]:
+        """The envs' episode logs (a replayable vector env, see ``GymEnvFactory.make_vector``)."""
+        logs = [env for env in self._sync.envs if isinstance(env, EpisodeLog)]
+        if len(logs) != self.num_envs:
+            raise RuntimeError(
+                "the envs were built without replayable=True: they keep no episode log"
+            )
+        return logs
+
     def state(self) -> dict[str, Any]:
         """What :meth:`restore` needs to put every env back where it is now (plain data)."""
-        logs: list[EpisodeLog] = self.env.env.envs
+        logs = self._logs()
         return {
             "episodes": [{"start": log.start, "actions": list(log.actions)} for log in logs],
             "episode_returns": self.env.episode_returns.tolist(),
@@ -113,7 +123,7 @@ class VectorEnv:
 
     def restore(self, state: dict[str, Any]) -> None:
         """Replay each env's current episode so that the envs are exactly as when ``state`` was taken."""
-        logs: list[EpisodeLog] = self.env.env.envs
+        logs = self._logs()
         for i, (log, episode) in enumerate(zip(logs, state["episodes"], strict=True)):
             self.obs[i] = log.replay(episode["start"], episode["actions"])
         self.env.episode_returns[:] = state["episode_returns"]

@@ -18,7 +18,6 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from multiprocessing.context import BaseContext
 from typing import Any
 
 import gymnasium as gym
@@ -29,7 +28,7 @@ from border_py.envs.factory import build_env_factory
 from border_py.errors import RunError
 from border_py.evaluation.evaluator import EvalResult, Evaluator
 from border_py.evaluation.service import EvalOutcome, Snapshot
-from border_py.processes import Heartbeats, RestartPolicy, init_child, start_process
+from border_py.processes import Context, Heartbeats, RestartPolicy, init_child, start_process
 from border_py.transport.channel import receive, send
 from border_py.transport.messages import EvalDone, EvalRequest, WorkerFailed
 from border_py.transport.weights import SharedWeights
@@ -41,11 +40,13 @@ REQUEST_POLL_SECONDS = 0.5
 
 @dataclass(frozen=True)
 class EvalSettings:
-    """How the evaluator plays: episodes, their base reset seed, the step cap per episode."""
+    """How the evaluator plays: episodes, their base reset seed, the step cap per episode, the
+    probability of a random action."""
 
     episodes: int
     seed: int
     max_steps: int
+    epsilon: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,13 @@ def eval_main(config: dict[str, Any], settings: EvalSettings, links: EvalLinks) 
     try:
         env_factory = build_env_factory(config)
         agent = build_agent(config, env_factory.spaces(), "cpu", "evaluator")
-        evaluator = Evaluator(env_factory, settings.episodes, settings.seed, settings.max_steps)
+        evaluator = Evaluator(
+            env_factory,
+            settings.episodes,
+            settings.seed,
+            settings.max_steps,
+            epsilon=settings.epsilon,
+        )
         evaluator.env = _Beating(evaluator.env, beat)
         while not links.stopping.value:
             beat()
@@ -145,7 +152,7 @@ class EvalWorker:
 
     def __init__(
         self,
-        ctx: BaseContext,
+        ctx: Context,
         config: dict[str, Any],
         settings: EvalSettings,
         policy: dict[str, torch.Tensor],

@@ -119,6 +119,7 @@ class FrameStore:
 
     def stacks(self, gids: np.ndarray) -> np.ndarray:
         """The stacks whose newest frames are ``gids`` (all live), uint8 ``(B, k, H, W)``."""
+        assert self.pixels is not None, "no frame was stored yet"
         chain = self.chain(gids)
         slots = np.where(chain >= 0, chain % self.capacity, self.capacity)
         # np.take on rows of flat frames: several times faster than fancy indexing on 3-d frames

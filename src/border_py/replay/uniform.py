@@ -113,11 +113,12 @@ class UniformReplayBuffer:
                 f"replay_buffer.frame_stack={self.frame_stack}: got a batch "
                 f"{'without' if frames is not None else 'with'} frame references"
             )
-        if frames is None:
+        if frames is None or batch.frames is None:
             return batch.arrays()
-        frames.add(batch.frames)
-        obs = frames.translate(batch.frames.source, batch.obs)
-        next_obs = frames.translate(batch.frames.source, batch.next_obs)
+        chunk = batch.frames
+        frames.add(chunk)
+        obs = frames.translate(chunk.source, batch.obs)
+        next_obs = frames.translate(chunk.source, batch.next_obs)
         # the older of the two stacks' oldest frames (MISSING, below every id, wins)
         oldest = np.minimum(frames.oldest(obs), frames.oldest(next_obs))
         return batch.arrays() | {"obs": obs, "next_obs": next_obs, "oldest": oldest}

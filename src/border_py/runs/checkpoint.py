@@ -71,7 +71,7 @@ def save_checkpoint(
         _write(tmp / "trainer.pt", lambda f: torch.save(trainer_state, f))
         _write(tmp / "config.json", lambda f: f.write(json.dumps(config, indent=2).encode()))
         if buffer is not None:
-            _write(tmp / BUFFER_FILE, lambda f: np.savez(f, **buffer))
+            _write(tmp / BUFFER_FILE, lambda f: np.savez(f, **buffer))  # type: ignore[arg-type]
         _write(tmp / "meta.json", lambda f: f.write(json.dumps(meta, indent=2).encode()))
         fsync_dir(tmp)
         return _publish(tmp, root, name)

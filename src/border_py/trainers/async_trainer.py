@@ -117,7 +117,10 @@ class AsyncTrainer(LoopSettings):
             actors.context(),
             config,
             EvalSettings(
-                self.eval_episodes, derive_seed(config["seed"], "eval"), self.eval_max_steps
+                self.eval_episodes,
+                derive_seed(config["seed"], "eval"),
+                self.eval_max_steps,
+                self.evaluation_epsilon(parts),
             ),
             parts.agent.policy_state(),
             actors.max_restarts,

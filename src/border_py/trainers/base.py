@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from border_py.actors.backend import ActorBackend
-from border_py.config import flag, non_negative, positive, require
+from border_py.config import flag, fraction, non_negative, positive, require
 from border_py.evaluation.service import EvalService
 from border_py.processes import StopSignals
 from border_py.runs.checkpoint import Checkpoint
@@ -51,6 +51,8 @@ class LoopSettings:
         keep_checkpoints: periodic checkpoints kept, newest first (``best`` is always kept).
         save_replay_buffer: put the replay buffer into periodic and final checkpoints.
         target_return: stop early once ``eval/return_mean`` reaches it (None: never).
+        eval_epsilon: probability of a random action in evaluation episodes (None: the env's
+            default, 0.001 for Atari as in Dopamine, 0 elsewhere).
     """
 
     max_opts: int
@@ -63,6 +65,7 @@ class LoopSettings:
     keep_checkpoints: int = 3
     save_replay_buffer: bool = False
     target_return: float | None = None
+    eval_epsilon: float | None = None
 
     def __post_init__(self) -> None:
         positive("max_opts", self.max_opts, int)
@@ -77,6 +80,14 @@ class LoopSettings:
         target = self.target_return
         number = isinstance(target, (int, float)) and not isinstance(target, bool)
         require("target_return", target is None or number, "null or a number", target)
+        if self.eval_epsilon is not None:
+            fraction("eval_epsilon", self.eval_epsilon)
+
+    def evaluation_epsilon(self, parts: Components) -> float:
+        """``eval_epsilon``, or the env's default."""
+        if self.eval_epsilon is not None:
+            return float(self.eval_epsilon)
+        return float(parts.env_factory.eval_epsilon)
 
     def check(self, config: dict[str, Any]) -> Components:
         """Validate the config's components against these settings without training; return them."""

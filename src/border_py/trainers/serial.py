@@ -102,6 +102,7 @@ class SerialTrainer(LoopSettings):
             self.eval_episodes,
             derive_seed(config["seed"], "eval"),
             self.eval_max_steps,
+            epsilon=self.evaluation_epsilon(parts),
         )
         return Wiring(
             backend=InlineActor(parts.actors),

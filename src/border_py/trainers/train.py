@@ -54,8 +54,8 @@ def check(config: dict[str, Any]) -> tuple[Any, Components]:
     Raises :class:`ConfigError` with one line naming the bad key.
     """
     seed = config.get("seed")
-    is_int = isinstance(seed, int) and not isinstance(seed, bool)
-    require("seed", is_int and seed >= 0, "a non-negative int", seed)
+    ok = isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0
+    require("seed", ok, "a non-negative int", seed)
     resolve_device(str(config.get("device")))
     objective = config.get("objective", "best")
     require("objective", objective in OBJECTIVES, f"one of {', '.join(OBJECTIVES)}", objective)

@@ -234,7 +234,7 @@ def receive(conn: Connection, limit: int) -> list[Any]:
     Raises:
         EOFError: every writer of the pipe is gone (after the messages it left were read).
     """
-    messages = []
+    messages: list[Any] = []
     while len(messages) < limit and conn.poll(0):
         messages.append(decode(conn.recv_bytes()))
     return messages

@@ -68,7 +68,7 @@ class SharedWeights:
         self._data[:] = values
         header[VERSION] += 1
         header[OPT_STEPS] = opt_steps
-        header[CRC] = zlib.crc32(values)
+        header[CRC] = zlib.crc32(values.data)
         header[SEQ] += 1  # even: consistent
         return int(header[VERSION])
 
@@ -80,7 +80,7 @@ class SharedWeights:
             seq = int(header[SEQ])
             version, opt_steps, crc = (int(header[i]) for i in (VERSION, OPT_STEPS, CRC))
             copy = self._data.copy()
-            if seq % 2 == 0 and int(header[SEQ]) == seq and zlib.crc32(copy) == crc:
+            if seq % 2 == 0 and int(header[SEQ]) == seq and zlib.crc32(copy.data) == crc:
                 return version, opt_steps, self._unflatten(torch.from_numpy(copy))
             time.sleep(0.0002 * (attempt + 1))
         return None
