@@ -16,6 +16,7 @@ from border_py.agents.iqn import IQN, midpoints, quantile_huber_loss
 from border_py.agents.networks import DuelingHead, NatureCNN, QuantileNetwork, q_network
 from border_py.errors import ConfigError
 from border_py.replay.prioritized import PrioritizedReplayBuffer
+from border_py.trainers.components import check_buffer_fits
 from border_py.trainers.loop import learn_step
 from border_py.transitions import Transitions
 
@@ -224,7 +225,7 @@ def test_iqn_td_error_changes_nothing_and_is_deterministic():
 def test_iqn_drives_prioritized_replay():
     agent = IQN(BOX, TWO, hidden_sizes=[8, 8], n_tau=4, n_tau_prime=4, k=4, batch_size=8)
     buffer = PrioritizedReplayBuffer(capacity=32, seed=0, alpha=1.0, eps=1e-3)
-    buffer.check_run(agent, BOX)  # IQN declares that it reports TD errors
+    check_buffer_fits(buffer, agent, BOX)  # IQN declares that it reports TD errors
     buffer.push(_batch(32, seed=1))
     sampled = buffer.sample(8)
     expected = agent.update(sampled)["td_error"] + 1e-3  # priorities are (|td| + eps) ** 1

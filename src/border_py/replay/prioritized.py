@@ -5,10 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
-from border_py.agents.base import TDErrorScoring, reports_td_error
 from border_py.config import flag, fraction, non_negative, positive
 from border_py.errors import ConfigError
 from border_py.replay.sum_tree import MinTree, SumTree
@@ -63,6 +61,7 @@ class PrioritizedReplayBuffer(UniformReplayBuffer):
         flag("priority_from_actors", priority_from_actors)
         self.alpha, self.beta_start, self.beta_steps, self.eps = alpha, beta_start, beta_steps, eps
         self.priority_from_actors = priority_from_actors
+        self.needs_td_errors = True
         self._sum = SumTree(capacity)
         self._min = MinTree(capacity)
         self.max_priority = 1.0  # the largest |TD error| + eps seen (before the exponent)
@@ -70,20 +69,6 @@ class PrioritizedReplayBuffer(UniformReplayBuffer):
 
     def _extra_nbytes(self) -> int:
         return sum(level.nbytes for tree in (self._sum, self._min) for level in tree.levels)
-
-    def check_run(self, agent: Any, observation_space: gym.Space) -> None:
-        """Also require an agent that reports TD errors (and computes them on actors if asked)."""
-        super().check_run(agent, observation_space)
-        name = type(agent).__name__
-        if not reports_td_error(agent):
-            raise ConfigError(
-                f"replay_buffer=prioritized: the agent {name} does not report TD errors"
-                " (reports_td_error); use replay_buffer=uniform"
-            )
-        if self.priority_from_actors and not isinstance(agent, TDErrorScoring):
-            raise ConfigError(
-                f"replay_buffer.priority_from_actors=true: the agent {name} has no td_error(batch)"
-            )
 
     @property
     def beta(self) -> float:

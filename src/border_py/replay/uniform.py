@@ -70,9 +70,12 @@ class UniformReplayBuffer:
     def _extra_nbytes(self) -> int:
         return 0
 
-    def check_run(self, agent: Any, observation_space: gym.Space) -> None:
-        """Fail with one :class:`ConfigError` line if this buffer cannot serve ``agent`` on
-        ``observation_space`` (called before anything starts)."""
+    needs_td_errors = False
+    priority_from_actors = False
+
+    def check_observations(self, observation_space: gym.Space) -> None:
+        """Fail with one :class:`ConfigError` line if this buffer cannot store these observations
+        (called before anything starts)."""
         if self.frame_stack is None:
             return
         shape = observation_space.shape or ()

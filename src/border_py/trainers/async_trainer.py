@@ -14,7 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from border_py.actors.backend import ActorBackend
 from border_py.config import non_negative, positive, require
+from border_py.errors import ConfigError
 from border_py.evaluation.worker import EvalSettings, EvalWorker
 from border_py.seeding import derive_seed
 from border_py.trainers.base import LoopSettings, Wiring
@@ -113,6 +115,11 @@ class AsyncTrainer(LoopSettings):
     def wiring(self, config: dict[str, Any], parts: Components) -> Wiring:
         """The actor backend of the config, an evaluator process, the replay-ratio gates."""
         actors = parts.actors
+        if not isinstance(actors, ActorBackend):
+            raise ConfigError(
+                f"actor_manager: {type(actors).__name__} holds settings only; the async trainer"
+                " needs an actor backend (actor_manager=default)"
+            )
         evaluation = EvalWorker(
             actors.context(),
             config,
