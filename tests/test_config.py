@@ -131,7 +131,7 @@ def test_the_composed_default_config_has_every_group(tmp_path):
         ),
         (["-m", "agent.lr=1e-3,-1"], "agent.lr=-1: must be a positive float"),  # every sweep value
         (
-            ["-m", "trainer=serial,async", "trainer.opt_interval=2"],
+            ["-m", "trainer=serial,async", "trainer.replay_ratio=null", "trainer.opt_interval=2"],
             "with trainer=async: Could not override 'trainer.opt_interval'",
         ),
         (

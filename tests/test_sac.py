@@ -288,11 +288,12 @@ def test_bad_sac_settings_fail_with_one_line(overrides, expected):
     assert expected in str(err.value) and "\n" not in str(err.value)
 
 
-def test_the_pendulum_recipe_sets_each_trainers_own_keys(tmp_path):
+def test_the_pendulum_recipe_sets_one_replay_ratio_for_both_trainers(tmp_path):
     serial = make_config(tmp_path, "experiment=sac_pendulum", "trainer=serial")
-    assert serial.trainer.opt_interval == 1 and serial.agent._target_.endswith("SAC")
+    assert serial.trainer.replay_ratio == 256 and serial.agent._target_.endswith("SAC")
+    assert serial.trainer.opt_interval is None  # one opt step (batch 256) per env step
     default = make_config(tmp_path, "experiment=sac_pendulum")
-    assert default.trainer.max_samples_per_opt == 1 and default.trainer.min_samples_per_opt == 1
+    assert default.trainer.replay_ratio == 256 and default.agent.batch_size == 256
     assert default.env.id == "Pendulum-v1" and default.trainer.target_return == -200
     check_overrides(["experiment=sac_pendulum", "trainer=serial"])  # validates
 
@@ -303,6 +304,7 @@ SERIAL = [
     "agent=sac",
     "env=pendulum",
     "trainer=serial",
+    "trainer.replay_ratio=null",
     "trainer.opt_interval=1",
     "trainer.warmup_period=200",
     "trainer.eval_interval=150",

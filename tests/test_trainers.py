@@ -30,6 +30,7 @@ def test_serial_never_optimizes_on_a_buffer_smaller_than_a_batch(tmp_path):
             "trainer=serial",
             *TINY,
             "trainer.warmup_period=0",
+            "trainer.replay_ratio=null",
             "trainer.opt_interval=1",
             "agent.batch_size=64",
             "agent.n_step=3",

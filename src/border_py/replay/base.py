@@ -46,9 +46,6 @@ class ReplayBuffer(Protocol):
     def sample(self, batch_size: int) -> Transitions:
         """A batch for one optimization step."""
 
-    def update_priorities(self, index: np.ndarray, td_error: np.ndarray) -> None:
-        """The sampled rows' new TD errors (only called when ``needs_td_errors``)."""
-
     def state(self) -> dict[str, Any]:
         """Positions, counters and RNG state, as plain data (always checkpointed)."""
 
@@ -60,3 +57,11 @@ class ReplayBuffer(Protocol):
 
     def continue_schedule(self, state: dict[str, Any]) -> None:
         """Continue :meth:`state`'s sampling schedule without the saved transitions."""
+
+
+@runtime_checkable
+class PrioritizedReplay(ReplayBuffer, Protocol):
+    """A replay buffer whose samples (``index`` set) take their TD errors back as priorities."""
+
+    def update_priorities(self, index: np.ndarray, td_error: np.ndarray) -> None:
+        """The sampled rows' new TD errors."""

@@ -28,8 +28,9 @@ WAIT_FOR_DATA_SECONDS = 0.05
 
 class SampleGate:
     """Optimize once the buffer holds ``warmup_period`` transitions (and a batch); with
-    ``min_samples_per_opt``, only while that many new samples per opt step arrived; take no more
-    batches while more than ``max_samples_per_opt`` per opt step did."""
+    ``min_samples_per_opt``, only while that many new samples per opt step arrived (the learner
+    waits for data, idle); take no more batches while more than ``max_samples_per_opt`` per opt
+    step did, plus ``slack`` samples (the actors wait for free slots)."""
 
     wait_seconds = WAIT_FOR_DATA_SECONDS
 
@@ -39,12 +40,12 @@ class SampleGate:
         batch_size: int,
         min_samples_per_opt: float,
         max_samples_per_opt: float | None,
+        slack: int = 0,
     ) -> None:
         self.warmup_period, self.batch_size = warmup_period, batch_size
-        self.min_samples_per_opt, self.max_samples_per_opt = (
-            min_samples_per_opt,
-            max_samples_per_opt,
-        )
+        self.min_samples_per_opt = min_samples_per_opt
+        self.max_samples_per_opt = max_samples_per_opt
+        self.slack = slack
         self.base_samples = self.base_opts = 0
 
     def _counts(self, state: RunState) -> tuple[int, int]:
@@ -64,7 +65,7 @@ class SampleGate:
         if self.max_samples_per_opt is None:
             return True
         samples, opts = self._counts(state)
-        return samples < self.warmup_period + (opts + 1) * self.max_samples_per_opt
+        return samples < self.warmup_period + (opts + 1) * self.max_samples_per_opt + self.slack
 
     def restart(self, state: RunState) -> None:
         """Count the warmup from now."""
@@ -83,12 +84,17 @@ class SampleGate:
 class AsyncTrainer(LoopSettings):
     """Learner of the async trainer (actors: the ``actor_manager`` group).
 
+    With ``replay_ratio`` set, the learner holds it for slow and fast envs alike: it waits
+    (idle) for ``batch_size / replay_ratio`` new transitions per opt step, and takes no more than
+    that, plus one batch per actor of slack, so that faster actors wait for free slots.
+
     Args:
         sync_interval: opt steps between weight publications to the actors.
-        min_samples_per_opt: the learner waits until it has received at least
-            ``warmup_period + opt_steps * min_samples_per_opt`` transitions (0: never waits).
-        max_samples_per_opt: the learner takes no more batches while it has received more than
-            ``warmup_period + opt_steps * max_samples_per_opt`` transitions (null: no cap).
+        min_samples_per_opt: (``replay_ratio`` null) the learner waits until it has received at
+            least ``warmup_period + opt_steps * min_samples_per_opt`` transitions (0: never waits).
+        max_samples_per_opt: (``replay_ratio`` null) the learner takes no more batches while it
+            has received more than ``warmup_period + opt_steps * max_samples_per_opt`` (null: no
+            cap).
         Others: see :class:`LoopSettings`.
     """
 
@@ -106,6 +112,14 @@ class AsyncTrainer(LoopSettings):
             or self.max_samples_per_opt >= max(self.min_samples_per_opt, 1e-9),
             "null or >= min_samples_per_opt and > 0",
             self.max_samples_per_opt,
+        )
+        require(
+            "min_samples_per_opt",
+            self.replay_ratio is None
+            or (self.min_samples_per_opt == 0 and self.max_samples_per_opt is None),
+            "0 (and max_samples_per_opt null) when trainer.replay_ratio is set: the replay ratio"
+            " sets both",
+            self.min_samples_per_opt,
         )
 
     def actors_shown(self, parts: Components) -> int | None:
@@ -133,10 +147,13 @@ class AsyncTrainer(LoopSettings):
             actors.max_restarts,
             actors.heartbeat_timeout,
         )
-        gate = SampleGate(
-            self.warmup_period,
-            parts.agent.batch_size,
-            self.min_samples_per_opt,
-            self.max_samples_per_opt,
-        )
+        batch = parts.agent.batch_size
+        if self.replay_ratio is not None:
+            per_opt = batch / self.replay_ratio
+            slack = actors.n_actors * actors.n_buffer
+            gate = SampleGate(self.warmup_period, batch, per_opt, per_opt, slack)
+        else:
+            gate = SampleGate(
+                self.warmup_period, batch, self.min_samples_per_opt, self.max_samples_per_opt
+            )
         return Wiring(actors, evaluation, gate, self.sync_interval)

@@ -39,15 +39,26 @@ class Wiring:
 class LoopSettings:
     """Settings every trainer shares (border's names and semantics).
 
+    Budgets and intervals count optimizer steps (border's unit) or env steps (RL Zoo's and the
+    papers' unit): the run stops at whichever budget it reaches first, and evaluates (saves) when
+    either interval is due.
+
     Args:
-        max_opts: optimization steps of the run.
+        max_opts: optimization steps of the run (None: no opt-step budget).
+        max_env_steps: env steps of the run, all actors together (None: no env-step budget).
         warmup_period: transitions collected before the first optimization step.
-        eval_interval: opt steps between evaluations.
+        replay_ratio: opt steps x batch size per env step, the rate at which the learner replays
+            data (None: each trainer's own keys decide: ``opt_interval``, or
+            ``min_samples_per_opt``/``max_samples_per_opt``).
+        eval_interval: opt steps between evaluations (None: none on this count).
+        eval_env_interval: env steps between evaluations (None: none on this count).
         eval_episodes: episodes per evaluation.
         eval_max_steps: step cap of an evaluation episode.
         record_interval: opt steps between training scalars.
         save_interval: opt steps between periodic checkpoints (0 disables them; a final
-            checkpoint is always written).
+            checkpoint is always written once an opt step was made).
+        save_env_interval: env steps between periodic checkpoints (None: none on this count).
+        log_step: the step axis of recorded scalars: ``opt_steps`` or ``env_steps``.
         keep_checkpoints: periodic checkpoints kept, newest first (``best`` is always kept).
         save_replay_buffer: put the replay buffer into periodic and final checkpoints.
         target_return: stop early once ``eval/return_mean`` reaches it (None: never).
@@ -55,22 +66,44 @@ class LoopSettings:
             default, 0.001 for Atari as in Dopamine, 0 elsewhere).
     """
 
-    max_opts: int
+    max_opts: int | None = None
+    max_env_steps: int | None = None
     warmup_period: int = 1000
-    eval_interval: int = 1000
+    replay_ratio: float | None = None
+    eval_interval: int | None = 1000
+    eval_env_interval: int | None = None
     eval_episodes: int = 10
     eval_max_steps: int = 10000
     record_interval: int = 100
     save_interval: int = 10000
+    save_env_interval: int | None = None
+    log_step: str = "opt_steps"
     keep_checkpoints: int = 3
     save_replay_buffer: bool = False
     target_return: float | None = None
     eval_epsilon: float | None = None
 
     def __post_init__(self) -> None:
-        positive("max_opts", self.max_opts, int)
+        for key in ("max_opts", "max_env_steps", "eval_interval", "eval_env_interval"):
+            if getattr(self, key) is not None:
+                positive(key, getattr(self, key), int)
+        if self.save_env_interval is not None:
+            positive("save_env_interval", self.save_env_interval, int)
+        require(
+            "max_opts",
+            self.max_opts is not None or self.max_env_steps is not None,
+            "set, or max_env_steps set (a run needs a budget)",
+            self.max_opts,
+        )
         non_negative("warmup_period", self.warmup_period)
-        positive("eval_interval", self.eval_interval, int)
+        if self.replay_ratio is not None:
+            positive("replay_ratio", self.replay_ratio)
+        require(
+            "log_step",
+            self.log_step in ("opt_steps", "env_steps"),
+            "'opt_steps' or 'env_steps'",
+            self.log_step,
+        )
         positive("eval_episodes", self.eval_episodes, int)
         positive("eval_max_steps", self.eval_max_steps, int)
         positive("record_interval", self.record_interval, int)

@@ -22,6 +22,7 @@ from border_py.actors.backend import ActorBackend, Launch
 from border_py.agents.base import Agent
 from border_py.evaluation.service import EvalService
 from border_py.processes import StopSignals
+from border_py.replay.base import PrioritizedReplay, ReplayBuffer
 from border_py.seeding import global_rng_state
 from border_py.trainers.components import Components
 from border_py.trainers.run_book import RunBook
@@ -75,7 +76,7 @@ class Gate(Protocol):
         """Continue from :meth:`state`."""
 
 
-def learn_step(agent: Agent, buffer: Any) -> dict[str, Any]:
+def learn_step(agent: Agent, buffer: ReplayBuffer) -> dict[str, Any]:
     """One optimization step: sample a batch from the replay buffer, update the agent on it.
 
     A prioritized sample (its ``index`` set) gets its rows' priorities replaced by the ``td_error``
@@ -85,7 +86,7 @@ def learn_step(agent: Agent, buffer: Any) -> dict[str, Any]:
     metrics = agent.update(batch)
     td_error = metrics.pop("td_error", None)
     if batch.index is not None:
-        if td_error is None:
+        if td_error is None or not isinstance(buffer, PrioritizedReplay):
             raise RuntimeError(
                 f"{type(agent).__name__}.update returned no 'td_error' for a prioritized batch"
             )
@@ -149,6 +150,10 @@ class Learner:
         self.first_opt_at: float | None = None
         self.last_saved = state.opt_steps if resume is not None else -1
         self.last_eval_requested = -1
+        # env-step intervals: the last interval index an evaluation (checkpoint) was done in
+        buckets = (resume or {}).get("env_intervals", {})
+        self.eval_bucket = int(buckets.get("eval", self._bucket(settings.eval_env_interval)))
+        self.save_bucket = int(buckets.get("save", self._bucket(settings.save_env_interval)))
         self.window = Window()
         self.published: deque[tuple[int, float]] = deque(maxlen=64)  # (opt steps, time)
 
@@ -194,11 +199,17 @@ class Learner:
         return interrupted
 
     def _finished(self) -> bool:
+        settings, state = self.settings, self.state
         return (
-            self.state.opt_steps >= self.settings.max_opts
+            (settings.max_opts is not None and state.opt_steps >= settings.max_opts)
+            or (settings.max_env_steps is not None and state.env_steps >= settings.max_env_steps)
             or self.book.finished
             or self.signals.requested
         )
+
+    def _bucket(self, interval: int | None) -> int:
+        """Which ``interval``-long stretch of env steps the run is in (0 when no interval)."""
+        return self.state.env_steps // interval if interval else 0
 
     def ingest(self, batch: ReceivedBatch) -> None:
         """Take a batch into the replay buffer and the counters (the backends' ``deliver``)."""
@@ -229,10 +240,16 @@ class Learner:
             self.published.append((state.opt_steps, time.time()))
         if state.opt_steps % settings.record_interval == 0:
             self._record(metrics)
-        if state.opt_steps % settings.eval_interval == 0:
+        eval_bucket = self._bucket(settings.eval_env_interval)
+        by_opts = settings.eval_interval and state.opt_steps % settings.eval_interval == 0
+        if by_opts or eval_bucket > self.eval_bucket:
+            self.eval_bucket = eval_bucket
             self._request_evaluation()
             self._collect_evaluations()
-        if settings.save_interval and state.opt_steps % settings.save_interval == 0:
+        save_bucket = self._bucket(settings.save_env_interval)
+        by_opts = settings.save_interval and state.opt_steps % settings.save_interval == 0
+        if by_opts or save_bucket > self.save_bucket:
+            self.save_bucket = save_bucket
             self.save()
 
     # -- evaluations ---------------------------------------------------------------------------
@@ -304,13 +321,13 @@ class Learner:
         }
         if w.samples:
             scalars["perf/policy_lag"] = w.lag_sum / w.samples
-        self.book.recorder.scalars(scalars, state.opt_steps)
+        self.book.record(scalars, state.opt_steps, state.env_steps)
         self.window = Window(start=now)
 
     def _show_progress(self) -> None:
         if self.book.progress.due():
             self.book.progress.update(
-                self.state.opt_steps,
+                self.book.budget_position(self.state.opt_steps, self.state.env_steps),
                 self.state.samples,
                 len(self.buffer),
                 self.backend.alive(),
@@ -325,6 +342,7 @@ class Learner:
             "env_steps": state.env_steps,
             "samples": state.samples,
             "gate": self.gate.state(),
+            "env_intervals": {"eval": self.eval_bucket, "save": self.save_bucket},
             "replay": self.buffer.state(),
             "rng": global_rng_state(),
         } | self.backend.state()

@@ -102,25 +102,26 @@ class RunBook:
         self.best_return = float("-inf")
         self.eval_returns: list[float] = []  # eval/return_mean of every evaluation, in order
         self.seconds_before = 0.0
-        start_opts = 0
+        start_opts = start_env = 0
         recover(self.checkpoints)
         if resume is not None:
             state = resume.trainer_state
-            start_opts = int(state["opt_steps"])
+            start_opts, start_env = int(state["opt_steps"]), int(state["env_steps"])
             for path in set_aside_newer(self.checkpoints, start_opts):
                 log.warning("resuming from an older checkpoint: moved %s aside", path)
             self.best_return = float(state["best_return"])
             self.eval_returns = [float(r) for r in state.get("eval_returns", [])]
             self.seconds_before = float(state.get("seconds", 0.0))
         self.recorder: Recorder = build_recorder(config)
+        start_step = self.step_of(start_opts, start_env)
         try:  # a resumed run's events after the checkpoint (written before a crash) are discarded
-            self.recorder.open(self.run_dir, config, None if resume is None else start_opts)
+            self.recorder.open(self.run_dir, config, None if resume is None else start_step)
         except BaseException:
             self.recorder.close("failed")  # whatever did open (e.g. TensorBoard of recorder=both)
             raise
         self.progress = ProgressView(
-            loop.max_opts,
-            start_opts,
+            loop.max_opts if loop.max_opts is not None else loop.max_env_steps,  # type: ignore[arg-type]
+            self.budget_position(start_opts, start_env),
             bool(config.get("progress", True)),
             float(config.get("progress_interval", 30)),
             capacity,
@@ -128,6 +129,18 @@ class RunBook:
         )
         self.solved_at: dict[str, float] | None = None
         self.start = time.perf_counter()
+
+    def step_of(self, opt_steps: int, env_steps: int) -> int:
+        """The recorded step of a moment of the run (``trainer.log_step``)."""
+        return env_steps if self.loop.log_step == "env_steps" else opt_steps
+
+    def budget_position(self, opt_steps: int, env_steps: int) -> int:
+        """How far the run is on the budget the progress view shows (opt steps, else env steps)."""
+        return opt_steps if self.loop.max_opts is not None else env_steps
+
+    def record(self, scalars: dict[str, Any], opt_steps: int, env_steps: int) -> None:
+        """Record scalars at the moment (opt steps, env steps) on the run's step axis."""
+        self.recorder.scalars(scalars, self.step_of(opt_steps, env_steps))
 
     @property
     def finished(self) -> bool:
@@ -143,7 +156,7 @@ class RunBook:
         """Record an evaluation at the opt step of the weights it evaluated; save ``best`` if it
         is a new best; note whether it ends the run (``target_return``, the callback)."""
         result, opt_steps, env_steps = outcome.result, outcome.opt_steps, outcome.env_steps
-        self.recorder.scalars(result.scalars() | {"eval/env_steps": env_steps}, opt_steps)
+        self.record(result.scalars() | {"eval/env_steps": env_steps}, opt_steps, env_steps)
         self.eval_returns.append(result.return_mean)
         new_best = result.return_mean > self.best_return
         if new_best:

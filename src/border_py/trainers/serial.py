@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from border_py.actors.inline import InlineActor
-from border_py.config import positive
+from border_py.config import positive, require
 from border_py.evaluation.evaluator import Evaluator
 from border_py.evaluation.service import InlineEvaluation
 from border_py.seeding import derive_seed
@@ -82,18 +82,35 @@ class SerialTrainer(LoopSettings):
     """One process: per env step, sample and push; then the opt steps due; eval/save when due.
 
     Opt steps become due once ``warmup_period`` env steps are collected, one every
-    ``opt_interval`` env steps after that.
+    ``opt_interval`` env steps after that (``batch_size / replay_ratio`` when the replay ratio is
+    set instead).
 
     Args:
-        opt_interval: env steps per optimization step (0.5 = two opt steps per env step).
+        opt_interval: env steps per optimization step (0.5 = two opt steps per env step); set it
+            or ``replay_ratio``, not both.
         Others: see :class:`LoopSettings`.
     """
 
-    opt_interval: float = 1
+    opt_interval: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        positive("opt_interval", self.opt_interval)
+        if self.opt_interval is not None:
+            positive("opt_interval", self.opt_interval)
+        require(
+            "opt_interval",
+            (self.opt_interval is None) != (self.replay_ratio is None),
+            "set when trainer.replay_ratio is null, and null when it is set (one of the two"
+            " says how often to optimize)",
+            self.opt_interval,
+        )
+
+    def env_steps_per_opt(self, batch_size: int) -> float:
+        """``opt_interval``, or what the replay ratio makes of it for this batch size."""
+        if self.opt_interval is not None:
+            return float(self.opt_interval)
+        assert self.replay_ratio is not None
+        return batch_size / self.replay_ratio
 
     def wiring(self, config: dict[str, Any], parts: Any) -> Wiring:
         """One in-process actor acting with the learner's agent, evaluation in process."""
@@ -107,6 +124,10 @@ class SerialTrainer(LoopSettings):
         return Wiring(
             backend=InlineActor(parts.actors),
             evaluation=InlineEvaluation(evaluator, parts.agent),
-            gate=EnvStepSchedule(self.warmup_period, self.opt_interval, parts.agent.batch_size),
+            gate=EnvStepSchedule(
+                self.warmup_period,
+                self.env_steps_per_opt(parts.agent.batch_size),
+                parts.agent.batch_size,
+            ),
             publish_interval=1,
         )

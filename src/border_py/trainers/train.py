@@ -97,12 +97,21 @@ def prepare(cfg: DictConfig | dict[str, Any], overrides: list[str] | None = None
     trainer, parts = check(config)
     if checkpoint is not None:
         done = int(checkpoint.trainer_state["opt_steps"])
-        require(
-            "trainer.max_opts",
-            trainer.max_opts > done,
-            f"> {done}, the opt steps {checkpoint.path} already has (raise it to continue)",
-            trainer.max_opts,
-        )
+        done_env = int(checkpoint.trainer_state["env_steps"])
+        if trainer.max_opts is not None:
+            require(
+                "trainer.max_opts",
+                trainer.max_opts > done,
+                f"> {done}, the opt steps {checkpoint.path} already has (raise it to continue)",
+                trainer.max_opts,
+            )
+        if trainer.max_env_steps is not None:
+            require(
+                "trainer.max_env_steps",
+                trainer.max_env_steps > done_env,
+                f"> {done_env}, the env steps {checkpoint.path} already has (raise it to continue)",
+                trainer.max_env_steps,
+            )
         check_fits(checkpoint, config)
         restore_agent(parts, checkpoint)  # does the saved state fit the agent?
     return Plan(trainer, config, checkpoint)
