@@ -69,6 +69,8 @@ class AtariEnvFactory(GymEnvFactory):
         clip_rewards: training envs give ``sign(reward)``.
         max_episode_steps: agent steps before truncation (None: ALE's cap of 108,000 frames).
         kwargs: extra keyword arguments for ``gymnasium.make`` (e.g. ``mode``, ``difficulty``).
+        wrappers: the user's gymnasium wrappers, applied after the preprocessing and the frame
+            stack (see :class:`~border_py.envs.factory.GymEnvFactory`).
     """
 
     def __init__(
@@ -84,6 +86,7 @@ class AtariEnvFactory(GymEnvFactory):
         clip_rewards: bool = True,
         max_episode_steps: int | None = None,
         kwargs: dict[str, Any] | None = None,
+        wrappers: list[dict[str, Any]] | None = None,
     ) -> None:
         register_ale()
         fraction("repeat_action_probability", repeat_action_probability)
@@ -100,7 +103,7 @@ class AtariEnvFactory(GymEnvFactory):
         extra = dict(kwargs or {})
         for key in ("frameskip", "repeat_action_probability", "full_action_space"):
             require(f"kwargs.{key}", key not in extra, "set by its own key, not in kwargs", key)
-        super().__init__(id, extra)
+        super().__init__(id, extra, wrappers=wrappers)
         self.max_episode_steps = max_episode_steps  # applied in agent steps, after frame skip
         if max_episode_steps is not None:
             positive("max_episode_steps", max_episode_steps, int)
@@ -113,8 +116,9 @@ class AtariEnvFactory(GymEnvFactory):
         self.frame_stack = frame_stack
         self.terminal_on_life_loss, self.clip_rewards = terminal_on_life_loss, clip_rewards
 
-    def make(self, render_mode: str | None = None, training: bool = False) -> gym.Env:
-        """One preprocessed env; ``training`` applies reward clipping and life-loss episodes."""
+    def make_base(self, render_mode: str | None = None, training: bool = False) -> gym.Env:
+        """One preprocessed env before ``env.wrappers``; ``training`` applies reward clipping and
+        life-loss episodes."""
         register_ale()
         env = gym.make(self.id, render_mode=render_mode, **self.make_kwargs)
         env = AtariPreprocessing(
