@@ -133,5 +133,5 @@ class AtariEnvFactory(GymEnvFactory):
         if self.max_episode_steps is not None:
             env = TimeLimit(env, self.max_episode_steps)
         if training and self.clip_rewards:
-            env = TransformReward(env, lambda r: float(np.sign(r)))
+            env = TransformReward(env, lambda r: float(np.sign(float(r))))
         return FrameStackObservation(env, self.frame_stack)

@@ -50,8 +50,11 @@ class TensorBoardRecorder:
         if resume_step is None:
             text = json.dumps(config, indent=2, default=str)
             self.writer.add_text("config", "```\n" + text + "\n```", 0)
-            start = summary_v2.hparams_pb(hyperparameters(config))
-            self.writer.file_writer.add_summary(start)
+            self._summary(summary_v2.hparams_pb(hyperparameters(config)))
+
+    def _summary(self, summary: Summary) -> None:
+        assert self.writer is not None and self.writer.file_writer is not None, "not open"
+        self.writer.file_writer.add_summary(summary)
 
     def scalars(self, values: dict[str, Any], step: int) -> None:
         """Write each ``tag: value`` at ``step``."""
@@ -66,7 +69,7 @@ class TensorBoardRecorder:
             return
         if final:
             self.scalars(final, self.last_step)
-        self.writer.file_writer.add_summary(_session_end(STATUS[status]))
+        self._summary(_session_end(STATUS[status]))
         self.writer.close()
         self.writer = None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
@@ -82,6 +82,7 @@ class WandbRecorder:
         id_file = run_dir / RUN_ID_FILE
         settings = wandb.Settings(console="off")  # the rich console stays ours
         hparams = {k: v for k, v in config.items() if k not in NOT_HPARAMS}
+        resume: Literal["allow"] | None
         if resume_step is not None and id_file.is_file():
             saved = json.loads(id_file.read_text())
             where = {"project": saved["project"], "entity": saved.get("entity")}
@@ -89,6 +90,7 @@ class WandbRecorder:
         else:
             where = {"project": self.project, "entity": self.entity}
             run_id, resume = None, None
+        mode: Any = self.mode  # checked against MODES
         try:
             self.run = wandb.init(
                 **where,
@@ -98,7 +100,7 @@ class WandbRecorder:
                 name=self.name or run_dir.name,
                 group=self.group or sweep_group(),
                 tags=self.tags,
-                mode=self.mode,
+                mode=mode,
                 config=hparams,
                 allow_val_change=resume is not None,  # a resume may change e.g. max_opts
                 reinit="create_new",  # our own run object; a user's active run is left alone
