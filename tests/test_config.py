@@ -32,7 +32,7 @@ FILL = {("env", "gym"): {"id": "CartPole-v1"}, ("replay_buffer", "uniform"): {"s
 
 def options():
     for group_dir in sorted(p for p in config_dir().iterdir() if p.is_dir()):
-        if group_dir.name in OVERLAYS:
+        if group_dir.name in (*OVERLAYS, "tune"):  # tune/: border tune's search spaces
             continue
         for yml in sorted(group_dir.glob("*.yaml")):
             yield group_dir.name, yml.stem
