@@ -435,10 +435,12 @@ def plot(root: Path, rows: list[RunRow], path: Path, axis: str = "env_steps") ->
     curves = [(row, row.curve(axis)) for row in rows if row.curve(axis)]
     if not curves:
         return False
+    common = shared_overrides(rows)
     fig, ax = _axes(root.name, axis)
     for row, curve in curves:
         xs, ys = zip(*curve, strict=True)
-        label = row.job + (f": {' '.join(row.overrides)}" if row.overrides else "")
+        differing = " ".join(o for o in row.overrides if o not in common)
+        label = row.job + (f": {differing}" if differing else "")
         ax.plot(xs, ys, marker="o", markersize=3, label=label[:80])
     ax.legend(fontsize=7, loc="best")
     _save(fig, path)

@@ -2,9 +2,8 @@
 
 A search space is a YAML file, ``tune/<name>.yaml`` in a ``--config-dir`` (or a ``pkg://`` config
 package) or in border-py's own configs, found through Hydra's search path like any config: the
-Optuna sampler and pruner (``_target_`` specs), the
-``border train`` overrides every trial shares, and ``params``, each a ``Trial.suggest_<type>``
-call. The study lives in SQLite (``<study dir>/study.db``), so a search can be continued, watched
+Optuna sampler and pruner (``_target_`` specs), the ``border train`` overrides every trial shares,
+and ``params``, each a ``Trial.suggest_<type>`` call. The study lives in SQLite (``<study dir>/study.db``), so a search can be continued, watched
 (``optuna-dashboard``) or joined by another ``border tune`` on the same study dir.
 
 Each trial is one process (``spawn``) running :func:`border_py.train` with its sampled overrides,
@@ -381,7 +380,7 @@ class Tuner:
         per_trial = cores_per_trial(config)
         auto = max(1, usable_cores() // per_trial)
         self.n_jobs = min(self.n_trials, auto if jobs == "auto" else int(jobs))
-        if self.n_jobs * per_trial > usable_cores():
+        if self.n_jobs > auto:
             log.warning(
                 "%d trials at once x %d busy processes each on %d cores: trials will be slower",
                 self.n_jobs,
