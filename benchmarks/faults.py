@@ -31,7 +31,12 @@ import psutil
 
 REPO = Path(__file__).resolve().parents[1]
 BORDER = [sys.executable, "-m", "border_py.cli", "train"]
-SMALL = ["agent.hidden_sizes=[16]", "trainer.warmup_period=200", "trainer.eval_episodes=2", "progress=false"]
+SMALL = [
+    "agent.hidden_sizes=[16]",
+    "trainer.warmup_period=200",
+    "trainer.eval_episodes=2",
+    "progress=false",
+]
 
 
 def marked(marker: str) -> list[psutil.Process]:
@@ -39,7 +44,10 @@ def marked(marker: str) -> list[psutil.Process]:
     found = []
     for p in psutil.process_iter():
         try:
-            if p.environ().get("BORDER_BENCH_MARKER") == marker and p.status() != psutil.STATUS_ZOMBIE:
+            if (
+                p.environ().get("BORDER_BENCH_MARKER") == marker
+                and p.status() != psutil.STATUS_ZOMBIE
+            ):
                 found.append(p)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
@@ -48,7 +56,9 @@ def marked(marker: str) -> list[psutil.Process]:
 
 def start(args: list[str], cwd: Path, marker: str) -> subprocess.Popen:
     env = {**os.environ, "BORDER_BENCH_MARKER": marker, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen([*BORDER, *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [*BORDER, *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
 
 
 def wait_log(run: Path, text: str, seconds: float = 180) -> None:
@@ -63,7 +73,18 @@ def wait_log(run: Path, text: str, seconds: float = 180) -> None:
 
 def kill_main(start_method: str, tmp: Path) -> float:
     marker, run = uuid.uuid4().hex, tmp / f"kill-{start_method}-{uuid.uuid4().hex[:6]}"
-    proc = start([*SMALL, "trainer.max_opts=1000000", "trainer.eval_interval=100", "actor_manager.n_actors=3", f"actor_manager.start_method={start_method}", f"run_dir={run}"], tmp, marker)
+    proc = start(
+        [
+            *SMALL,
+            "trainer.max_opts=1000000",
+            "trainer.eval_interval=100",
+            "actor_manager.n_actors=3",
+            f"actor_manager.start_method={start_method}",
+            f"run_dir={run}",
+        ],
+        tmp,
+        marker,
+    )
     wait_log(run, "opt 100 |")
     proc.kill()
     proc.wait()
@@ -74,8 +95,26 @@ def kill_main(start_method: str, tmp: Path) -> float:
 
 
 def hang_detection(tmp: Path) -> float:
-    marker, run, flag = uuid.uuid4().hex, tmp / f"hang-{uuid.uuid4().hex[:6]}", tmp / f"flag-{uuid.uuid4().hex[:6]}"
-    proc = start([*SMALL, "env=gym", "env.id=tests.hang_env:HangOnce-v0", "+env.kwargs.hang_after=150", f"+env.kwargs.flag={flag}", "actor_manager.heartbeat_timeout=2", "trainer.max_opts=600", "trainer.eval_interval=300", f"run_dir={run}"], tmp, marker)
+    marker, run, flag = (
+        uuid.uuid4().hex,
+        tmp / f"hang-{uuid.uuid4().hex[:6]}",
+        tmp / f"flag-{uuid.uuid4().hex[:6]}",
+    )
+    proc = start(
+        [
+            *SMALL,
+            "env=gym",
+            "env.id=tests.hang_env:HangOnce-v0",
+            "+env.kwargs.hang_after=150",
+            f"+env.kwargs.flag={flag}",
+            "actor_manager.heartbeat_timeout=2",
+            "trainer.max_opts=600",
+            "trainer.eval_interval=300",
+            f"run_dir={run}",
+        ],
+        tmp,
+        marker,
+    )
     proc.wait(timeout=300)
     line = next(x for x in (run / "train.log").read_text().splitlines() if "silent for" in x)
     stamp = datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f").timestamp()
@@ -84,7 +123,20 @@ def hang_detection(tmp: Path) -> float:
 
 def kill_stress(kills: int, tmp: Path) -> dict:
     marker, run = uuid.uuid4().hex, tmp / f"stress-{uuid.uuid4().hex[:6]}"
-    proc = start([*SMALL, "trainer.max_opts=100000", "trainer.eval_interval=1000", "actor_manager.n_actors=4", "actor_manager.n_buffer=2000", "actor_manager.queue_size=2", f"actor_manager.max_restarts={kills}", f"run_dir={run}"], tmp, marker)
+    proc = start(
+        [
+            *SMALL,
+            "trainer.max_opts=100000",
+            "trainer.eval_interval=1000",
+            "actor_manager.n_actors=4",
+            "actor_manager.n_buffer=2000",
+            "actor_manager.queue_size=2",
+            f"actor_manager.max_restarts={kills}",
+            f"run_dir={run}",
+        ],
+        tmp,
+        marker,
+    )
     wait_log(run, "opt 1000 |")
     main = psutil.Process(proc.pid)
     (server,) = [c for c in main.children() if "forkserver" in " ".join(c.cmdline())]
@@ -116,10 +168,20 @@ def main() -> None:
         tmp = Path(tmp_dir)
         for method in ("forkserver", "spawn"):
             times = [kill_main(method, tmp) for _ in range(args.repeats)]
-            print(f"kill -9 of main ({method}): last descendant gone after " + ", ".join(f"{t:.2f}" for t in times) + " s")
+            print(
+                f"kill -9 of main ({method}): last descendant gone after "
+                + ", ".join(f"{t:.2f}" for t in times)
+                + " s"
+            )
         hangs = [hang_detection(tmp) for _ in range(args.repeats)]
-        print("hung env, heartbeat_timeout=2: detected after " + ", ".join(f"{t:.2f}" for t in hangs) + " s")
-        print(f"{args.kills} kill -9 of random actors (n_buffer 2000):", kill_stress(args.kills, tmp))
+        print(
+            "hung env, heartbeat_timeout=2: detected after "
+            + ", ".join(f"{t:.2f}" for t in hangs)
+            + " s"
+        )
+        print(
+            f"{args.kills} kill -9 of random actors (n_buffer 2000):", kill_stress(args.kills, tmp)
+        )
 
 
 if __name__ == "__main__":

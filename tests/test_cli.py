@@ -45,9 +45,8 @@ def test_train_help_lists_groups_and_options(tmp_path):
         "env: atari, cartpole, gym, mujoco, pendulum",
         "replay_buffer: prioritized, uniform",
         "trainer: async, serial",
-        "recorder: both, mlflow, tensorboard",
+        "recorder: both, mlflow, tensorboard, wandb",
         "experiment: dqn_cartpole",
-        "hparams_search: dqn_cartpole",
         "max_opts",
     ):
         assert text in out.stdout

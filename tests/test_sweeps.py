@@ -12,7 +12,6 @@ import time
 import uuid
 
 import pytest
-import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import plugin_data_pb2
 
@@ -184,29 +183,6 @@ def test_mlflow_recorder_writes_a_local_run_that_a_resume_continues(tmp_path):
     assert client.get_run(ids["run_id"]).info.status == "FINISHED"
 
 
-def test_optuna_search_space_runs_trials_and_reports_the_best(tmp_path):
-    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper", reason="the [sweep] extra is missing")
-    out = run_border(
-        ["train", "hparams_search=dqn_cartpole", "hydra.sweeper.n_trials=2", *TINY], tmp_path
-    )
-    assert out.returncode == 0, out.stderr
-    sweep = _sweep_dir(tmp_path)
-    objectives = [
-        json.loads((sweep / job / "result.json").read_text())["summary"]["objective"]
-        for job in ("0", "1")
-    ]
-    best = yaml.safe_load((sweep / "optimization_results.yaml").read_text())
-    assert best["best_value"] == pytest.approx(max(objectives))  # objective=mean in the space
-    assert set(best["best_params"]) == {
-        "agent.lr",
-        "agent.batch_size",
-        "agent.n_step",
-        "agent.target_update_interval",
-        "agent.eps_decay_steps",
-    }
-    assert 3e-4 <= best["best_params"]["agent.lr"] <= 5e-3
-
-
 def test_ctrl_c_stops_the_running_job_gracefully_and_ends_the_sweep(tmp_path):
     marker = uuid.uuid4().hex
     proc = subprocess.Popen(
@@ -273,7 +249,7 @@ def test_mlflow_resume_continues_in_the_store_the_run_started_in(tmp_path):
 
 def test_a_recorder_that_cannot_open_fails_the_run_cleanly(tmp_path):
     pytest.importorskip("mlflow", reason="the [mlflow] extra is not installed")
-    bad = "recorder.recorders.mlflow.tracking_uri=sqlite:////proc/no/such/dir/mlflow.db"
+    bad = "recorder.mlflow.tracking_uri=sqlite:////proc/no/such/dir/mlflow.db"
     with pytest.raises(Exception):  # noqa: B017 (MLflow's own error type)
         train(make_config(tmp_path, "trainer=serial", "recorder=both", bad, *TINY))
     run_dir = tmp_path / "run"

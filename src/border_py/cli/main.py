@@ -1,4 +1,4 @@
-"""The ``border`` command: ``train``, ``eval`` and ``report`` subcommands."""
+"""The ``border`` command: ``train``, ``eval``, ``report`` and ``tune`` subcommands."""
 
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ Asynchronous multi-process off-policy deep RL, driven by Hydra configs.
 commands:
   train     train an agent (a Hydra app: key=value overrides, group=option, -m for sweeps)
   eval      evaluate a saved policy: border eval <run dir | checkpoint dir> [eval.*/env.* overrides]
-  report    compare runs: border report <run or sweep dir> [--csv FILE] [--plot FILE]
+  report    compare runs: border report <run or sweep dir> [--x env_steps|opt_steps|seconds] [--csv FILE]
+  tune      tune hyper-parameters with Optuna: border tune <space> [--n-trials N] [--n-jobs N] [overrides]
 
 examples:
   border train                                         # DQN on CartPole-v1 with the defaults
@@ -29,12 +30,13 @@ examples:
   border train resume=outputs/<date>/<time> trainer.max_opts=50000   # continue a run
   border eval outputs/<date>/<time> eval.n_episodes=20 eval.video=true
   border report outputs/multirun/<date>/<time> --csv sweep.csv      # table + report.png
+  border tune dqn_cartpole --n-trials 50                             # Optuna, pruned trials
 
 Outputs (TensorBoard logs in tensorboard/, checkpoints/, train.log) land in outputs/<date>/<time>/.
 """
 
 
-COMMANDS = ("train", "eval", "report")
+COMMANDS = ("train", "eval", "report", "tune")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,6 +79,10 @@ def _dispatch(args: list[str]) -> int:
         from border_py.cli.report import report_command
 
         return report_command(rest)
+    if command == "tune":
+        from border_py.cli.tune import tune_command
+
+        return tune_command(rest)
     return fail(
         f"unknown command '{command}'{closest(command, COMMANDS)}; commands: {', '.join(COMMANDS)}"
     )

@@ -1,9 +1,15 @@
-"""``border report <run or sweep dir>``: every run's outcome in a table, their eval curves in a PNG.
+"""``border report <run or sweep dir>``: compare runs in a table and one PNG.
 
 Runs are found under the given directory (a run dir, a sweep dir, or ``outputs/`` as a whole):
 directories with a ``result.json``, ``tensorboard/`` or ``checkpoints/``. Curves and counters are
 read from the TensorBoard event files with TensorBoard's own reader; status, errors and wall time
 from ``result.json`` (a run without one is still running, or was killed).
+
+Runs whose overrides differ only in ``seed`` form a group. When some group has several seeds,
+the report compares groups: per group the mean ``eval/return_mean`` with its 95% bootstrap
+confidence band and the IQM (see :mod:`border_py.cli.aggregate`), against env steps, opt steps or
+wall time; the table shows the same aggregates of the final and best returns. Otherwise (or with
+``--runs``) it shows one line and one curve per run.
 """
 
 from __future__ import annotations
@@ -11,22 +17,27 @@ from __future__ import annotations
 import argparse
 import csv
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from border_py.cli.aggregate import Band, Estimate, aggregate_curves, estimate
 from border_py.cli.errors import fail
 from border_py.errors import ConfigError
 from border_py.runs.results import RESULT_FILE, read_result
 
 CURVE_TAG = "eval/return_mean"
-ENV_STEPS_TAG = "perf/env_steps"
+EVAL_ENV_STEPS_TAG = "eval/env_steps"  # logged with each evaluation, at its opt step
+ENV_STEPS_TAG = "perf/env_steps"  # logged every record_interval opt steps (older runs' fallback)
+X_AXES = {"env_steps": "env steps", "opt_steps": "opt steps", "seconds": "wall time (s)"}
 COLUMNS = (
     "job",
     "overrides",
@@ -38,6 +49,37 @@ COLUMNS = (
     "seconds",
     "error",
 )
+GROUP_COLUMNS = (
+    "group",
+    "seeds",
+    "final_mean",
+    "final_ci_low",
+    "final_ci_high",
+    "final_iqm",
+    "best_mean",
+    "best_ci_low",
+    "best_ci_high",
+    "best_iqm",
+    "env_steps_mean",
+    "failed",
+    "jobs",
+)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One point of a run's ``eval/return_mean`` curve, with the three x axes."""
+
+    opt_steps: int
+    env_steps: float | None
+    seconds: float
+    value: float
+
+    def x(self, axis: str) -> float | None:
+        """This point's position on ``axis`` (a key of :data:`X_AXES`)."""
+        return {"env_steps": self.env_steps, "opt_steps": self.opt_steps, "seconds": self.seconds}[
+            axis
+        ]
 
 
 @dataclass
@@ -54,7 +96,12 @@ class RunRow:
     opt_steps: int | None = None
     seconds: float | None = None
     error: str = ""
-    curve: list[tuple[int, float]] = field(default_factory=list)
+    evaluations: list[Evaluation] = field(default_factory=list)
+
+    def curve(self, axis: str) -> list[tuple[float, float]]:
+        """(x, eval/return_mean) points on ``axis``; evaluations without that x are left out."""
+        points = [(e.x(axis), e.value) for e in self.evaluations]
+        return [(float(x), value) for x, value in points if x is not None]
 
     def values(self) -> dict[str, Any]:
         """The row as plain values, keyed by :data:`COLUMNS`."""
@@ -91,19 +138,41 @@ def _natural(text: str) -> list[Any]:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
 
 
-def _scalars(run_dir: Path) -> dict[str, list[tuple[int, float, float]]]:
-    """(step, value, wall time) per tag, for the tags the report uses."""
+def _events(run_dir: Path) -> tuple[dict[str, list[tuple[int, float, float]]], float | None]:
+    """(step, value, wall time) per tag the report uses, and the wall time of the first event."""
     log_dir = run_dir / "tensorboard"
     if not log_dir.is_dir():
-        return {}
+        return {}, None
     acc = EventAccumulator(str(log_dir), size_guidance={"scalars": 0})
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
-    return {
+    scalars = {
         tag: [(e.step, e.value, e.wall_time) for e in acc.Scalars(tag)]
-        for tag in (CURVE_TAG, ENV_STEPS_TAG)
+        for tag in (CURVE_TAG, EVAL_ENV_STEPS_TAG, ENV_STEPS_TAG)
         if tag in tags
     }
+    try:
+        first = acc.FirstEventTimestamp()
+    except ValueError:  # no event at all
+        first = None
+    return scalars, first
+
+
+def evaluations(
+    scalars: dict[str, list[tuple[int, float, float]]], started: float | None
+) -> list[Evaluation]:
+    """The run's evaluations with their env steps (``eval/env_steps`` at the same opt step, else
+    ``perf/env_steps`` interpolated at it) and seconds since the run's first event."""
+    at_eval = {step: value for step, value, _ in scalars.get(EVAL_ENV_STEPS_TAG, [])}
+    perf = scalars.get(ENV_STEPS_TAG, [])
+    out = []
+    for step, value, wall in scalars.get(CURVE_TAG, []):
+        env_steps: float | None = at_eval.get(step)
+        if env_steps is None and perf:
+            env_steps = float(np.interp(step, [s for s, _, _ in perf], [v for _, v, _ in perf]))
+        seconds = wall - started if started is not None else 0.0
+        out.append(Evaluation(step, env_steps, seconds, value))
+    return out
 
 
 def _overrides(run_dir: Path, result: dict[str, Any] | None) -> list[str]:
@@ -117,20 +186,21 @@ def _overrides(run_dir: Path, result: dict[str, Any] | None) -> list[str]:
 def read_run(run_dir: Path, root: Path) -> RunRow:
     """Everything the report shows about one run."""
     result = read_result(run_dir)
-    scalars = _scalars(run_dir)
+    scalars, started = _events(run_dir)
     summary = (result or {}).get("summary", {})
     row = RunRow(
         job=str(run_dir.relative_to(root)) if run_dir != root else run_dir.name,
         path=run_dir,
         overrides=_overrides(run_dir, result),
         status=result["status"] if result else "unfinished",
-        curve=[(step, value) for step, value, _ in scalars.get(CURVE_TAG, [])],
+        evaluations=evaluations(scalars, started),
     )
+    curve = row.curve("opt_steps")
     if "final_return" in summary:  # exact; TensorBoard keeps float32
         row.best_return, row.final_return = summary["best_return"], summary["final_return"]
-    elif row.curve:
-        row.best_return = max(v for _, v in row.curve)
-        row.final_return = row.curve[-1][1]
+    elif curve:
+        row.best_return = max(v for _, v in curve)
+        row.final_return = curve[-1][1]
     env = scalars.get(ENV_STEPS_TAG, [])
     row.env_steps = summary.get("env_steps", int(env[-1][1]) if env else None)
     steps = [s for tag in scalars.values() for s, _, _ in tag]
@@ -163,20 +233,26 @@ def _fmt(value: Any, digits: int = 1) -> str:
     return str(value)
 
 
+def shared(overrides: Iterable[list[str]] | Iterable[tuple[str, ...]]) -> list[str]:
+    """Overrides every one of several lists has (shown once, under the table)."""
+    lists = [list(o) for o in overrides]
+    if len(lists) < 2:
+        return []
+    common = set(lists[0]).intersection(*lists[1:])
+    return [o for o in lists[0] if o in common]
+
+
 def shared_overrides(rows: list[RunRow]) -> list[str]:
     """Overrides every run has (shown once, under the table, when there are several runs)."""
-    if len(rows) < 2:
-        return []
-    common = set(rows[0].overrides).intersection(*(row.overrides for row in rows[1:]))
-    return [o for o in rows[0].overrides if o in common]
+    return shared(row.overrides for row in rows)
 
 
 def table(root: Path, rows: list[RunRow]) -> Table:
     """The rich table of the runs; the overrides column shows what differs between them."""
-    shared = shared_overrides(rows)
+    common = shared_overrides(rows)
     out = Table(
         title=f"{root} ({len(rows)} runs)",
-        caption=f"every run: {' '.join(shared)}" if shared else None,
+        caption=f"every run: {' '.join(common)}" if common else None,
     )
     out.add_column("job", overflow="fold")
     out.add_column("overrides", overflow="fold", ratio=1)
@@ -187,7 +263,7 @@ def table(root: Path, rows: list[RunRow]) -> Table:
     for row in rows:
         out.add_row(
             Text(row.job),
-            Text(" ".join(o for o in row.overrides if o not in shared) or "-"),
+            Text(" ".join(o for o in row.overrides if o not in common) or "-"),
             Text(row.status, style=style.get(row.status, "dim")),
             _fmt(row.best_return),
             _fmt(row.final_return),
@@ -207,49 +283,219 @@ def write_csv(rows: list[RunRow], path: Path) -> None:
             writer.writerow(row.values())
 
 
-def plot(root: Path, rows: list[RunRow], path: Path) -> bool:
-    """Every run's eval-return curve against opt steps, in one PNG; False if no run has one."""
-    curves = [row for row in rows if row.curve]
-    if not curves:
-        return False
+# --- groups of seeds -----------------------------------------------------------------------------
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+@dataclass
+class Group:
+    """Runs whose overrides differ only in ``seed``.
+
+    Attributes:
+        overrides: the overrides of its runs, ``seed`` left out.
+        runs: every run of the group.
+        label: what sets it apart from the other groups (filled by :func:`group_runs`).
+    """
+
+    overrides: tuple[str, ...]
+    runs: list[RunRow]
+    label: str = ""
+
+    @property
+    def scored(self) -> list[RunRow]:
+        """The runs with at least one evaluation (the seeds the aggregates are over)."""
+        return [row for row in self.runs if row.final_return is not None]
+
+    def final(self) -> Estimate | None:
+        """Aggregate of the runs' final ``eval/return_mean``."""
+        scores = [row.final_return for row in self.runs if row.final_return is not None]
+        return estimate(scores) if scores else None
+
+    def best(self) -> Estimate | None:
+        """Aggregate of the runs' best ``eval/return_mean``."""
+        scores = [row.best_return for row in self.runs if row.best_return is not None]
+        return estimate(scores) if scores else None
+
+    def band(self, axis: str) -> Band | None:
+        """The group's ``eval/return_mean`` against ``axis``, aggregated over its seeds."""
+        return aggregate_curves([row.curve(axis) for row in self.runs])
+
+    def values(self) -> dict[str, Any]:
+        """The group's line, keyed by :data:`GROUP_COLUMNS`."""
+        final, best = self.final(), self.best()
+        steps = [r.env_steps for r in self.scored if r.env_steps is not None]
+        return {
+            "group": self.label,
+            "seeds": len(self.scored),
+            "final_mean": final and final.mean,
+            "final_ci_low": final and final.low,
+            "final_ci_high": final and final.high,
+            "final_iqm": final and final.iqm,
+            "best_mean": best and best.mean,
+            "best_ci_low": best and best.low,
+            "best_ci_high": best and best.high,
+            "best_iqm": best and best.iqm,
+            "env_steps_mean": float(np.mean(steps)) if steps else None,
+            "failed": sum(r.status == "failed" for r in self.runs),
+            "jobs": " ".join(r.job for r in self.runs),
+        }
+
+
+def group_runs(rows: list[RunRow]) -> tuple[list[Group], list[str]]:
+    """Runs grouped by their overrides minus ``seed`` (in order of appearance), and the
+    overrides every group shares (each group's label is what is left)."""
+    groups: dict[tuple[str, ...], Group] = {}
+    for row in rows:
+        key = tuple(o for o in row.overrides if _key(o) != "seed")
+        groups.setdefault(key, Group(key, [])).runs.append(row)
+    common = shared(g.overrides for g in groups.values())
+    for group in groups.values():
+        group.label = " ".join(o for o in group.overrides if o not in common) or "all runs"
+    return list(groups.values()), common
+
+
+def _interval(estimate_: Estimate | None) -> str:
+    if estimate_ is None:
+        return "-"
+    if estimate_.n < 2:
+        return f"{estimate_.mean:.1f}"
+    return f"{estimate_.mean:.1f} [{estimate_.low:.1f}, {estimate_.high:.1f}]"
+
+
+def group_table(root: Path, groups: list[Group], common: list[str]) -> Table:
+    """One line per group: final and best return (mean [95% CI], IQM), seeds, env steps."""
+    out = Table(
+        title=f"{root} ({len(groups)} groups, {sum(len(g.runs) for g in groups)} runs)",
+        caption="mean [95% bootstrap CI] and IQM over seeds"
+        + (f"; every run: {' '.join(common)}" if common else ""),
+    )
+    out.add_column("group", overflow="fold", ratio=1)
+    for name in ("seeds", "final return", "final IQM", "best return", "best IQM", "env steps"):
+        out.add_column(name, justify="right", no_wrap=True)
+    out.add_column("failed", justify="right", no_wrap=True)
+    for group in groups:
+        final, best = group.final(), group.best()
+        values = group.values()
+        out.add_row(
+            Text(group.label),
+            str(values["seeds"]),
+            _interval(final),
+            _fmt(final and final.iqm),
+            _interval(best),
+            _fmt(best and best.iqm),
+            _fmt(values["env_steps_mean"], 0),
+            Text(str(values["failed"]), style="red" if values["failed"] else "dim"),
+        )
+    return out
+
+
+def write_group_csv(groups: list[Group], path: Path) -> None:
+    """The group table as CSV (one line per group, :data:`GROUP_COLUMNS`)."""
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=GROUP_COLUMNS)
+        writer.writeheader()
+        for group in groups:
+            writer.writerow(group.values())
+
+
+# --- plots ---------------------------------------------------------------------------------------
+
+
+def _axes(title: str, axis: str) -> tuple[Any, Any]:
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display
     from matplotlib import pyplot as plt
+    from matplotlib.ticker import EngFormatter
 
-    fig, ax = plt.subplots(figsize=(9, 5.5))
-    for row in curves:
-        steps, values = zip(*row.curve, strict=True)
-        label = row.job + (f": {' '.join(row.overrides)}" if row.overrides else "")
-        ax.plot(steps, values, marker="o", markersize=3, label=label[:80])
-    ax.set_xlabel("opt steps")
-    ax.set_ylabel(CURVE_TAG)
-    ax.set_title(root.name)
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    ax.set_xlabel(X_AXES[axis])
+    ax.set_ylabel("evaluation return")
+    ax.set_title(title, fontsize=9)
+    if axis != "seconds":
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+    ax.spines[["top", "right"]].set_visible(False)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, loc="best")
+    return fig, ax
+
+
+def _save(fig: Any, path: Path) -> None:
+    from matplotlib import pyplot as plt
+
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=200)
     plt.close(fig)
+
+
+def plot(root: Path, rows: list[RunRow], path: Path, axis: str = "env_steps") -> bool:
+    """Every run's eval-return curve against ``axis``, in one PNG; False if no run has one."""
+    curves = [(row, row.curve(axis)) for row in rows if row.curve(axis)]
+    if not curves:
+        return False
+    common = shared_overrides(rows)
+    fig, ax = _axes(root.name, axis)
+    for row, curve in curves:
+        xs, ys = zip(*curve, strict=True)
+        differing = " ".join(o for o in row.overrides if o not in common)
+        label = row.job + (f": {differing}" if differing else "")
+        ax.plot(xs, ys, marker="o", markersize=3, label=label[:80])
+    ax.legend(fontsize=7, loc="best")
+    _save(fig, path)
     return True
 
 
-def report(path: str | Path, csv_path: Path | None, plot_path: Path | None) -> int:
-    """Print the table, write the PNG (default ``<dir>/report.png``) and optionally the CSV."""
+def plot_groups(groups: list[Group], path: Path, axis: str = "env_steps") -> bool:
+    """Per group: mean (solid) with its 95% bootstrap band and IQM (dashed) against ``axis``."""
+    bands = [(group, group.band(axis)) for group in groups]
+    drawn = [(group, band) for group, band in bands if band is not None]
+    if not drawn:
+        return False
+    fig, ax = _axes("mean over seeds with its 95% bootstrap CI (band); IQM dashed", axis)
+    for i, (group, band) in enumerate(drawn):
+        color = f"C{i % 10}"
+        ax.plot(band.x, band.mean, color=color, lw=1.8, label=f"{group.label[:60]} (n={band.n})")
+        ax.fill_between(band.x, band.low, band.high, color=color, alpha=0.2, lw=0)
+        ax.plot(band.x, band.iqm, color=color, lw=1.0, ls="--")
+    ax.legend(fontsize=7, loc="best", frameon=False)
+    _save(fig, path)
+    return True
+
+
+def report(
+    path: str | Path,
+    csv_path: Path | None,
+    plot_path: Path | None,
+    axis: str = "env_steps",
+    per_run: bool = False,
+) -> int:
+    """Print the table, write the PNG (default ``<dir>/report.png``) and optionally the CSV.
+
+    Runs are compared by group of seeds when some group has several, unless ``per_run``.
+    """
     root, rows = collect(path)
     console = Console()
     if not console.is_terminal:
         console = Console(width=160)  # a file or pipe: no terminal width to respect
-    console.print(table(root, rows))
+    groups, common = group_runs(rows)
+    by_group = not per_run and any(len(g.runs) > 1 for g in groups)
+    if by_group:
+        console.print(group_table(root, groups, common))
+    else:
+        console.print(table(root, rows))
     for row in rows:
         if row.error:
             console.print(Text.assemble((f"{row.job} failed: ", "red"), row.error))
     png = plot_path or root / "report.png"
-    if plot(root, rows, png):
-        console.print(f"plot: {png}")
-    else:
-        console.print("no evaluations yet: no plot")
+    drawn = plot_groups(groups, png, axis) if by_group else plot(root, rows, png, axis)
+    console.print(f"plot: {png}" if drawn else f"no evaluations with {X_AXES[axis]} yet: no plot")
     if csv_path is not None:
-        write_csv(rows, csv_path)
+        if by_group:
+            write_group_csv(groups, csv_path)
+        else:
+            write_csv(rows, csv_path)
         console.print(f"csv: {csv_path}")
     return 0
 
@@ -258,15 +504,26 @@ def report_command(args: list[str]) -> int:
     """``border report``: a table of the runs under a directory, a PNG of their eval curves."""
     parser = argparse.ArgumentParser(
         prog="border report",
-        description="Compare runs: a table (status, best and final eval return, steps, wall time)"
-        " and a PNG of their eval/return_mean curves.",
+        description="Compare runs: a table and a PNG of their eval/return_mean curves. Runs that"
+        " differ only in seed are aggregated (mean with a 95%% bootstrap CI, IQM).",
     )
     parser.add_argument("path", help="a run dir, a sweep dir, or any directory holding runs")
     parser.add_argument("--csv", type=Path, help="also write the table as CSV to this file")
     parser.add_argument("--plot", type=Path, help="where the PNG goes (default: <path>/report.png)")
+    parser.add_argument(
+        "--x",
+        choices=list(X_AXES),
+        default="env_steps",
+        help="the curves' x axis (default: env_steps)",
+    )
+    parser.add_argument(
+        "--runs",
+        action="store_true",
+        help="one line and one curve per run, even for runs that differ only in seed",
+    )
     parsed = parser.parse_args(args)
     try:
-        return report(parsed.path, parsed.csv, parsed.plot)
+        return report(parsed.path, parsed.csv, parsed.plot, parsed.x, parsed.runs)
     except ConfigError as exc:
         return fail(str(exc))
     except OSError as exc:  # --csv/--plot into a missing or read-only place

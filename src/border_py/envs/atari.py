@@ -109,6 +109,8 @@ class AtariEnvFactory(GymEnvFactory):
             action set has FIRE, as Pong's and Breakout's do), ``true`` (the game must have FIRE)
             or ``false``.
         kwargs: extra keyword arguments for ``gymnasium.make`` (e.g. ``mode``, ``difficulty``).
+        wrappers: the user's gymnasium wrappers, applied after the preprocessing and the frame
+            stack (see :class:`~border_py.envs.factory.GymEnvFactory`).
 
     Attributes:
         eval_epsilon: the default probability of a random action in evaluation episodes: 0.001,
@@ -131,6 +133,7 @@ class AtariEnvFactory(GymEnvFactory):
         max_episode_steps: int | None = None,
         fire_reset: str | bool = "auto",
         kwargs: dict[str, Any] | None = None,
+        wrappers: list[dict[str, Any]] | None = None,
     ) -> None:
         register_ale()
         fraction("repeat_action_probability", repeat_action_probability)
@@ -149,7 +152,7 @@ class AtariEnvFactory(GymEnvFactory):
         extra = dict(kwargs or {})
         for key in ("frameskip", "repeat_action_probability", "full_action_space"):
             require(f"kwargs.{key}", key not in extra, "set by its own key, not in kwargs", key)
-        super().__init__(id, extra)
+        super().__init__(id, extra, wrappers=wrappers)
         self.max_episode_steps = max_episode_steps  # applied in agent steps, after frame skip
         if max_episode_steps is not None:
             positive("max_episode_steps", max_episode_steps, int)
@@ -163,8 +166,9 @@ class AtariEnvFactory(GymEnvFactory):
         self.terminal_on_life_loss, self.clip_rewards = terminal_on_life_loss, clip_rewards
         self.fire_reset = fire_reset
 
-    def make(self, render_mode: str | None = None, training: bool = False) -> gym.Env:
-        """One preprocessed env; ``training`` applies reward clipping and life-loss episodes."""
+    def make_base(self, render_mode: str | None = None, training: bool = False) -> gym.Env:
+        """One preprocessed env before ``env.wrappers``; ``training`` applies reward clipping and
+        life-loss episodes."""
         register_ale()
         env = gym.make(self.id, render_mode=render_mode, **self.make_kwargs)
         env = AtariPreprocessing(

@@ -1,16 +1,101 @@
-"""The ``env`` config group: a factory of gymnasium envs (any registered id) and their spaces."""
+"""The ``env`` config group: a factory of gymnasium envs (any registered id) and their spaces.
+
+``env.wrappers`` is an ordered list of gymnasium wrappers (gymnasium's own or the user's), each a
+``_target_`` and its keyword arguments, applied to the actors' and the evaluation envs alike, or
+with ``training_only: true`` / ``evaluation_only: true`` to one kind of env only.
+"""
 
 from __future__ import annotations
 
 import importlib
+import inspect
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
-from border_py.config import build, closest, require
+from border_py.config import build, closest, flag, require, resolve_target
 from border_py.envs.vector import EpisodeLog, VectorEnv
 from border_py.errors import ConfigError
+
+SWITCHES = ("training_only", "evaluation_only")  # keys of a wrapper spec that are not its arguments
+
+
+@dataclass(frozen=True)
+class WrapperSpec:
+    """One checked entry of ``env.wrappers``.
+
+    Attributes:
+        name: where it sits in the config, e.g. ``wrappers[0]``.
+        spec: its ``_target_`` and keyword arguments (the env comes at build time).
+        training_only: wraps the actors' envs only.
+        evaluation_only: wraps the evaluation envs (and ``border eval``'s) only.
+    """
+
+    name: str
+    spec: dict[str, Any]
+    training_only: bool = False
+    evaluation_only: bool = False
+
+    def applies(self, training: bool) -> bool:
+        """Whether this wrapper wraps a training (actor) env, or an evaluation env."""
+        return not (self.evaluation_only if training else self.training_only)
+
+    def wrap(self, env: gym.Env) -> gym.Env:
+        """``env`` inside this wrapper."""
+        return build(f"env.{self.name}", self.spec, env=env)
+
+
+def wrapper_specs(wrappers: Any) -> list[WrapperSpec]:
+    """Check ``env.wrappers`` (a list of ``{_target_: ..., <arguments>, training_only: bool}``).
+
+    The arguments are checked against the wrapper's signature when it is first built (the
+    trainers build one env before anything starts, see :meth:`GymEnvFactory.spaces`).
+
+    Raises:
+        ConfigError: one line naming ``wrappers[i]`` and the bad key.
+    """
+    require(
+        "wrappers",
+        isinstance(wrappers, list),
+        "a list of wrapper specs, e.g. [{_target_: gymnasium.wrappers.FlattenObservation}]",
+        wrappers,
+    )
+    specs = []
+    for i, entry in enumerate(wrappers):
+        name = f"wrappers[{i}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("_target_"), str):
+            raise ConfigError(
+                f"{name}={entry!r}: must be a mapping with a '_target_' (a wrapper class, e.g."
+                " gymnasium.wrappers.FlattenObservation) and its keyword arguments"
+            )
+        try:
+            target = resolve_target(entry["_target_"])
+        except ConfigError as exc:
+            raise ConfigError(f"{name}.{exc}") from None
+        require(f"{name}._target_", callable(target), "a wrapper class", entry["_target_"])
+        params = inspect.signature(target).parameters
+        require(
+            f"{name}._target_",
+            "env" in params,
+            "a wrapper that takes the env as its 'env' argument (as gymnasium's wrappers do)",
+            entry["_target_"],
+        )
+        for switch in SWITCHES:
+            flag(f"{name}.{switch}", entry.get(switch, False))
+        if entry.get("training_only") and entry.get("evaluation_only"):
+            raise ConfigError(f"{name}: training_only and evaluation_only cannot both be true")
+        spec = {k: v for k, v in entry.items() if k not in SWITCHES}
+        specs.append(
+            WrapperSpec(
+                name,
+                spec,
+                bool(entry.get("training_only", False)),
+                bool(entry.get("evaluation_only", False)),
+            )
+        )
+    return specs
 
 
 class GymEnvFactory:
@@ -20,6 +105,9 @@ class GymEnvFactory:
         id: gymnasium environment id.
         kwargs: extra keyword arguments for ``gymnasium.make``.
         max_episode_steps: override of the registered time limit (None keeps it).
+        wrappers: gymnasium wrappers applied in order after ``gymnasium.make``, each
+            ``{_target_: <class>, <its keyword arguments>}`` plus an optional ``training_only:
+            true`` (actors' envs only) or ``evaluation_only: true`` (evaluation envs only).
 
     Attributes:
         eval_epsilon: the probability of a random action in evaluation episodes that this kind of
@@ -29,10 +117,15 @@ class GymEnvFactory:
     eval_epsilon: float = 0.0
 
     def __init__(
-        self, id: str, kwargs: dict[str, Any] | None = None, max_episode_steps: int | None = None
+        self,
+        id: str,
+        kwargs: dict[str, Any] | None = None,
+        max_episode_steps: int | None = None,
+        wrappers: list[dict[str, Any]] | None = None,
     ) -> None:
         require("id", isinstance(id, str), "a gymnasium id string", id)
         require("kwargs", kwargs is None or isinstance(kwargs, dict), "a mapping (or null)", kwargs)
+        self.wrappers = wrapper_specs([] if wrappers is None else wrappers)
         self.id = id
         self.kwargs = dict(kwargs or {})
         self.max_episode_steps = max_episode_steps
@@ -56,11 +149,20 @@ class GymEnvFactory:
             raise ConfigError(f"id={id!r}: its module cannot be imported ({exc})") from None
 
     def make(self, render_mode: str | None = None, training: bool = False) -> gym.Env:
-        """One environment instance (seeded by the caller's first ``reset``).
+        """One environment instance (seeded by the caller's first ``reset``), with the wrappers.
 
-        ``training`` asks for an actor's env rather than an evaluation env; they are the same
-        here, subclasses may differ (e.g. Atari's reward clipping, see :mod:`border_py.envs.atari`).
+        ``training`` asks for an actor's env rather than an evaluation env: they differ by the
+        ``training_only``/``evaluation_only`` wrappers, and in subclasses (e.g. Atari's reward
+        clipping, see :mod:`border_py.envs.atari`).
         """
+        env = self.make_base(render_mode, training)
+        for wrapper in self.wrappers:
+            if wrapper.applies(training):
+                env = wrapper.wrap(env)
+        return env
+
+    def make_base(self, render_mode: str | None = None, training: bool = False) -> gym.Env:
+        """The env before ``env.wrappers``: ``gymnasium.make`` of the id."""
         kwargs = dict(self.kwargs)
         if render_mode is not None:
             kwargs["render_mode"] = render_mode
@@ -83,9 +185,27 @@ class GymEnvFactory:
         return VectorEnv(SyncVectorEnv(envs, autoreset_mode=AutoresetMode.SAME_STEP), seed)
 
     def spaces(self) -> tuple[gym.Space, gym.Space]:
-        """(observation_space, action_space) of one instance; a failure to build it is a ConfigError."""
+        """(observation_space, action_space) of one instance, after the wrappers.
+
+        A failure to build the env is a ConfigError; so are training and evaluation envs whose
+        spaces differ (a ``training_only`` or ``evaluation_only`` wrapper that changes them).
+        """
+        spaces = self._spaces(training=False)
+        if any(w.training_only or w.evaluation_only for w in self.wrappers):
+            training = self._spaces(training=True)
+            if training != spaces:
+                raise ConfigError(
+                    f"env.wrappers: the actors' envs have spaces {training} but the evaluation"
+                    f" envs {spaces}; a wrapper that changes the spaces must wrap both (drop its"
+                    " training_only/evaluation_only)"
+                )
+        return spaces
+
+    def _spaces(self, training: bool) -> tuple[gym.Space, gym.Space]:
         try:
-            env = self.make()
+            env = self.make(training=training)
+        except ConfigError:
+            raise
         except Exception as exc:  # bad kwargs, a missing optional dependency, ...
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise ConfigError(

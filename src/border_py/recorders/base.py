@@ -14,8 +14,6 @@ HParam = float | int | str | bool
 
 # metrics a run reports at its end, next to its hyper-parameters (TensorBoard's HPARAMS tab, MLflow)
 FINAL_METRICS = ("hparams/best_return", "hparams/final_return", "hparams/mean_return")
-# tags compared across the jobs of a sweep
-COMPARED_TAGS = ("eval/return_mean", *FINAL_METRICS)
 NOT_HPARAMS = ("run_dir", "resume", "progress", "progress_interval")  # how, not what, is trained
 
 

@@ -1,4 +1,7 @@
-"""MLflow recording (the ``[mlflow]`` extra): a local SQLite store in the run dir, no server needed."""
+"""MLflow recording (the ``[mlflow]`` extra): a local SQLite store in the run dir, no server needed.
+
+At its end a run also gets artifacts: the best policy, its config, and the videos in its run dir.
+"""
 
 from __future__ import annotations
 
@@ -18,6 +21,9 @@ from border_py.recorders.base import hyperparameters
 RUN_ID_FILE = "mlflow_run.json"  # in the run dir: a resumed run continues the same MLflow run
 STATUS = {"completed": "FINISHED", "interrupted": "KILLED", "failed": "FAILED"}
 BATCH = 100  # MLflow's limit on params per log_batch call
+BEST = Path("checkpoints") / "best"  # in the run dir: the best policy's checkpoint
+
+log = logging.getLogger(__name__)
 
 
 def default_store(run_dir: Path) -> Path:
@@ -31,6 +37,11 @@ def default_store(run_dir: Path) -> Path:
 class MlflowRecorder:
     """Params (the flattened config), metrics at each opt step, tags and the run's end status in
     MLflow, through ``MlflowClient`` (no process-global active run, so sweep jobs never mix).
+
+    When the run ends, its artifacts: ``best/policy.pt`` and ``best/meta.json`` (the best
+    policy, see ``checkpoints/best/``), ``config.yaml`` (the resolved config), ``hydra/`` (Hydra's
+    composed config and overrides, when Hydra ran it) and ``videos/`` (every ``.mp4`` under the run
+    dir, e.g. from ``border eval eval.video=true`` or a ``RecordVideo`` wrapper).
 
     Args:
         tracking_uri: an MLflow tracking URI (``http://...``, ``sqlite:///...``); null: a SQLite
@@ -69,6 +80,8 @@ class MlflowRecorder:
         self.client: Any = None
         self.run_id: str | None = None
         self.last_step = 0
+        self.run_dir = Path()
+        self.config: dict[str, Any] = {}
 
     def open(self, run_dir: Path, config: dict[str, Any], resume_step: int | None) -> None:
         """Connect, then create the MLflow run, or reopen it when the run is resumed."""
@@ -78,6 +91,7 @@ class MlflowRecorder:
         for name in ("alembic", "mlflow.store.db.utils"):  # schema creation chatter
             logging.getLogger(name).setLevel(logging.WARNING)
         run_dir = Path(run_dir)
+        self.run_dir, self.config = run_dir, config
         self.last_step = resume_step or 0
         id_file = run_dir / RUN_ID_FILE
         if resume_step is not None and id_file.is_file():  # the same store and run as before
@@ -124,5 +138,24 @@ class MlflowRecorder:
             return
         if final:
             self.scalars(final, self.last_step)
+        try:
+            self.log_artifacts()
+        except Exception as exc:  # an unreachable artifact store must not lose the run's end
+            log.warning("MLflow: the run's artifacts were not logged (%s)", exc)
         self.client.set_terminated(self.run_id, STATUS[status])
         self.client = None
+
+    def log_artifacts(self) -> None:
+        """The best policy, the config, Hydra's files and the videos of the run (see the class)."""
+        client, run_id = self.client, self.run_id
+        client.log_dict(run_id, self.config, "config.yaml")
+        best = self.run_dir / BEST
+        for name in ("policy.pt", "meta.json"):
+            if (best / name).is_file():
+                client.log_artifact(run_id, str(best / name), "best")
+        hydra_dir = self.run_dir / ".hydra"
+        if hydra_dir.is_dir():
+            client.log_artifacts(run_id, str(hydra_dir), "hydra")
+        for video in sorted(self.run_dir.rglob("*.mp4")):
+            where = video.parent.relative_to(self.run_dir)
+            client.log_artifact(run_id, str(video), str(Path("videos") / where))

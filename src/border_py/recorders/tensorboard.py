@@ -7,13 +7,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
-from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
+from tensorboard.compat.proto.summary_pb2 import Summary
+from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2, summary_v2
 from torch.utils.tensorboard import SummaryWriter
-from torch.utils.tensorboard.summary import hparams
 
 from border_py.config import positive
-from border_py.recorders.base import COMPARED_TAGS, hyperparameters
+from border_py.recorders.base import hyperparameters
 
 STATUS = {
     "completed": "STATUS_SUCCESS",
@@ -28,7 +27,9 @@ class TensorBoardRecorder:
 
     Every config value is a hyper-parameter of the run in TensorBoard's HPARAMS tab, where the jobs
     of a sweep (``tensorboard --logdir <sweep dir>``) are compared on ``eval/return_mean`` and the
-    final ``hparams/*`` metrics.
+    final ``hparams/*`` metrics. Each run writes its session start and end; the experiment (the
+    hyper-parameters' domains across runs, the metrics) is left to TensorBoard to infer from the
+    runs it finds, since a per-run experiment summary would describe only one run of a sweep.
 
     Args:
         flush_secs: seconds between flushes of pending events to disk.
@@ -49,11 +50,11 @@ class TensorBoardRecorder:
         if resume_step is None:
             text = json.dumps(config, indent=2, default=str)
             self.writer.add_text("config", "```\n" + text + "\n```", 0)
-            experiment, session_start, _ = hparams(
-                hyperparameters(config), dict.fromkeys(COMPARED_TAGS, 0.0)
-            )
-            for summary in (experiment, session_start):
-                self.writer.file_writer.add_summary(summary)
+            self._summary(summary_v2.hparams_pb(hyperparameters(config)))
+
+    def _summary(self, summary: Summary) -> None:
+        assert self.writer is not None and self.writer.file_writer is not None, "not open"
+        self.writer.file_writer.add_summary(summary)
 
     def scalars(self, values: dict[str, Any], step: int) -> None:
         """Write each ``tag: value`` at ``step``."""
@@ -68,25 +69,27 @@ class TensorBoardRecorder:
             return
         if final:
             self.scalars(final, self.last_step)
-        self.writer.file_writer.add_summary(_session_end(STATUS[status]))
+        self._summary(_session_end(STATUS[status]))
         self.writer.close()
         self.writer = None
 
 
 def _session_end(status: str) -> Summary:
-    """The HPARAMS plugin's session-end summary with ``status`` (e.g. ``STATUS_FAILURE``)."""
+    """The HPARAMS plugin's session-end summary with ``status`` (e.g. ``STATUS_FAILURE``).
+
+    TensorBoard's ``hparams.summary.session_end_pb`` makes the same summary but imports
+    TensorFlow; this uses the plugin's own metadata helper and tensor, as its ``summary_v2`` does.
+    """
     info = plugin_data_pb2.SessionEndInfo(
         status=api_pb2.Status.Value(status), end_time_secs=time.time()
     )
-    content = plugin_data_pb2.HParamsPluginData(
-        session_end_info=info, version=metadata.PLUGIN_DATA_VERSION
+    data = plugin_data_pb2.HParamsPluginData(session_end_info=info)
+    value = Summary.Value(
+        tag=metadata.SESSION_END_INFO_TAG,
+        metadata=metadata.create_summary_metadata(data),
+        tensor=metadata.NULL_TENSOR,
     )
-    meta = SummaryMetadata(
-        plugin_data=SummaryMetadata.PluginData(
-            plugin_name=metadata.PLUGIN_NAME, content=content.SerializeToString()
-        )
-    )
-    return Summary(value=[Summary.Value(tag=metadata.SESSION_END_INFO_TAG, metadata=meta)])
+    return Summary(value=[value])
 
 
 def _after_existing_files(log_dir: Path) -> None:

@@ -90,7 +90,7 @@ def learn_step(agent: Agent, buffer: ReplayBuffer) -> dict[str, Any]:
             raise RuntimeError(
                 f"{type(agent).__name__}.update returned no 'td_error' for a prioritized batch"
             )
-        buffer.update_priorities(batch.index, td_error)
+        buffer.update_priorities(batch.index, np.asarray(td_error))
     return metrics
 
 

@@ -16,9 +16,9 @@ from rich.table import Table
 
 from border_py import __version__
 from border_py.agents.base import Agent
-from border_py.config import build
 from border_py.errors import ConfigError
-from border_py.recorders import Recorder, TensorBoardRecorder
+from border_py.recorders import Recorder
+from border_py.recorders.composite import build_recorders
 from border_py.recorders.console import ProgressView
 from border_py.runs.checkpoint import (
     Checkpoint,
@@ -41,12 +41,10 @@ log = logging.getLogger(__name__)
 EvalCallback = Callable[[int, int, float], bool]
 
 
-DEFAULT_RECORDER = {"_target_": f"{TensorBoardRecorder.__module__}.TensorBoardRecorder"}
-
-
 def build_recorder(config: dict[str, Any]) -> Recorder:
-    """The ``recorder`` group (TensorBoard for configs saved before the group existed)."""
-    return build("recorder", config.get("recorder") or DEFAULT_RECORDER)
+    """The ``recorder`` group: every recorder it names (TensorBoard for configs saved before the
+    group existed)."""
+    return build_recorders(config.get("recorder"))
 
 
 def restore_agent(parts: Components, checkpoint: Checkpoint) -> None:

@@ -1,0 +1,134 @@
+"""Weights & Biases recording (the ``[wandb]`` extra); ``WANDB_MODE=offline`` needs no account."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any, Literal
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+
+from border_py.config import require
+from border_py.errors import ConfigError, RunError
+from border_py.recorders.base import NOT_HPARAMS
+
+log = logging.getLogger(__name__)
+
+RUN_ID_FILE = "wandb_run.json"  # in the run dir: a resumed run continues the same W&B run
+STEP_METRIC = "opt_step"  # every metric is charted against it (W&B's own step only counts logs)
+EXIT_CODES = {"completed": 0, "failed": 1, "interrupted": 130}
+MODES = ("online", "offline", "disabled")
+
+
+def sweep_group() -> str | None:
+    """``<date>/<time>`` of the sweep dir for the jobs of a multirun (their W&B group), else None."""
+    if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+        sweep = Path(HydraConfig.get().sweep.dir)
+        return f"{sweep.parent.name}/{sweep.name}"
+    return None
+
+
+class WandbRecorder:
+    """Scalars, the config, the final metrics (the run's summary) and the end status in a W&B run.
+
+    Metrics are charted against ``opt_step`` (the optimization step, as in TensorBoard and
+    MLflow). W&B's files go to ``<run dir>/wandb/``; the run id is kept in
+    ``<run dir>/wandb_run.json`` so that a resumed run continues the same W&B run.
+
+    Args:
+        project: the W&B project.
+        entity: the W&B entity (user or team; null: your default).
+        group: the W&B group (null: ``<date>/<time>`` of the sweep for the jobs of a multirun).
+        name: the W&B run name (null: the run dir's name).
+        tags: W&B tags of the run.
+        mode: ``online``, ``offline`` (files only, ``wandb sync`` later) or ``disabled``; null
+            leaves it to W&B (``WANDB_MODE``, ``wandb offline``).
+    """
+
+    def __init__(
+        self,
+        project: str = "border-py",
+        entity: str | None = None,
+        group: str | None = None,
+        name: str | None = None,
+        tags: list[str] | None = None,
+        mode: str | None = None,
+    ) -> None:
+        require(
+            "project", isinstance(project, str) and project != "", "a non-empty string", project
+        )
+        for key, value in (("entity", entity), ("group", group), ("name", name)):
+            require(key, value is None or isinstance(value, str), "null or a string", value)
+        tags = list(tags or [])
+        require("tags", all(isinstance(t, str) for t in tags), "a list of strings", tags)
+        require("mode", mode is None or mode in MODES, f"null or one of {', '.join(MODES)}", mode)
+        try:
+            import wandb  # noqa: F401
+        except ImportError:
+            raise ConfigError(
+                "_target_: the W&B recorder needs wandb: pip install 'border-py[wandb]'"
+            ) from None
+        self.project, self.entity, self.group, self.name = project, entity, group, name
+        self.tags, self.mode = tags, mode
+        self.run: Any = None
+
+    def open(self, run_dir: Path, config: dict[str, Any], resume_step: int | None) -> None:
+        """Start the W&B run, or continue it when the run is resumed."""
+        import wandb
+
+        run_dir = Path(run_dir)
+        id_file = run_dir / RUN_ID_FILE
+        settings = wandb.Settings(console="off")  # the rich console stays ours
+        hparams = {k: v for k, v in config.items() if k not in NOT_HPARAMS}
+        resume: Literal["allow"] | None
+        if resume_step is not None and id_file.is_file():
+            saved = json.loads(id_file.read_text())
+            where = {"project": saved["project"], "entity": saved.get("entity")}
+            run_id, resume = saved["id"], "allow"
+        else:
+            where = {"project": self.project, "entity": self.entity}
+            run_id, resume = None, None
+        mode: Any = self.mode  # checked against MODES
+        try:
+            self.run = wandb.init(
+                **where,
+                dir=str(run_dir),
+                id=run_id,
+                resume=resume,
+                name=self.name or run_dir.name,
+                group=self.group or sweep_group(),
+                tags=self.tags,
+                mode=mode,
+                config=hparams,
+                allow_val_change=resume is not None,  # a resume may change e.g. max_opts
+                reinit="create_new",  # our own run object; a user's active run is left alone
+                settings=settings,
+            )
+        except wandb.Error as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise RunError(
+                f"recorder.wandb: W&B did not start ({first}); without an account, record"
+                " offline with WANDB_MODE=offline"
+            ) from None
+        self.run.define_metric(STEP_METRIC)
+        self.run.define_metric("*", step_metric=STEP_METRIC)
+        id_file.write_text(
+            json.dumps({"id": self.run.id, "project": self.run.project, "entity": where["entity"]})
+        )
+        log.info("W&B run %s (%s) in %s", self.run.id, self.run.settings.mode, run_dir / "wandb")
+
+    def scalars(self, values: dict[str, Any], step: int) -> None:
+        """Log each ``tag: value`` with ``opt_step=step``."""
+        assert self.run is not None, "recorder is not open"
+        self.run.log({tag: float(value) for tag, value in values.items()} | {STEP_METRIC: step})
+
+    def close(self, status: str = "completed", final: dict[str, float] | None = None) -> None:
+        """Put the final metrics and ``status`` in the run's summary and finish it (exit code 0
+        when completed, 130 interrupted, 1 failed) (idempotent)."""
+        if self.run is None:
+            return
+        run, self.run = self.run, None
+        run.summary.update(dict(final or {}) | {"status": status})
+        run.finish(exit_code=EXIT_CODES[status])
