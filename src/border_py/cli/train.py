@@ -21,6 +21,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from border_py.cli.errors import fail
 from border_py.cli.hydra_callbacks import report_sweep
+from border_py.cli.recipes import lookup
 from border_py.config import closest, config_dir, group_options
 from border_py.errors import ConfigError, RunError
 from border_py.overrides import parse_overrides
@@ -184,6 +185,15 @@ def train_command(args: list[str]) -> int:
         return 0
     parsed = get_args_parser().parse_args(args)
     custom_config = parsed.config_name or parsed.config_path or parsed.config_dir
+    recipe = None if custom_config or _resuming(parsed.overrides) else lookup(parsed.overrides)
+    if recipe is not None:  # RL Zoo's rule: the task's recipe, under the command line's keys
+        args = [f"experiment={recipe}", *args]
+        parsed = get_args_parser().parse_args(args)
+        print(
+            f"border: recipe experiment={recipe} (your key=value overrides win;"
+            " experiment=null trains without it)",
+            file=sys.stderr,
+        )
     if not (parsed.help or parsed.hydra_help or custom_config):
         try:
             check_overrides(parsed.overrides)
@@ -233,6 +243,11 @@ def _settle_resume(args: list[str], overrides: list[str]) -> tuple[list[str], Pa
             return args, run_dir
     run_dir = run_dir_of_checkpoint(find_checkpoint(target))
     return [*args, f"hydra.run.dir='{run_dir}'", "hydra.output_subdir=null"], fresh_in
+
+
+def _resuming(overrides: list[str]) -> bool:
+    values = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "resume"]
+    return bool(values) and values[-1] not in ("", "null")
 
 
 class RunFinished(Exception):
