@@ -234,3 +234,20 @@ def test_border_eval_records_videos(tmp_path):
     assert out.returncode == 0, out.stderr
     videos = list((tmp_path / "run" / "checkpoints" / "best").glob("videos_*/*.mp4"))
     assert len(videos) == 2 and all(v.stat().st_size > 1000 for v in videos)
+
+
+def test_a_run_saved_by_0_1_is_refused_in_one_line_but_its_policy_still_evaluates(tmp_path):
+    train(make_config(tmp_path, *SERIAL, "trainer.max_opts=150", "trainer.save_replay_buffer=false"))
+    run = tmp_path / "run"
+    for ckpt in (run / "checkpoints").iterdir():  # as border-py 0.1.0 wrote it
+        meta = json.loads((ckpt / "meta.json").read_text())
+        (ckpt / "meta.json").write_text(json.dumps(meta | {"border_py": "0.1.0"}))
+        config = json.loads((ckpt / "config.json").read_text())
+        config["env"]["_target_"] = "border_py.envs.GymEnvFactory"  # 0.1.0's module
+        (ckpt / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError) as err:
+        train(make_config(tmp_path, "resume=" + str(run)), overrides=["trainer.max_opts=300"])
+    (line,) = str(err.value).splitlines()
+    assert "saved by border-py 0.1.0, whose runs 0.2 cannot resume" in line
+    out = run_border(["eval", str(run), "eval.n_episodes=2"], tmp_path)
+    assert out.returncode == 0, out.stderr

@@ -135,3 +135,18 @@ def test_a_resume_counts_rates_and_transitions_per_session_and_keeps_the_overrid
         "(resume) trainer.max_opts=400",
     ]
     assert load_checkpoint(tmp_path / "run").trainer_state["opt_steps"] == 400
+
+
+def test_train_from_python_writes_the_runs_log_into_its_run_dir(tmp_path):
+    train(
+        make_config(
+            tmp_path,
+            "trainer=serial",
+            *TINY,
+            "trainer.warmup_period=100",
+            "trainer.max_opts=100",
+            "trainer.eval_interval=100",
+        )
+    )
+    log = (tmp_path / "run" / "train.log").read_text()
+    assert f"run dir: {tmp_path / 'run'}" in log and "opt 100 | env steps" in log

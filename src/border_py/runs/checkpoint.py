@@ -244,14 +244,54 @@ def _load_json(file: Path) -> dict[str, Any]:
         raise ConfigError(f"{file}: corrupt checkpoint file ({_first_line(exc)})") from None
 
 
+# where 0.1.0 configs name components that moved in 0.2.0 (a policy of 0.1.0 still evaluates)
+MOVED_TARGETS = {
+    "border_py.envs.GymEnvFactory": "border_py.envs.factory.GymEnvFactory",
+    "border_py.atari.AtariEnvFactory": "border_py.envs.atari.AtariEnvFactory",
+    "border_py.actor_manager.ActorManager": "border_py.actors.local.ActorManager",
+    "border_py.replay.UniformReplayBuffer": "border_py.replay.uniform.UniformReplayBuffer",
+    "border_py.replay.PrioritizedReplayBuffer": "border_py.replay.prioritized.PrioritizedReplayBuffer",
+}
+
+
+def saved_by_0_1(meta: dict[str, Any]) -> bool:
+    """Whether border-py 0.1 wrote the checkpoint (its trainer state cannot be resumed)."""
+    return str(meta.get("border_py", "0.1.0")).startswith("0.1.")
+
+
 def load_checkpoint(path: str | Path, full: bool = True) -> Checkpoint:
-    """Load the checkpoint :func:`find_checkpoint` picks for ``path`` (``full=False``: policy only)."""
+    """Load the checkpoint :func:`find_checkpoint` picks for ``path`` (``full=False``: policy only).
+
+    Raises:
+        ConfigError: a full load (to resume) of a checkpoint that border-py 0.1 wrote.
+    """
     ckpt = find_checkpoint(path)
+    meta = _load_json(ckpt / "meta.json")
+    if full and saved_by_0_1(meta):
+        raise ConfigError(
+            f"{ckpt}: saved by border-py {meta.get('border_py', '0.1')}, whose runs 0.2 cannot"
+            " resume (the trainer state changed); border eval still plays its policy"
+        )
+    config = _load_json(ckpt / "config.json")
+    if saved_by_0_1(meta):
+        config = _moved_targets(config)
     return Checkpoint(
         path=ckpt,
         policy=_load_pt(ckpt / "policy.pt"),
         agent_state=_load_pt(ckpt / "agent.pt") if full else {},
         trainer_state=_load_pt(ckpt / "trainer.pt") if full else {},
-        config=_load_json(ckpt / "config.json"),
-        meta=_load_json(ckpt / "meta.json"),
+        config=config,
+        meta=meta,
     )
+
+
+def _moved_targets(node: Any) -> Any:
+    """``node`` with every ``_target_`` that moved in 0.2 renamed."""
+    if isinstance(node, dict):
+        return {
+            k: MOVED_TARGETS.get(v, v) if k == "_target_" else _moved_targets(v)
+            for k, v in node.items()
+        }
+    if isinstance(node, list):
+        return [_moved_targets(v) for v in node]
+    return node
