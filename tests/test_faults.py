@@ -331,15 +331,23 @@ def test_a_failing_checkpoint_write_ends_the_run_in_one_line_and_keeps_earlier_o
     assert load_checkpoint(checkpoints / "000001000").trainer_state["opt_steps"] == 1000
 
 
+LAUNCHERS = {
+    "joblib": ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"],
+    "submitit_local": ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10"],
+}
+
+
 @pytest.mark.slow
-def test_a_joblib_sweep_with_a_failing_job_exits_1_and_the_other_job_completes(tmp_path):
-    marker = f"joblib-{uuid.uuid4().hex}"
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_a_parallel_sweep_with_a_failing_job_exits_1_and_the_other_job_completes(
+    tmp_path, launcher
+):
+    marker = f"{launcher}-{uuid.uuid4().hex}"
     proc = _start(
         [
             "train",
             "-m",
-            "hydra/launcher=joblib",
-            "hydra.launcher.n_jobs=2",
+            *LAUNCHERS[launcher],
             "env=gym",
             "env.id=tests.crash_env:CrashAfter-v0",
             "+env.kwargs.crash_after=10,100000",

@@ -129,6 +129,24 @@ def start_process(ctx: BaseContext, process: Any) -> None:
 
 
 STDLIB_METHODS = ("fork", "spawn", "forkserver")
+# what the forkserver imports once, so that each child it forks starts with them loaded
+FORKSERVER_PRELOAD = ["border_py.actors.process", "border_py.evaluation.worker"]
+
+
+def forkserver_context() -> ForkServerContext:
+    """The forkserver context of the run's children, its server preloading their modules."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
+    return ctx
+
+
+def warm_forkserver() -> None:
+    """Start the forkserver now (SIGINT ignored, see :func:`start_process`), so that it imports
+    torch and the children's modules on another core while the learner imports its own."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        forkserver_context()
+        with sigint_ignored():
+            forkserver.ensure_running()
 
 
 @contextlib.contextmanager

@@ -22,7 +22,7 @@ import torch
 from border_py.agents.base import Agent
 from border_py.config import fraction, non_negative, positive, require
 from border_py.errors import RunError
-from border_py.processes import Context
+from border_py.processes import Context, forkserver_context
 from border_py.transport.batch import ReceivedBatch
 
 Deliver = Callable[[ReceivedBatch], None]
@@ -106,8 +106,9 @@ class ActorSettings:
 
     def context(self) -> Context:
         """The multiprocessing context of the run's local helper processes (the evaluator)."""
-        method = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
-        return cast(Context, mp.get_context(method))
+        if "forkserver" in mp.get_all_start_methods():
+            return forkserver_context()
+        return cast(Context, mp.get_context("spawn"))
 
 
 @dataclass

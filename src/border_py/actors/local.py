@@ -32,7 +32,14 @@ from border_py.actors.backend import (
 from border_py.actors.process import ActorLinks, ActorSpec, actor_main
 from border_py.actors.sampler import sampler_options
 from border_py.config import require
-from border_py.processes import Context, Heartbeats, RestartPolicy, lower_priority, start_process
+from border_py.processes import (
+    Context,
+    Heartbeats,
+    RestartPolicy,
+    forkserver_context,
+    lower_priority,
+    start_process,
+)
 from border_py.transport.channel import BatchLayout, SlotRing, hand_back, receive
 from border_py.transport.messages import ActorDone, BatchReady, WorkerFailed
 from border_py.transport.weights import SharedWeights
@@ -101,11 +108,9 @@ class ActorManager(ActorSettings):
 
     def context(self) -> Context:
         """The multiprocessing context every child of the run starts from."""
-        ctx = cast(Context, mp.get_context(self.start_method))
-        if self.start_method == "forkserver":
-            # the server imports these once; each child is then a cheap fork of it
-            ctx.set_forkserver_preload(["border_py.actors.process", "border_py.evaluation.worker"])
-        return ctx
+        if self.start_method == "forkserver":  # each child is a cheap fork of a preloaded server
+            return forkserver_context()
+        return cast(Context, mp.get_context(self.start_method))
 
     # -- start and weights -------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ import sys
 
 from border_py.cli.errors import fail
 from border_py.config import closest
-from border_py.processes import StopSignals
+from border_py.processes import StopSignals, warm_forkserver
 
 USAGE = """\
 usage: border <command> [options] [overrides]
@@ -68,6 +68,8 @@ def _dispatch(args: list[str]) -> int:
         return 0
     command, rest = args[0], args[1:]
     if command == "train":
+        if _runs_actor_processes(rest):
+            warm_forkserver()  # it imports torch on another core while this process does
         from border_py.cli.train import train_command
 
         return train_command(rest)
@@ -86,3 +88,12 @@ def _dispatch(args: list[str]) -> int:
     return fail(
         f"unknown command '{command}'{closest(command, COMMANDS)}; commands: {', '.join(COMMANDS)}"
     )
+
+
+def _runs_actor_processes(args: list[str]) -> bool:
+    """Whether ``border train <args>`` is about to start actor processes from the forkserver here:
+    one async run (not serial, spawn, a sweep, help or a printed config)."""
+    quick = {"-m", "--multirun", "--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i"}
+    if quick & set(args):
+        return False
+    return not {"trainer=serial", "actor_manager.start_method=spawn"} & set(args)

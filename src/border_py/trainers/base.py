@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from border_py.actors.backend import ActorBackend
+from border_py.actors.backend import ActorBackend, Launch
 from border_py.config import flag, fraction, non_negative, positive, require
 from border_py.evaluation.service import EvalService
 from border_py.processes import StopSignals
@@ -20,7 +20,7 @@ from border_py.runs.checkpoint import Checkpoint
 from border_py.seeding import set_global_rng_state
 from border_py.trainers.components import Components, build_components
 from border_py.trainers.loop import Gate, Learner, RunState
-from border_py.trainers.run_book import EvalCallback, RunBook, restore_agent
+from border_py.trainers.run_book import EvalCallback, RunBook
 
 log = logging.getLogger(__name__)
 
@@ -137,24 +137,38 @@ class LoopSettings:
     def run(
         self,
         config: dict[str, Any],
+        parts: Components,
         run_dir: Path,
         resume: Checkpoint | None,
         signals: StopSignals,
         on_eval: EvalCallback | None = None,
     ) -> dict[str, Any]:
-        """Train with the resolved ``config`` into ``run_dir`` (continuing ``resume``).
+        """Train ``parts`` (built from the resolved ``config`` by :meth:`check`; with ``resume``,
+        the agent already holds the checkpoint's state) into ``run_dir``.
 
+        The actors start first (their envs and first steps overlap the learner's own set-up).
         Returns the run summary (see :func:`border_py.trainers.train.train`).
         """
-        parts = self.check(config)
-        state = RunState()
-        if resume is not None:
-            restore_agent(parts, resume)
-            state = RunState.resumed(resume.trainer_state)
+        state = RunState() if resume is None else RunState.resumed(resume.trainer_state)
         status = "failed"
         book: RunBook | None = None
         wiring: Wiring | None = None
         try:
+            wiring = self.wiring(config, parts)
+            if resume is not None:
+                self._restore(resume, parts, wiring.gate, state)
+            started = not signals.requested  # a stop signal during start-up: start nothing
+            if started:
+                wiring.backend.start(
+                    Launch(
+                        config=config,
+                        spaces=parts.env_factory.spaces(),
+                        agent=parts.agent,
+                        policy=parts.agent.policy_state(),
+                        opt_steps=state.opt_steps,
+                        resume=None if resume is None else resume.trainer_state,
+                    )
+                )
             book = RunBook(
                 run_dir,
                 config,
@@ -165,9 +179,6 @@ class LoopSettings:
                 resume,
                 on_eval,
             )
-            wiring = self.wiring(config, parts)
-            if resume is not None:
-                self._restore(resume, parts, wiring.gate, state)
             learner = Learner(
                 self,
                 parts,
@@ -181,7 +192,7 @@ class LoopSettings:
                 None if resume is None else resume.trainer_state,
                 wiring.publish_interval,
             )
-            interrupted = learner.run()
+            interrupted = learner.run() if started else True
             status = "interrupted" if interrupted else "completed"
         finally:
             if wiring is not None:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from border_py.actors.backend import ActorBackend, Launch
+from border_py.actors.backend import ActorBackend
 from border_py.agents.base import Agent
 from border_py.evaluation.service import EvalService
 from border_py.processes import StopSignals
@@ -160,20 +160,9 @@ class Learner:
     # -- the loop ----------------------------------------------------------------------------
 
     def run(self) -> bool:
-        """Train until a stop condition; return True if a stop signal ended it."""
-        agent, state = self.agent, self.state
-        if self.signals.requested:  # a stop signal during start-up: start nothing
-            return True
-        self.backend.start(
-            Launch(
-                config=self.config,
-                spaces=self.parts.env_factory.spaces(),
-                agent=agent,
-                policy=agent.policy_state(),
-                opt_steps=state.opt_steps,
-                resume=self.resume,
-            )
-        )
+        """Train (the backend started) until a stop condition; return True if a stop signal
+        ended it."""
+        state = self.state
         last_health = time.monotonic()
         while not self._finished():
             buffered = len(self.buffer)

@@ -74,6 +74,7 @@ class Plan:
     trainer: Any
     config: dict[str, Any]
     checkpoint: Checkpoint | None
+    parts: Components  # built once, while validating: the run uses them
 
     def run_dir(self) -> Path:
         """A resumed run's own dir, else ``run_dir`` or Hydra's output dir."""
@@ -113,8 +114,8 @@ def prepare(cfg: DictConfig | dict[str, Any], overrides: list[str] | None = None
                 trainer.max_env_steps,
             )
         check_fits(checkpoint, config)
-        restore_agent(parts, checkpoint)  # does the saved state fit the agent?
-    return Plan(trainer, config, checkpoint)
+        restore_agent(parts, checkpoint)  # does the saved state fit the agent? (it does now)
+    return Plan(trainer, config, checkpoint, parts)
 
 
 def train(
@@ -177,7 +178,9 @@ def _run(
         earlier = read_result(run_dir) or {}
         given = list(earlier.get("overrides", [])) + [f"(resume) {o}" for o in given]
     try:
-        summary = plan.trainer.run(plan.config, run_dir, plan.checkpoint, signals, on_eval)
+        summary = plan.trainer.run(
+            plan.config, plan.parts, run_dir, plan.checkpoint, signals, on_eval
+        )
     except BaseException as exc:
         status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
         try:
