@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
 
 from border_py.agents.dqn import DQN
-from border_py.cli.checks import check_overrides
+from border_py.cli.checks import check_overrides, hydra_error_line
 from border_py.config import OVERLAYS, build, config_dir, group_options, resolve_target
 from border_py.envs.factory import GymEnvFactory
 from border_py.errors import ConfigError
@@ -413,3 +415,26 @@ def test_without_build_only_the_composition_is_checked():
     check_overrides(broken_env, build=False)
     assert error_of(broken_env).startswith("env: cannot make 'CartPole-v1'")
     assert error_of(["agent.lrr=1"], build=False).startswith("agent.lrr: unknown key 'lrr'")
+
+
+def test_hydras_list_of_options_is_folded_into_the_line():
+    with (
+        initialize_config_dir(version_base="1.3", config_dir=str(config_dir())),
+        pytest.raises(HydraException) as err,
+    ):
+        compose("train", overrides=["hydra/sweeper=nope"])
+    assert hydra_error_line(err.value) == (
+        "In 'hydra/config': Could not find 'hydra/sweeper/nope' (available options in"
+        " 'hydra/sweeper': basic, optuna; hparams_search needs the Optuna sweeper:"
+        " pip install 'border-py[sweep]')"
+    )
+
+
+def test_a_target_that_cannot_be_imported_is_named():
+    assert error_of(["agent._target_=tests.test_config.Nope"]) == (
+        "agent._target_=tests.test_config.Nope: cannot be imported (module 'tests.test_config'"
+        " has no attribute 'Nope')"
+    )
+    assert error_of(["agent=custom", "agent._target_=no_such_pkg.Agent", "trainer=serial"]) == (
+        "agent._target_=no_such_pkg.Agent: cannot be imported (No module named 'no_such_pkg')"
+    )

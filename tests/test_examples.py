@@ -1,6 +1,6 @@
 """examples/: the reference agent (TinyQ) and env (Corridor) written against the agent contract
 in docs/agents.md, run as a user would: configs on Hydra's search path, serial and async, a
-resume, ``border eval``, and the Python script under forkserver."""
+resume, ``border eval``, and the Python script with each start method."""
 
 from __future__ import annotations
 
@@ -69,13 +69,14 @@ def test_a_video_of_an_env_without_rgb_array_rendering_is_refused_in_one_line(tm
 
 
 @pytest.mark.slow
-def test_the_python_script_trains_under_forkserver(tmp_path):
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+def test_the_python_script_trains_with_every_start_method(tmp_path, start_method):
     out = subprocess.run(
         [
             sys.executable,
             str(REPO / "examples" / "train_tiny_q.py"),
             f"run_dir={tmp_path / 'run'}",
-            "actor_manager.start_method=forkserver",
+            f"actor_manager.start_method={start_method}",
             "progress=false",
         ],
         cwd=tmp_path,

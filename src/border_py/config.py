@@ -52,13 +52,13 @@ def closest(word: str, choices: Iterable[str]) -> str:
     return f" (did you mean {' or '.join(repr(m) for m in match)}?)" if match else ""
 
 
-def resolve_target(path: str) -> Any:
-    """Import the object a ``_target_`` string names."""
+def resolve_target(path: str, key: str = "_target_") -> Any:
+    """Import the object a ``_target_`` string names; ``key`` names the setting in errors."""
     module_name, _, attr = path.rpartition(".")
     try:
         return getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError, ValueError) as exc:
-        raise ConfigError(f"_target_ '{path}' cannot be imported: {exc}") from None
+        raise ConfigError(f"{key}={path}: cannot be imported ({exc})") from None
 
 
 RUNTIME_KEYS: dict[str, tuple[str, ...]] = {
@@ -146,7 +146,7 @@ def build(group: str, spec: Mapping[str, Any], **runtime: Any) -> Any:
     if "_target_" not in spec:
         raise ConfigError(f"{group}: missing '_target_'")
     target_path = spec["_target_"]
-    target = resolve_target(target_path)
+    target = resolve_target(target_path, f"{group}._target_")
     kwargs = {k: v for k, v in spec.items() if not k.startswith("_")}
     for key in kwargs:
         if key in runtime:

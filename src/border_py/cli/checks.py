@@ -231,7 +231,7 @@ def _check_key(cfg: DictConfig, override: Override, text: str, targets: dict[str
         )
     target_path = _node_target(node, where, targets)
     if target_path is not None:  # a component: what its class takes decides
-        keys = config_keys(resolve_target(target_path), path[0])
+        keys = config_keys(resolve_target(target_path, f"{where}._target_"), path[0])
         if keys is None or missing in keys:
             raise ConfigError(
                 f"{key}: not in the {where} config, but {target_path} takes it: add it with {add}"
@@ -271,7 +271,8 @@ def _check_replaced_target(
     old = _node_target(node, path, {})
     if old is None or old == new:
         return
-    new_class, old_class = resolve_target(new), resolve_target(old)
+    new_class = resolve_target(new, f"{path}._target_")
+    old_class = resolve_target(old, f"{path}._target_")
     subclass = isinstance(new_class, type) and isinstance(old_class, type)
     if subclass and issubclass(new_class, old_class):
         return
@@ -341,7 +342,7 @@ class _Entry:
         """The entry of an override; a group option is checked against ``source`` at once."""
         entry = cls(override, text, for_hydra=[text])
         name = override.key_or_group
-        if name.startswith("hydra"):  # Hydra's own settings: Hydra checks them
+        if name == "hydra" or name.startswith(("hydra.", "hydra/")):  # Hydra checks its own
             return entry
         if override.type is OverrideType.DEL:
             entry.composed = [text]

@@ -85,12 +85,12 @@ def format_number(value: float | None, digits: int = 3) -> str:
     return "0" if text == "-0" else text
 
 
-def _si(value: float) -> str:
-    """``12345 -> '12.3k'``."""
+def _rate(value: float) -> str:
+    """A rate: ``12345 -> '12.3k'``, ``612.4 -> '612'``, ``66.7 -> '67'``, ``2.54 -> '2.54'``."""
     for unit, scale in (("M", 1e6), ("k", 1e3)):
         if abs(value) >= scale:
             return f"{value / scale:.1f}{unit}"
-    return format_number(value)
+    return f"{value:.0f}" if abs(value) >= 10 else format_number(value)
 
 
 def _clock(seconds: float) -> str:
@@ -250,7 +250,7 @@ class ProgressView:
         number is more important (kept longer on a narrow terminal)."""
         buffer_size, actors_alive, restarts = self.counters
         opt_rate, sample_rate = self.rates()
-        parts = [(2, f"{format_number(opt_rate)} opt/s"), (3, f"{_si(sample_rate)} samples/s")]
+        parts = [(3, f"{_rate(sample_rate)} samples/s"), (2, f"{_rate(opt_rate)} opt/s")]
         if self.latest_eval is not None:
             evaluation = f"eval {format_number(self.latest_eval)}"
             parts.append((1, f"{evaluation} (best {format_number(self.best_eval)})"))
