@@ -41,7 +41,7 @@ def test_train_help_lists_groups_and_options(tmp_path):
     out = run_border(["train", "--help"], tmp_path)
     assert out.returncode == 0, out.stderr
     for text in (
-        "agent: dqn, iqn, sac",
+        "agent: custom, dqn, iqn, sac",
         "env: atari, cartpole, gym, mujoco, pendulum",
         "replay_buffer: prioritized, uniform",
         "trainer: async, serial",
@@ -115,3 +115,43 @@ def test_bad_input_fails_fast_with_one_line_and_writes_nothing(tmp_path):
 def test_unknown_command(tmp_path):
     out = run_border(["trian"], tmp_path)
     assert out.returncode == 2 and "did you mean 'train'" in out.stderr
+
+
+def without_ale_py(tmp_path):
+    """An environment in which ``import ale_py`` fails, as if the [atari] extra were missing."""
+    shim = tmp_path / "shim" / "ale_py"
+    shim.mkdir(parents=True)
+    (shim / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'ale_py'\", name='ale_py')\n"
+    )
+    return {"PYTHONPATH": str(shim.parent)}
+
+
+def test_cfg_info_and_help_never_build_an_env(tmp_path):
+    env = without_ale_py(tmp_path)
+    out = run_border(["train", "experiment=dqn_pong_async"], tmp_path, env=env)
+    assert out.returncode == 2 and "Atari needs the atari extra" in out.stderr  # the shim works
+    out = run_border(["train", "experiment=dqn_pong_async", "--cfg", "job"], tmp_path, env=env)
+    assert out.returncode == 0, out.stderr
+    assert "id: ALE/Pong-v5" in out.stdout and "_target_: border_py.agents.dqn.DQN" in out.stdout
+    out = run_border(["train", "experiment=dqn_pong_async", "--info", "config"], tmp_path, env=env)
+    assert out.returncode == 0 and "id: ALE/Pong-v5" in out.stdout, out.stderr
+    out = run_border(["train", "experiment=dqn_pong_async", "--help"], tmp_path, env=env)
+    assert out.returncode == 0 and "id: ALE/Pong-v5" in out.stdout, out.stderr
+    out = run_border(  # keys and options are still checked
+        ["train", "--cfg", "job", "experiment=dqn_pong_async", "agent.lrr=1"], tmp_path, env=env
+    )
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "border: error: agent.lrr: unknown key 'lrr' in agent (did you mean 'lr'?);"
+        " border_py.agents.dqn.DQN takes: hidden_sizes, network, dueling, lr, gamma, n_step,"
+        " batch_size, double_dqn, loss, max_grad_norm, target_update_interval, tau, eps_start,"
+        " eps_final, eps_decay_steps"
+    ]
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_a_null_key_is_deleted_on_the_command_line(tmp_path):
+    out = run_border(["train", "~agent.tau", "--cfg", "job"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "target_update_interval: 32" in out.stdout and "tau:" not in out.stdout

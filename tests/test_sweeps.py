@@ -150,7 +150,7 @@ def test_non_tty_console_prints_plain_progress_lines(tmp_path):
     lines = [line for line in shown.stderr.splitlines() if "progress: opt" in line]
     assert lines, shown.stderr
     assert re.search(r"progress: opt \d+/300 \(\d+%\) \| .* samples/s \| \d+ opt/s \|", lines[-1])
-    assert "ETA" in lines[-1] and "buffer" in lines[-1]
+    assert "buffer" in lines[-1]  # (no ETA: it waits for 2 s of optimizing, see test_console)
     assert "\x1b[" not in shown.stderr  # no terminal escapes in a log
     (run_dir,) = (tmp_path / "outputs").glob("*/*")
     assert "progress: opt" in (run_dir / "train.log").read_text()  # and in Hydra's log file

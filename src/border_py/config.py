@@ -8,10 +8,13 @@ names the key. Nothing here imports Hydra or OmegaConf: child processes use this
 
 from __future__ import annotations
 
+import collections.abc
 import difflib
 import importlib
 import inspect
 import logging
+import types
+import typing
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -46,41 +49,130 @@ def closest(word: str, choices: Iterable[str]) -> str:
     return f" (did you mean {' or '.join(repr(m) for m in match)}?)" if match else ""
 
 
-def resolve_target(path: str) -> Any:
-    """Import the object a ``_target_`` string names."""
+def resolve_target(path: str, key: str = "_target_") -> Any:
+    """Import the object a ``_target_`` string names; ``key`` names the setting in errors."""
     module_name, _, attr = path.rpartition(".")
     try:
         return getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError, ValueError) as exc:
-        raise ConfigError(f"_target_ '{path}' cannot be imported: {exc}") from None
+        raise ConfigError(f"{key}={path}: cannot be imported ({exc})") from None
+
+
+RUNTIME_KEYS: dict[str, tuple[str, ...]] = {
+    "agent": ("observation_space", "action_space", "device", "seed"),
+}  # keyword arguments border passes at build time, per group (never keys of the YAML)
+
+
+def config_keys(target: Any, group: str) -> list[str] | None:
+    """The keys a config of ``group`` may give ``target``: its named parameters minus the runtime
+    ones; None when it also takes any keyword (``**kwargs``)."""
+    params = inspect.signature(target).parameters.values()
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return None
+    named = (p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+    return [name for name in named if name not in RUNTIME_KEYS.get(group, ())]
+
+
+def describe_keys(target_path: str, keys: list[str] | None, group: str) -> str:
+    """What a class takes, for an error line: ``'X takes: a, b'``, never an empty list."""
+    if keys is None:
+        return f"{target_path} takes any key (**kwargs)"
+    if keys:
+        return f"{target_path} takes: {', '.join(keys)}"
+    runtime = RUNTIME_KEYS.get(group)
+    besides = f" besides {', '.join(runtime)}, which border passes" if runtime else ""
+    return f"{target_path} takes no keys{besides}"
+
+
+def _only_int(annotation: Any) -> bool:
+    """Whether an annotation is ``int`` or ``int | None`` (not ``float``, not ``bool``)."""
+    if annotation is int:
+        return True
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        rest = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return len(rest) == 1 and _only_int(rest[0])
+    return False
+
+
+def _int_sequence(annotation: Any) -> bool:
+    """Whether an annotation is a list, tuple or sequence of ints (optionally ``| None``)."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        rest = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return len(rest) == 1 and _int_sequence(rest[0])
+    args = typing.get_args(annotation)
+    if origin in (list, collections.abc.Sequence):
+        return args == (int,)
+    return origin is tuple and args == (int, ...)
+
+
+def _integral(value: Any) -> bool:
+    return isinstance(value, float) and value.is_integer()
+
+
+def coerce_counts(target: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` with integral floats (``1e4``: YAML and Hydra read it as a float) turned into
+    ints where ``target``'s parameter is annotated ``int`` (or a sequence of ints).
+
+    Annotations are resolved with :func:`typing.get_type_hints`, so ``from __future__ import
+    annotations`` modules work; a target whose hints cannot be resolved is left as it is.
+    """
+    try:
+        init = target.__init__ if isinstance(target, type) else target  # type: ignore[misc]
+        hints = typing.get_type_hints(init)
+    except Exception:  # an unresolvable name in a user's annotations: nothing to coerce by
+        return kwargs
+    out = dict(kwargs)
+    for key, value in kwargs.items():
+        annotation = hints.get(key)
+        if _integral(value) and _only_int(annotation):
+            out[key] = int(value)
+        elif isinstance(value, (list, tuple)) and _int_sequence(annotation):
+            out[key] = type(value)(int(v) if _integral(v) else v for v in value)
+    return out
 
 
 def build(group: str, spec: Mapping[str, Any], **runtime: Any) -> Any:
     """Instantiate ``spec['_target_']`` with the spec's keys plus ``runtime`` keyword arguments.
 
-    Unknown keys, missing values and the component's own validation errors become one
-    :class:`ConfigError` naming ``group.key``.
+    Integral floats become ints where the target's parameter is annotated ``int`` (so
+    ``trainer.max_opts=1e4`` works for every component, see :func:`coerce_counts`). Unknown keys
+    (all of them, in one line), missing values and the component's own validation errors become
+    one :class:`ConfigError` naming ``group.key``.
     """
     if "_target_" not in spec:
         raise ConfigError(f"{group}: missing '_target_'")
-    target = resolve_target(spec["_target_"])
+    target_path = spec["_target_"]
+    target = resolve_target(target_path, f"{group}._target_")
     kwargs = {k: v for k, v in spec.items() if not k.startswith("_")}
-    params = inspect.signature(target).parameters
-    takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
-    if not takes_any:
-        for key in kwargs:
-            if key not in params:
-                raise ConfigError(
-                    f"{group}.{key} is not a parameter of {spec['_target_']}{closest(key, params)}"
-                )
+    for key in kwargs:
+        if key in runtime:
+            raise ConfigError(
+                f"{group}.{key}: border passes {key} itself; remove it (~{group}.{key})"
+            )
+    keys = config_keys(target, group)
+    if keys is not None:
+        unknown = [key for key in kwargs if key not in keys]
+        if len(unknown) == 1:
+            raise ConfigError(
+                f"{group}.{unknown[0]} is not a parameter of {target_path}"
+                f"{closest(unknown[0], keys)}; {describe_keys(target_path, keys, group)}"
+            )
+        if unknown:
+            removals = " ".join(f"~{group}.{key}" for key in unknown)
+            raise ConfigError(
+                f"{group}: {', '.join(unknown)} are not parameters of {target_path}"
+                f" (remove them: {removals}); {describe_keys(target_path, keys, group)}"
+            )
     for key, value in kwargs.items():
         if value == "???":
             raise ConfigError(f"{group}.{key} must be set (e.g. {group}.{key}=...)")
-    log.debug("building %s: %s", group, spec["_target_"])
+    log.debug("building %s: %s", group, target_path)
     try:
-        return target(**kwargs, **runtime)
+        return target(**coerce_counts(target, kwargs), **runtime)
     except ConfigError as exc:
-        raise ConfigError(f"{group}.{exc}") from None
+        named = str(exc).startswith((f"{group}.", f"{group}:"))  # already names the group
+        raise ConfigError(str(exc) if named else f"{group}.{exc}") from None
     except (TypeError, ValueError) as exc:  # e.g. a string where the class needs a number
         raise ConfigError(f"{group}: {str(exc).splitlines()[0]}") from None
 

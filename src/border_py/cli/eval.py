@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
+import numpy as np
 from omegaconf import OmegaConf
 from rich.console import Console
 from rich.table import Table
@@ -79,21 +80,50 @@ def eval_settings(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, Any
 
 
 def check_video(env_factory: Any) -> None:
-    """Fail with one line if videos cannot be recorded (moviepy missing, env cannot render)."""
+    """Fail with one line if videos cannot be recorded: moviepy missing, or an env that cannot
+    be made with ``render_mode="rgb_array"`` or does not render (H, W, 3) image frames."""
     try:
         import moviepy  # noqa: F401
-
-        env = env_factory.make(render_mode="rgb_array")
+    except ImportError as exc:
+        raise ConfigError(
+            f"eval.video=true: cannot record ({exc}); pip install 'border-py[video]'"
+        ) from None
+    name = env_factory.id
+    with warnings.catch_warnings():  # gymnasium warns about a render mode it then cannot honour
+        warnings.simplefilter("ignore")
         try:
+            env = env_factory.make(render_mode="rgb_array")
+        except Exception as exc:  # the env's constructor refused the render mode
+            raise ConfigError(
+                f"eval.video=true: {name} cannot be made with render_mode='rgb_array'"
+                f" ({_first_line(exc)})"
+            ) from None
+        try:
+            modes = list(env.metadata.get("render_modes", []))
+            if "rgb_array" not in modes:
+                raise ConfigError(
+                    f"eval.video=true: {name} does not render rgb_array frames (its render"
+                    f" modes: {', '.join(modes) or 'none'}); record videos of an env that does"
+                )
             env.reset(seed=0)
-            env.render()
+            frame = env.render()
+        except ConfigError:
+            raise
+        except Exception as exc:
+            raise ConfigError(
+                f"eval.video=true: {name} failed to render a frame ({_first_line(exc)})"
+            ) from None
         finally:
             env.close()
-    except (ImportError, gym.error.Error) as exc:
-        first = str(exc).strip().splitlines()[0]
+    if not (isinstance(frame, np.ndarray) and frame.ndim == 3 and frame.shape[-1] == 3):
+        got = f"shape {frame.shape}" if isinstance(frame, np.ndarray) else type(frame).__name__
         raise ConfigError(
-            f"eval.video=true: cannot record ({first}); pip install 'border-py[video]'"
-        ) from None
+            f"eval.video=true: {name} rendered {got}, not an (H, W, 3) image; cannot record"
+        )
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def evaluate_checkpoint(

@@ -1,0 +1,446 @@
+"""Checking ``border train``'s overrides before Hydra runs: one line for any mistake.
+
+Group options and keys are checked against the configs Hydra will compose: border's own plus a
+user's (``--config-dir``, ``hydra.searchpath=[...]``). Keys are checked against the class a node
+targets (its signature), a ``_target_`` override may not hand one class's keys to another, and the
+whole config is built as a run would build it (except for ``--cfg``, ``--info``, ``--help``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.object_type import ObjectType
+from hydra.core.override_parser.types import Override, OverrideType
+from hydra.errors import HydraException
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
+
+from border_py.config import closest, config_dir, config_keys, describe_keys, resolve_target
+from border_py.errors import ConfigError
+from border_py.overrides import parse_overrides
+from border_py.trainers.train import prepare
+
+
+def _values(override: Override) -> list[str]:
+    """The override's values as strings: one, every value of a sweep, or none for a sweep that is
+    not a list (an Optuna ``interval(...)``: its values are the sweeper's to draw)."""
+    if not override.is_sweep_override():
+        return [override.get_value_element_as_str()]
+    try:
+        return list(override.sweep_string_iterator())
+    except (HydraException, TypeError, ValueError):
+        return []
+
+
+PREFIX = {OverrideType.CHANGE: "", OverrideType.ADD: "+", OverrideType.FORCE_ADD: "++"}
+
+
+def _line(override: Override, value: str) -> str:
+    """``override`` with one of its values, as an override string (``+key=value`` keeps its +)."""
+    return f"{PREFIX[override.type]}{override.key_or_group}={value}"
+
+
+def hydra_error_line(exc: Exception) -> str:
+    """Hydra's error as one line, keeping the lines that say what to type instead (``To append
+    to your config use +key=value``, ``Either remove + prefix: ...``) and the options it lists."""
+    lines = str(exc).splitlines()
+    first = lines[0].strip().rstrip(".")
+    hints: list[str] = []
+    for i, line in enumerate(lines[1:], start=1):
+        text = line.strip()
+        if text.startswith(("To ", "Either ", "Or ")):
+            hints.append(text[0].lower() + text[1:])
+        elif text.startswith("Available options in"):
+            listed = []
+            for option in lines[i + 1 :]:
+                if not option.startswith("\t"):
+                    break
+                listed.append(option.strip())
+            hints.append(f"{text[0].lower()}{text[1:].rstrip(':')}: {', '.join(listed)}")
+    if "hydra/sweeper" in first:
+        hints.append("hparams_search needs the Optuna sweeper: pip install 'border-py[sweep]'")
+    return f"{first} ({'; '.join(hints)})" if hints else first
+
+
+def _check_available(entry: str) -> None:
+    """Raise :class:`ConfigError` unless a search-path entry names configs Hydra can read (as
+    Hydra decides: a ``file://`` directory, or a ``pkg://`` package with an ``__init__.py``)."""
+    scheme, sep, where = entry.partition("://")
+    if not sep:
+        scheme, where = "file", entry
+    if scheme == "file" and not Path(where).is_dir():
+        raise ConfigError(f"hydra.searchpath: {entry} is not a directory")
+    if scheme == "pkg":
+        package = where.replace("/", ".").rstrip(".")
+        try:
+            found = (resources.files(package) / "__init__.py").is_file()
+        except (ValueError, ModuleNotFoundError, TypeError):
+            found = False
+        if not found:
+            raise ConfigError(
+                f"hydra.searchpath: {entry} is not an importable package with an __init__.py"
+                " (install it, or put its parent dir on PYTHONPATH)"
+            )
+
+
+@dataclass(frozen=True)
+class ConfigSource:
+    """The configs ``border train`` composes: the shipped ones plus a user's own config dirs or
+    packages (``--config-dir DIR``, ``hydra.searchpath=[pkg://my_pkg.conf]``), which Hydra
+    searches after the shipped ones. Their options are checked like the shipped ones.
+
+    Args:
+        searchpath: Hydra search-path entries (``file://...``, ``pkg://...``) beyond border's own.
+    """
+
+    searchpath: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, overrides: list[Override], config_dir: str | None = None) -> ConfigSource:
+        """The source a command line names (``--config-dir`` and ``hydra.searchpath=``)."""
+        entries = []
+        if config_dir is not None:
+            path = Path(config_dir).expanduser().absolute()
+            if not path.is_dir():
+                raise ConfigError(f"--config-dir {config_dir}: not a directory")
+            entries.append(f"file://{path}")
+        for ov in overrides:
+            if ov.key_or_group != "hydra.searchpath":
+                continue
+            value = ov.value()
+            if not (isinstance(value, list) and all(isinstance(e, str) for e in value)):
+                raise ConfigError(
+                    f"{ov.input_line}: must be a list, e.g. hydra.searchpath=[pkg://my_pkg.conf]"
+                )
+            for entry in value:
+                _check_available(entry)
+            entries.extend(value)
+        return cls(tuple(entries))
+
+    def overrides(self) -> list[str]:
+        """The ``hydra.searchpath=[...]`` override that composes with this source."""
+        if not self.searchpath:
+            return []
+        quoted = ", ".join(
+            "'" + e.replace("\\", "\\\\").replace("'", "\\'") + "'" for e in self.searchpath
+        )
+        return [f"hydra.searchpath=[{quoted}]"]
+
+    def compose(self, overrides: list[str], hydra: bool = False) -> DictConfig:
+        """The ``train`` config with ``overrides`` (``hydra``: with its ``hydra`` node), Hydra's
+        errors as one :class:`ConfigError` line."""
+        with initialize_config_dir(
+            version_base="1.3", config_dir=str(config_dir()), job_name="check"
+        ):
+            try:
+                return compose(
+                    config_name="train",
+                    overrides=[*self.overrides(), *overrides],
+                    return_hydra_config=hydra,
+                )
+            except (HydraException, OmegaConfBaseException) as exc:
+                raise ConfigError(hydra_error_line(exc)) from None
+
+    @cached_property
+    def catalog(self) -> dict[str, list[str]]:
+        """Config group -> its options, across the whole search path (Hydra's own groups left out)."""
+        with initialize_config_dir(
+            version_base="1.3", config_dir=str(config_dir()), job_name="check"
+        ):
+            loader = GlobalHydra.instance().config_loader()
+
+            def options(group: str, kind: ObjectType) -> list[str]:
+                return sorted(
+                    loader.get_group_options(
+                        group, results_filter=kind, config_name="train", overrides=self.overrides()
+                    )
+                )
+
+            groups = [g for g in options("", ObjectType.GROUP) if g != "hydra"]
+            return {group: options(group, ObjectType.CONFIG) for group in groups}
+
+
+def _check_group(override: Override, source: ConfigSource) -> list[str]:
+    """The values of a group override (``agent=dqn``), each an option of the group."""
+    name = override.key_or_group
+    options = source.catalog[name]
+    values = _values(override)
+    for value in values:
+        if value not in options:
+            raise ConfigError(
+                f"{name}={value}: unknown option of config group '{name}'{closest(value, options)};"
+                f" choose from: {', '.join(options)}"
+            )
+    return values
+
+
+def _node_target(node: DictConfig, path: str, targets: dict[str, str]) -> str | None:
+    """The ``_target_`` a config node will have (a command-line override wins); None if unset."""
+    if path in targets:
+        return targets[path]
+    if "_target_" not in node or OmegaConf.is_missing(node, "_target_"):
+        return None
+    return str(node["_target_"])
+
+
+def _descend(cfg: DictConfig, key: str) -> tuple[Any, list[str], str | None]:
+    """Walk ``cfg`` along the dotted ``key``: (the last node or value reached, its path, the first
+    part not found there, or None when the whole key exists)."""
+    node: Any = cfg
+    path: list[str] = []
+    for part in key.split("."):
+        if isinstance(node, DictConfig) and part in node.keys():  # noqa: SIM118 (`in` is False for ??? values)
+            child = OmegaConf.select(node, part, throw_on_missing=False)
+        elif isinstance(node, ListConfig) and part.isdigit() and int(part) < len(node):
+            child = node[int(part)]
+        else:
+            return node, path, part
+        node = child
+        path.append(part)
+    return node, path, None
+
+
+def _check_key(cfg: DictConfig, override: Override, text: str, targets: dict[str, str]) -> None:
+    """Raise :class:`ConfigError` for ``key=value`` (given as ``text``) whose key is not in
+    ``cfg``, saying what to type instead: the ``+key`` form for a parameter the config lacks, else
+    the valid keys (those of the class the node targets, see :func:`~border_py.config.config_keys`)."""
+    key = override.key_or_group
+    node, path, missing = _descend(cfg, key)
+    if missing is None:
+        return
+    where = ".".join(path)
+    add = f"+{text}"
+    if isinstance(node, ListConfig):
+        raise ConfigError(
+            f"{key}: {where} is a list of {len(node)} items (indexes 0..{len(node) - 1})"
+        )
+    if not isinstance(node, DictConfig):
+        raise ConfigError(f"{key}: {where} is a value ({node!r}), not a mapping of keys")
+    if not path:
+        valid = [str(k) for k in node]
+        raise ConfigError(
+            f"{key}: unknown key '{missing}' at the top level{closest(missing, valid)};"
+            f" valid keys: {', '.join(valid)} (to add a new key: {add})"
+        )
+    target_path = _node_target(node, where, targets)
+    if target_path is not None:  # a component: what its class takes decides
+        keys = config_keys(resolve_target(target_path, f"{where}._target_"), path[0])
+        if keys is None or missing in keys:
+            raise ConfigError(
+                f"{key}: not in the {where} config, but {target_path} takes it: add it with {add}"
+            )
+        raise ConfigError(
+            f"{key}: unknown key '{missing}' in {where}{closest(missing, keys)};"
+            f" {describe_keys(target_path, keys, path[0])}"
+        )
+    valid = [str(k) for k in node if not str(k).startswith("_")]
+    if not valid:
+        raise ConfigError(f"{key}: {where} is empty; to add a key use {add}")
+    raise ConfigError(
+        f"{key}: unknown key '{missing}' in {where}{closest(missing, valid)};"
+        f" valid keys: {', '.join(valid)} (to add a new key: {add})"
+    )
+
+
+def _check_replaced_target(
+    cfg: DictConfig,
+    override: Override,
+    new: str,
+    mentioned: list[str],
+    choices: dict[str, str],
+    source: ConfigSource,
+) -> None:
+    """Refuse ``group._target_=<class>`` when the group's option was written for another class
+    and its keys would silently reach the new one (another agent's ``lr``, ``batch_size``...).
+
+    A subclass of the option's class keeps the option's keys (it takes its parent's settings);
+    for any other class, every key of the option must be set or removed on the command line, or
+    the run must start from the group's ``custom`` option (``_target_: ???`` and no keys).
+    """
+    path = override.key_or_group.removesuffix("._target_")
+    node = OmegaConf.select(cfg, path)
+    if not isinstance(node, DictConfig):
+        return
+    old = _node_target(node, path, {})
+    if old is None or old == new:
+        return
+    new_class = resolve_target(new, f"{path}._target_")
+    old_class = resolve_target(old, f"{path}._target_")
+    subclass = isinstance(new_class, type) and isinstance(old_class, type)
+    if subclass and issubclass(new_class, old_class):
+        return
+    inherited = [
+        k
+        for k in map(str, node)
+        if not k.startswith("_")
+        and not any(m == f"{path}.{k}" or m.startswith(f"{path}.{k}.") for m in mentioned)
+    ]
+    if not inherited:
+        return
+    group = path.split(".")[0]
+    option = f"{group}={choices[group]}" if path == group and group in choices else path
+    fix = f"set or remove (~{path}.<key>) each"
+    if path == group and "custom" in source.catalog.get(group, []):
+        fix = (
+            f"start from {group}=custom instead ({group}=custom {path}._target_={new}"
+            f" +{group}.<key>=<value> ...), or {fix}"
+        )
+    raise ConfigError(
+        f"{path}._target_={new}: it would receive the keys of {option}, meant for {old}:"
+        f" {', '.join(inherited)}; {fix}"
+    )
+
+
+def _deletion(cfg: DictConfig, override: Override, text: str) -> list[str]:
+    """The override strings that delete ``~key`` (given as ``text``) with Hydra.
+
+    Hydra 1.3 cannot delete a key whose value is null (it reads null as "does not exist",
+    facebookresearch/hydra#2829): such a key is first set to a placeholder, then deleted.
+    """
+    key = override.key_or_group
+    node, path, missing = _descend(cfg, key)
+    if missing is not None:
+        where = ".".join(path) or "the top level"
+        valid = [str(k) for k in node] if isinstance(node, DictConfig) else []
+        raise ConfigError(f"~{key}: {where} has no key '{missing}'{closest(missing, valid)}")
+    if override.value() is None and OmegaConf.select(cfg, key, throw_on_missing=False) is None:
+        return [f"{key}=0", text]
+    return [text]
+
+
+@dataclass
+class _Entry:
+    """One command-line override: what the checks compose with, and what Hydra gets.
+
+    Attributes:
+        override: Hydra's parse of it.
+        text: the override as given.
+        group: whether it picks a config group's option.
+        value: its (first) value.
+        others: a sweep's other values.
+        composed: the override strings the checks compose with (its first value).
+        for_hydra: the override strings Hydra gets instead of ``text``.
+    """
+
+    override: Override
+    text: str
+    group: bool = False
+    value: str = ""
+    others: list[str] = field(default_factory=list)
+    composed: list[str] = field(default_factory=list)
+    for_hydra: list[str] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, override: Override, text: str, source: ConfigSource) -> _Entry:
+        """The entry of an override; a group option is checked against ``source`` at once."""
+        entry = cls(override, text, for_hydra=[text])
+        name = override.key_or_group
+        if name == "hydra" or name.startswith(("hydra.", "hydra/")):  # Hydra checks its own
+            return entry
+        if override.type is OverrideType.DEL:
+            entry.composed = [text]
+            return entry
+        entry.group = name in source.catalog
+        values = _check_group(override, source) if entry.group else _values(override)
+        if values:  # none: a sweep the sweeper draws (Optuna's interval), not composed here
+            entry.value, entry.others = values[0], values[1:]
+            entry.composed = [_line(override, entry.value)]
+        return entry
+
+    @property
+    def is_key(self) -> bool:
+        """Whether it sets or adds a key (not a group option, not a deletion)."""
+        is_set = self.override.type is not OverrideType.DEL
+        return bool(self.composed) and is_set and not self.group
+
+
+def _check_keys(entries: list[_Entry], source: ConfigSource) -> None:
+    """Check the key overrides against the config their group options compose; rewrite, in the
+    entries, what Hydra would refuse (see :func:`check_overrides`)."""
+    keys = [e for e in entries if e.is_key]
+    adds = [line for e in keys if e.override.type is not OverrideType.CHANGE for line in e.composed]
+    base = source.compose([*(ln for e in entries if e.group for ln in e.composed), *adds], True)
+    choices = {str(k): str(v) for k, v in base.hydra.runtime.choices.items() if v is not None}
+    with open_dict(base):
+        del base["hydra"]
+    resuming = any(
+        e.override.key_or_group == "resume" and e.value not in ("", "null") for e in keys
+    )
+    replaced = [e for e in keys if e.override.key_or_group.endswith("._target_")]
+    targets = {e.override.key_or_group.removesuffix("._target_"): e.value for e in replaced}
+    mentioned = [e.override.key_or_group for e in entries]
+    for entry in replaced:
+        for new in [entry.value, *entry.others]:
+            _check_replaced_target(base, entry.override, new, mentioned, choices, source)
+    for entry in keys:
+        key = entry.override.key_or_group
+        if entry.override.type is not OverrideType.CHANGE:
+            continue
+        if not resuming:
+            _check_key(base, entry.override, entry.text, targets)
+        elif _descend(base, key)[2] is not None:  # prepare() checks it against the saved config
+            entry.composed, entry.for_hydra = [f"++{key}={entry.value}"], [f"++{entry.text}"]
+    for entry in entries:
+        deletion = entry.override.type is OverrideType.DEL
+        if deletion and entry.composed and entry.override.key_or_group not in source.catalog:
+            entry.composed = entry.for_hydra = _deletion(base, entry.override, entry.text)
+
+
+def check_overrides(
+    overrides: list[str], config_dir: str | None = None, build: bool = True
+) -> list[str]:
+    """Check a command line's overrides; return the overrides to hand to Hydra.
+
+    Raises :class:`ConfigError` (one line) for an unparsable override, an unknown group option or
+    key, a ``_target_`` override that would inherit another class's keys, or (``build``) a bad
+    value: with ``build`` every component is built as the run would build it, without starting
+    anything; without it (``--cfg``, ``--info``, ``--help``) only the composition is checked, so no
+    env or agent is made. Every value of a sweep is checked (with the first value of every other
+    override), so that a typo fails at once rather than in the middle of a sweep. ``config_dir``
+    (``--config-dir``) and ``hydra.searchpath=[...]`` add a user's own config groups and options.
+
+    The returned overrides equal ``overrides`` except where Hydra would refuse what border
+    means: deletions of null keys (see :func:`_deletion`), and a resume's changes to keys of the
+    saved config that border's default config lacks (a custom agent's keys): Hydra composes
+    the default config first, so those are force-added (``++key=value``) there.
+    """
+    parsed = parse_overrides(overrides)
+    source = ConfigSource.of(parsed, config_dir)
+    entries = [_Entry.of(ov, text, source) for ov, text in zip(parsed, overrides, strict=True)]
+    _check_keys(entries, source)
+    _validate(source, [line for e in entries for line in e.composed], build)
+    for i, entry in enumerate(entries):  # the other values of each sweep
+        for value in entry.others:
+            variant = [*entries[:i], replace(entry, composed=[_line(entry.override, value)])]
+            variant += entries[i + 1 :]
+            try:
+                _validate(source, [line for e in variant for line in e.composed], build)
+            except ConfigError as exc:
+                if not entry.group:
+                    raise  # the message names the key and its bad value
+                name = entry.override.key_or_group
+                raise ConfigError(f"with {name}={value}: {exc}") from None
+    return [line for e in entries for line in e.for_hydra]
+
+
+def _validate(source: ConfigSource, overrides: list[str], build: bool) -> None:
+    """Compose ``overrides``; with ``build``, validate and build every component as a run would."""
+    cfg = source.compose(overrides)
+    if build:
+        prepare(cfg, overrides=overrides)
+
+
+def hydra_args(args: list[str], given: list[str], checked: list[str]) -> list[str]:
+    """``args`` with its overrides (``given``, contiguous, as Hydra's parser requires) replaced
+    by what :func:`check_overrides` made of them (``checked``)."""
+    for start in range(len(args) - len(given) + 1):
+        if given and args[start : start + len(given)] == given:
+            return [*args[:start], *checked, *args[start + len(given) :]]
+    return args
