@@ -237,7 +237,9 @@ def test_border_eval_records_videos(tmp_path):
 
 
 def test_a_run_saved_by_0_1_is_refused_in_one_line_but_its_policy_still_evaluates(tmp_path):
-    train(make_config(tmp_path, *SERIAL, "trainer.max_opts=150", "trainer.save_replay_buffer=false"))
+    train(
+        make_config(tmp_path, *SERIAL, "trainer.max_opts=150", "trainer.save_replay_buffer=false")
+    )
     run = tmp_path / "run"
     for ckpt in (run / "checkpoints").iterdir():  # as border-py 0.1.0 wrote it
         meta = json.loads((ckpt / "meta.json").read_text())

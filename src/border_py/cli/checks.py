@@ -22,7 +22,13 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from border_py.config import closest, config_dir, config_keys, describe_keys, resolve_target
+from border_py.config import (
+    closest,
+    config_dir,
+    config_keys,
+    describe_keys,
+    resolve_target,
+)
 from border_py.errors import ConfigError
 from border_py.overrides import parse_overrides
 from border_py.trainers.train import prepare
@@ -171,14 +177,22 @@ def _check_group(override: Override, source: ConfigSource) -> list[str]:
     """The values of a group override (``agent=dqn``), each an option of the group."""
     name = override.key_or_group
     options = source.catalog[name]
+    chosen = override.value() if not override.is_sweep_override() else None
+    if isinstance(chosen, list):  # group=[a,b]: several options of one group, combined
+        _check_options(name, [str(v) for v in chosen], options)
+        return [override.get_value_element_as_str()]
     values = _values(override)
+    _check_options(name, values, options)
+    return values
+
+
+def _check_options(name: str, values: list[str], options: list[str]) -> None:
     for value in values:
         if value not in options:
             raise ConfigError(
                 f"{name}={value}: unknown option of config group '{name}'{closest(value, options)};"
                 f" choose from: {', '.join(options)}"
             )
-    return values
 
 
 def _node_target(node: DictConfig, path: str, targets: dict[str, str]) -> str | None:

@@ -5,7 +5,7 @@ The rule: when the command names no ``experiment``, the agent option and the env
 (from ``agent=``, ``env=`` and ``env.id=``, else the defaults) are looked up among the shipped
 recipes (``conf/experiment/*.yaml``, each naming its agent and env); a match is applied as if
 ``experiment=<name>`` were given, so every ``key=value`` on the command line still wins over the
-recipe. ``experiment=null`` turns the lookup off; a sweep over the agent, env or env id skips it.
+recipe. ``experiment=none`` turns the lookup off; a sweep over the agent, env or env id skips it.
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ def train_command(args: list[str]) -> int:
         parsed = get_args_parser().parse_args(args)
         print(
             f"border: recipe experiment={recipe} (your key=value overrides win;"
-            " experiment=null trains without it)",
+            " experiment=none trains without it)",
             file=sys.stderr,
         )
     if not (parsed.hydra_help or custom_config):

@@ -185,6 +185,13 @@ class Learner:
             self._finish_evaluations()
         if state.opt_steps > 0 and state.opt_steps != self.last_saved:
             self.save()
+        self.book.progress.finish(
+            self.book.budget_position(state.opt_steps, state.env_steps),
+            state.samples,
+            len(self.buffer),
+            self.backend.alive(),
+            self.backend.restarts(),
+        )
         return interrupted
 
     def _finished(self) -> bool:

@@ -19,7 +19,7 @@ from border_py.agents.base import Agent
 from border_py.errors import ConfigError
 from border_py.recorders import Recorder
 from border_py.recorders.composite import build_recorders
-from border_py.recorders.console import ProgressView
+from border_py.recorders.console import ProgressView, format_number
 from border_py.runs.checkpoint import (
     Checkpoint,
     prune,
@@ -182,10 +182,10 @@ class RunBook:
             "opt %d | env steps %d | eval return %s ± %s (min %s, max %s)%s | %.0fs",
             opt_steps,
             env_steps,
-            _num(result.return_mean),
-            _num(result.return_std),
-            _num(result.return_min),
-            _num(result.return_max),
+            format_number(result.return_mean),
+            format_number(result.return_std),
+            format_number(result.return_min),
+            format_number(result.return_max),
             " | new best" if new_best else "",
             self.elapsed(),
         )
@@ -288,7 +288,7 @@ class RunBook:
             for column in ("actor", "samples", "episodes", "mean return", "restarts"):
                 rows.add_column(column, justify="right")
             for i, r in enumerate(records):
-                mean = _num(r.return_sum / r.episodes) if r.episodes else "-"
+                mean = format_number(r.return_sum / r.episodes) if r.episodes else "-"
                 rows.add_row(str(i), str(r.received), str(r.episodes), mean, str(r.restarts))
             console = Console(file=io.StringIO(), width=80)
             console.print(rows)
@@ -304,11 +304,3 @@ class RunBook:
             summary["opt_steps"],
             summary["env_steps"],
         )
-
-
-def _num(value: float) -> str:
-    """A return with the significant digits small reward scales need (0.952, 17.3, 475.0)."""
-    if value == 0 or not math.isfinite(value):
-        return f"{value:.1f}"
-    digits = max(1, 3 - math.floor(math.log10(abs(value))) - 1)
-    return f"{value:.{min(digits, 6)}f}"

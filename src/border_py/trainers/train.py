@@ -20,7 +20,7 @@ from border_py.config import build, flag, positive, require
 from border_py.errors import ConfigError
 from border_py.overrides import to_plain
 from border_py.processes import StopSignals
-from border_py.recorders.console import PLAIN_FORMAT
+from border_py.recorders.console import PLAIN_FORMAT, summary_table
 from border_py.runs.checkpoint import Checkpoint, load_checkpoint, run_dir_of_checkpoint
 from border_py.runs.results import OBJECTIVES, objective_value, read_result, write_result
 from border_py.runs.resume import check_fits, resumed_config
@@ -193,7 +193,7 @@ def _run(
     summary["objective"] = objective_value(summary, plan.config.get("objective", "best"))
     status = "interrupted" if summary["interrupted"] else "completed"
     write_result(run_dir, status, summary, overrides=given)
-    log.info("done: %s", {k: v for k, v in summary.items() if k != "accounting"})
+    log.info("run summary:\n%s", summary_table(summary))
     return summary
 
 
