@@ -144,7 +144,7 @@ def test_cfg_info_and_help_never_build_an_env(tmp_path):
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
         "border: error: agent.lrr: unknown key 'lrr' in agent (did you mean 'lr'?);"
-        " border_py.agents.dqn.DQN takes: hidden_sizes, network, dueling, lr, gamma, n_step,"
+        " border_py.agents.dqn.DQN takes: hidden_sizes, network, dueling, lr, adam_eps, gamma, n_step,"
         " batch_size, double_dqn, loss, max_grad_norm, target_update_interval, tau, eps_start,"
         " eps_final, eps_decay_steps"
     ]

@@ -29,6 +29,12 @@ from border_py.trainers.train import train
 log = logging.getLogger("border_py")
 
 
+class Notes:
+    """What ``border train`` settled before Hydra ran, for the job's log."""
+
+    recipe: str | None = None
+
+
 @hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="train")
 def _hydra_train(cfg: DictConfig) -> float:
     """Hydra task function: train and return the objective.
@@ -38,6 +44,12 @@ def _hydra_train(cfg: DictConfig) -> float:
     traceback in the job's log) and returns NaN, so the sweep goes on; Ctrl-C ends the sweep.
     """
     multirun = HydraConfig.get().mode == RunMode.MULTIRUN
+    if Notes.recipe is not None:
+        log.info(
+            "recipe experiment=%s, looked up for this agent and env (your key=value overrides"
+            " win; experiment=none trains without it)",
+            Notes.recipe,
+        )
     try:
         summary = train(cfg)
     except (ConfigError, RunError) as exc:
@@ -86,13 +98,8 @@ def train_command(args: list[str]) -> int:
     custom_config = parsed.config_name or parsed.config_path
     recipe = None if custom_config or _resuming(parsed.overrides) else lookup(parsed.overrides)
     if recipe is not None:  # RL Zoo's rule: the task's recipe, under the command line's keys
-        args = [f"experiment={recipe}", *args]
+        args = _with_override(args, parsed.overrides, f"experiment={recipe}")
         parsed = get_args_parser().parse_args(args)
-        print(
-            f"border: recipe experiment={recipe} (your key=value overrides win;"
-            " experiment=none trains without it)",
-            file=sys.stderr,
-        )
     if not (parsed.hydra_help or custom_config):
         try:  # --cfg, --info and --help compose only: they never build an env or an agent
             checked = check_overrides(
@@ -103,6 +110,7 @@ def train_command(args: list[str]) -> int:
         except ConfigError as exc:
             return fail(str(exc))
         args = hydra_args(args, parsed.overrides, checked)
+    Notes.recipe = recipe
     if fresh_in is not None:  # resume=auto with no checkpoint: start fresh there
         moved = set_aside_attempt(fresh_in)
         if moved is not None:
@@ -147,6 +155,15 @@ def _settle_resume(args: list[str], overrides: list[str]) -> tuple[list[str], Pa
             return args, run_dir
     run_dir = run_dir_of_checkpoint(find_checkpoint(target))
     return [*args, f"hydra.run.dir='{run_dir}'", "hydra.output_subdir=null"], fresh_in
+
+
+def _with_override(args: list[str], overrides: list[str], extra: str) -> list[str]:
+    """``args`` with ``extra`` joining the overrides (Hydra takes them as one block)."""
+    n = len(overrides)
+    for i in range(len(args) - n + 1):
+        if n and args[i : i + n] == overrides:
+            return [*args[:i], extra, *args[i:]]
+    return [*args, extra]
 
 
 def _resuming(overrides: list[str]) -> bool:
