@@ -33,11 +33,12 @@ import numpy as np
 import torch
 from hydra import compose, initialize_config_dir
 
+from border_py.actors.backend import ActorBackend, Launch
 from border_py.config import build, config_dir
 from border_py.overrides import to_plain
 from border_py.trainers.components import build_components
 from border_py.transitions import Transitions
-from border_py.transport.weights import SharedWeights
+from border_py.transport.batch import ReceivedBatch
 
 
 def load_config(overrides: list[str]) -> dict:
@@ -80,30 +81,36 @@ def sampling_rate(config: dict, n_actors: int, n_envs: int, seconds: float) -> t
         },
     }
     parts = build_components(config, 0)
-    manager = build("actor_manager", config["actor_manager"])
-    ctx = mp.get_context("spawn")
-    weights = SharedWeights.create(ctx, parts.agent.policy_state())
-    weights.publish(parts.agent.policy_state(), 0)
-    manager.start(ctx, config, weights)
-    latencies = []
+    manager = parts.actors
+    assert isinstance(manager, ActorBackend)
+    policy = parts.agent.policy_state()
+    manager.start(Launch(config, parts.env_factory.spaces(), parts.agent, policy, 0))
+    latencies: list[float] = []
+    received = [0]
+    version, published_at = 0, None
+
+    def drain(batch: ReceivedBatch) -> None:  # the learner only takes the batches
+        nonlocal published_at
+        received[0] += 0 if batch.transitions is None else len(batch.transitions)
+        if published_at is not None and batch.policy_opt_steps == version:
+            latencies.append(batch.loaded_at - published_at)
+            published_at = None
+
     try:
         deadline = time.monotonic() + 120
-        while manager.actors[0].received == 0 and time.monotonic() < deadline:  # wait for start-up
-            manager.poll(timeout=0.1)
+        while received[0] == 0 and time.monotonic() < deadline:  # wait for start-up
+            manager.poll(0.1, drain)
         for _ in range(4):  # everyone running
-            manager.poll(timeout=0.1)
-        received = sum(r.received for r in manager.actors)
-        start = time.perf_counter()
-        next_publish, published_at, version = start + 0.25, None, 0
+            manager.poll(0.1, drain)
+        start, counted = time.perf_counter(), received[0]
+        next_publish = start + 0.25
         while (now := time.perf_counter()) < start + seconds:
             if published_at is None and now >= next_publish:
-                weights.publish(parts.agent.policy_state(), version + 1)
-                version, published_at = version + 1, time.time()
-            for report in manager.poll(timeout=0.01):
-                if published_at is not None and report.policy_opt_steps == version:
-                    latencies.append(report.policy_loaded_at - published_at)
-                    published_at, next_publish = None, now + 0.25
-        rate = (sum(r.received for r in manager.actors) - received) / (time.perf_counter() - start)
+                version += 1
+                manager.publish(policy, version)
+                published_at, next_publish = time.time(), now + 0.25
+            manager.poll(0.01, drain)
+        rate = (received[0] - counted) / (time.perf_counter() - start)
     finally:
         manager.stop()
     return rate, 1000 * statistics.median(latencies) if latencies else float("nan")
@@ -149,6 +156,8 @@ def async_opt_rate(overrides: list[str], n_opts: int, n_actors: int) -> float:
                 "trainer=async",
                 f"trainer.max_opts={n_opts}",
                 f"trainer.eval_interval={n_opts}",
+                "trainer.replay_ratio=null",  # the learner takes what comes and never waits
+                "experiment=none",
                 f"actor_manager.n_actors={n_actors}",
             ],
         )

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
-from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from border_py.config import build, closest, flag, require, resolve_target
 from border_py.envs.vector import EpisodeLog, VectorEnv
@@ -181,8 +180,7 @@ class GymEnvFactory:
             env = self.make(training=True)
             return EpisodeLog(env) if replayable else env
 
-        envs = [make] * n_envs
-        return VectorEnv(SyncVectorEnv(envs, autoreset_mode=AutoresetMode.SAME_STEP), seed)
+        return VectorEnv([make() for _ in range(n_envs)], seed)
 
     def spaces(self) -> tuple[gym.Space, gym.Space]:
         """(observation_space, action_space) of one instance, after the wrappers.
