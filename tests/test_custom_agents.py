@@ -193,7 +193,10 @@ def test_a_target_override_of_dqn_fails_in_one_line_and_writes_nothing(tmp_path)
     assert line.startswith(
         "border: error: agent._target_=my_agents.LinearQ: it would receive the keys of agent=dqn"
     )
-    assert "lr, gamma, n_step, batch_size" in line and "start from agent=custom instead" in line
+    assert (
+        "lr, adam_eps, gamma, n_step, batch_size" in line
+        and "start from agent=custom instead" in line
+    )
     assert not (tmp_path / "outputs").exists()
 
 

@@ -79,7 +79,7 @@ def test_a_training_only_wrapper_wraps_actor_envs_and_never_the_evaluation_env()
         ("[{foo:1}]", "env.wrappers[0]={'foo': 1}: must be a mapping with a '_target_'"),
         (
             "[{_target_:gymnasium.wrappers.NoSuchWrapper}]",
-            "env.wrappers[0]._target_ 'gymnasium.wrappers.NoSuchWrapper' cannot be imported",
+            "env.wrappers[0]._target_=gymnasium.wrappers.NoSuchWrapper: cannot be imported",
         ),
         (f"[{FLATTEN},{{_target_:math.sqrt}}]", "env.wrappers[1]._target_='math.sqrt': must be"),
         (

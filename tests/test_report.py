@@ -66,7 +66,10 @@ def test_report_of_a_2_groups_x_3_seeds_sweep_aggregates_over_seeds(tmp_path):
     assert report.returncode == 0, report.stderr
     shown = " ".join(report.stdout.split())  # rich wraps long titles
     assert "(2 groups, 6 runs)" in shown
-    assert "mean [95% bootstrap CI] and IQM over seeds; every run: experiment=dqn_cartpole trainer=serial" in shown
+    assert (
+        "mean [95% bootstrap CI] and IQM over seeds; every run: experiment=dqn_cartpole trainer=serial"
+        in shown
+    )
 
     rows = {row["group"]: row for row in csv.DictReader((tmp_path / "groups.csv").open())}
     assert set(rows) == {"agent.lr=0.001", "agent.lr=0.003"}

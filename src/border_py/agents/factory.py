@@ -31,7 +31,7 @@ def build_agent(
     obs_space, act_space = spaces
     spec = config["agent"]
     if "_target_" in spec:  # without one, build() below fails in one line
-        agent_class = resolve_target(spec["_target_"])
+        agent_class = resolve_target(spec["_target_"], "agent._target_")
         try:
             check_spaces(agent_class, obs_space, act_space)
         except ConfigError as exc:

@@ -70,8 +70,6 @@ def hydra_error_line(exc: Exception) -> str:
                     break
                 listed.append(option.strip())
             hints.append(f"{text[0].lower()}{text[1:].rstrip(':')}: {', '.join(listed)}")
-    if "hydra/sweeper" in first:
-        hints.append("hparams_search needs the Optuna sweeper: pip install 'border-py[sweep]'")
     return f"{first} ({'; '.join(hints)})" if hints else first
 
 
