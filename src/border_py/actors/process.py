@@ -83,7 +83,7 @@ def actor_main(spec: ActorSpec, config: dict[str, Any], links: ActorLinks) -> No
     sender = BatchSender(links.ring, links.notices, links.credits)
     sent = dropped = 0
     try:
-        sampler = _build_sampler(spec, config)
+        sampler = build_sampler(spec, config)
         while links.weights.version == 0:  # act with the learner's weights only
             if not running():
                 return
@@ -146,8 +146,9 @@ def actor_main(spec: ActorSpec, config: dict[str, Any], links: ActorLinks) -> No
         raise SystemExit(1) from None
 
 
-def _build_sampler(spec: ActorSpec, config: dict[str, Any]) -> Sampler:
-    """The actor's envs and its CPU copy of the agent, exploring as the spec says."""
+def build_sampler(spec: ActorSpec, config: dict[str, Any]) -> Sampler:
+    """The actor's envs and its CPU copy of the agent, exploring as the spec says (the same for an
+    actor process and a Ray actor, :mod:`border_py.actors.ray_backend`)."""
     env_factory = build_env_factory(config)
     agent = build_agent(
         config, env_factory.spaces(), "cpu", f"actor/{spec.index}/{spec.incarnation}"
