@@ -28,6 +28,16 @@ SMALL = [
 ]
 
 
+def _python_helper(p: psutil.Process) -> bool:
+    """multiprocessing's resource tracker and forkserver: one each per test session, as in
+    conftest."""
+    try:
+        cmdline = " ".join(p.cmdline())
+    except psutil.NoSuchProcess:
+        return True
+    return "resource_tracker" in cmdline or ("forkserver" in cmdline and "main(" in cmdline)
+
+
 def _ray_children(infra: set[int]) -> list[psutil.Process]:
     """Children of this process that are neither the shared Ray's node processes nor its idle
     pooled workers (Python's multiprocessing helpers excepted, as in conftest)."""
@@ -37,8 +47,7 @@ def _ray_children(infra: set[int]) -> list[psutil.Process]:
             cmdline = " ".join(p.cmdline())
         except psutil.NoSuchProcess:
             continue
-        helper = "resource_tracker" in cmdline or ("forkserver" in cmdline and "main(" in cmdline)
-        if p.pid in infra or helper or cmdline.startswith("ray::IDLE"):
+        if p.pid in infra or _python_helper(p) or cmdline.startswith("ray::IDLE"):
             continue
         left.append(p)
     return left
@@ -49,7 +58,7 @@ def local_ray():
     """One local Ray for the module; its node processes (raylet, GCS, ...) must all be gone
     once it is shut down."""
     ray.init(num_cpus=2, object_store_memory=100 * 2**20, include_dashboard=False)
-    infra = {p.pid for p in psutil.Process().children(recursive=True)}
+    infra = {p.pid for p in psutil.Process().children(recursive=True) if not _python_helper(p)}
     yield infra
     ray.shutdown(wait_for_processes=True)
     children = psutil.Process().children(recursive=True)

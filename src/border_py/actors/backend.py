@@ -40,6 +40,7 @@ def apex_epsilons(n: int, eps: float, alpha: float) -> list[float]:
     return [eps ** (1 + alpha * i / (n - 1)) for i in range(n)]
 
 
+@dataclass(eq=False)
 class ActorSettings:
     """The ``actor_manager`` keys every backend shares.
 
@@ -61,38 +62,32 @@ class ActorSettings:
             ``step`` never returns, a deadlock) before it is killed and restarted.
     """
 
-    def __init__(
-        self,
-        n_actors: int = 1,
-        n_envs_per_actor: int = 1,
-        n_buffer: int = 100,
-        exploration: str = "schedule",
-        apex_eps: float = 0.4,
-        apex_alpha: float = 7.0,
-        queue_size: int = 8,
-        max_restarts: int = 3,
-        heartbeat_timeout: float = 60.0,
-    ) -> None:
-        positive("n_actors", n_actors, int)
-        positive("n_envs_per_actor", n_envs_per_actor, int)
-        positive("n_buffer", n_buffer, int)
+    n_actors: int = 1
+    n_envs_per_actor: int = 1
+    n_buffer: int = 100
+    exploration: str = "schedule"
+    apex_eps: float = 0.4
+    apex_alpha: float = 7.0
+    queue_size: int = 8
+    max_restarts: int = 3
+    heartbeat_timeout: float = 60.0
+
+    def __post_init__(self) -> None:
+        positive("n_actors", self.n_actors, int)
+        positive("n_envs_per_actor", self.n_envs_per_actor, int)
+        positive("n_buffer", self.n_buffer, int)
         require(
-            "exploration", exploration in ("schedule", "apex"), "'schedule' or 'apex'", exploration
+            "exploration",
+            self.exploration in ("schedule", "apex"),
+            "'schedule' or 'apex'",
+            self.exploration,
         )
-        fraction("apex_eps", apex_eps)
-        non_negative("apex_alpha", apex_alpha, float)
-        positive("queue_size", queue_size, int)
-        non_negative("max_restarts", max_restarts)
-        positive("heartbeat_timeout", heartbeat_timeout)
-        self.n_actors = n_actors
-        self.n_envs_per_actor = n_envs_per_actor
-        self.n_buffer = n_buffer
-        self.exploration = exploration
-        self.apex_eps = apex_eps
-        self.apex_alpha = apex_alpha
-        self.queue_size = queue_size
-        self.max_restarts = max_restarts
-        self.heartbeat_timeout = float(heartbeat_timeout)
+        fraction("apex_eps", self.apex_eps)
+        non_negative("apex_alpha", self.apex_alpha, float)
+        positive("queue_size", self.queue_size, int)
+        non_negative("max_restarts", self.max_restarts)
+        positive("heartbeat_timeout", self.heartbeat_timeout)
+        self.heartbeat_timeout = float(self.heartbeat_timeout)
 
     def epsilons(self, n_actors: int | None = None) -> list[list[float] | None]:
         """Per actor: the fixed epsilon of each of its envs (Ape-X), or None (the agent's own

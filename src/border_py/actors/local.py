@@ -59,6 +59,7 @@ class _Incarnation:
     closed: bool = False  # the notices pipe reached EOF
 
 
+@dataclass(eq=False)
 class ActorManager(ActorSettings):
     """Actor processes on this machine (the ``actor_manager=default`` option).
 
@@ -70,36 +71,21 @@ class ActorManager(ActorSettings):
         Others: see :class:`~border_py.actors.backend.ActorSettings`.
     """
 
-    def __init__(
-        self,
-        n_actors: int = 1,
-        n_envs_per_actor: int = 1,
-        n_buffer: int = 100,
-        exploration: str = "schedule",
-        apex_eps: float = 0.4,
-        apex_alpha: float = 7.0,
-        queue_size: int = 8,
-        max_restarts: int = 3,
-        heartbeat_timeout: float = 60.0,
-        nice: int = 10,
-        start_method: str = "forkserver",
-    ) -> None:
-        super().__init__(
-            n_actors,
-            n_envs_per_actor,
-            n_buffer,
-            exploration,
-            apex_eps,
-            apex_alpha,
-            queue_size,
-            max_restarts,
-            heartbeat_timeout,
-        )
+    nice: int = 10
+    start_method: str = "forkserver"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
         methods = [m for m in ("forkserver", "spawn") if m in mp.get_all_start_methods()]
-        require("start_method", start_method in methods, f"one of {methods}", start_method)
-        require("nice", isinstance(nice, int) and 0 <= nice <= 19, "an int in [0, 19]", nice)
-        self.nice = nice
-        self.start_method = start_method
+        require(
+            "start_method", self.start_method in methods, f"one of {methods}", self.start_method
+        )
+        require(
+            "nice",
+            isinstance(self.nice, int) and 0 <= self.nice <= 19,
+            "an int in [0, 19]",
+            self.nice,
+        )
         self.records: list[ActorRecord] = []
         self._running: list[_Incarnation | None] = []
         self._policies: list[RestartPolicy] = []

@@ -182,6 +182,7 @@ class _Incarnation:
         return now - max(call.submitted, self.last_finished), not call.sample
 
 
+@dataclass(eq=False)
 class RayActors(ActorSettings):
     """Actors as Ray actors on a Ray cluster, or a local Ray (``actor_manager=ray``).
 
@@ -203,64 +204,39 @@ class RayActors(ActorSettings):
             one call may run).
     """
 
-    def __init__(
-        self,
-        n_actors: int = 1,
-        n_envs_per_actor: int = 1,
-        n_buffer: int = 100,
-        exploration: str = "schedule",
-        apex_eps: float = 0.4,
-        apex_alpha: float = 7.0,
-        queue_size: int = 8,
-        max_restarts: int = 3,
-        heartbeat_timeout: float = 60.0,
-        address: str | None = None,
-        num_cpus_per_actor: float = 1.0,
-        placement_strategy: str = "SPREAD",
-        max_calls_in_flight: int = 2,
-        runtime_env: dict[str, Any] | None = None,
-        object_store_memory: int | None = None,
-    ) -> None:
-        super().__init__(
-            n_actors,
-            n_envs_per_actor,
-            n_buffer,
-            exploration,
-            apex_eps,
-            apex_alpha,
-            queue_size,
-            max_restarts,
-            heartbeat_timeout,
-        )
-        positive("num_cpus_per_actor", num_cpus_per_actor)
+    address: str | None = None
+    num_cpus_per_actor: float = 1.0
+    placement_strategy: str = "SPREAD"
+    max_calls_in_flight: int = 2
+    runtime_env: dict[str, Any] | None = None
+    object_store_memory: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        positive("num_cpus_per_actor", self.num_cpus_per_actor)
         require(
             "placement_strategy",
-            placement_strategy in STRATEGIES,
+            self.placement_strategy in STRATEGIES,
             f"one of {', '.join(STRATEGIES)}",
-            placement_strategy,
+            self.placement_strategy,
         )
-        positive("max_calls_in_flight", max_calls_in_flight, int)
+        positive("max_calls_in_flight", self.max_calls_in_flight, int)
         require(
             "runtime_env",
-            runtime_env is None or isinstance(runtime_env, dict),
+            self.runtime_env is None or isinstance(self.runtime_env, dict),
             "null or a mapping (Ray's runtime_env)",
-            runtime_env,
+            self.runtime_env,
         )
-        if object_store_memory is not None:
-            positive("object_store_memory", object_store_memory, int)
+        if self.object_store_memory is not None:
+            positive("object_store_memory", self.object_store_memory, int)
             require(
                 "object_store_memory",
-                address is None,
+                self.address is None,
                 "null when joining a cluster (address is set): the cluster's nodes size their own",
-                object_store_memory,
+                self.object_store_memory,
             )
-        check_address(address)
-        self.address = address
-        self.num_cpus_per_actor = float(num_cpus_per_actor)
-        self.placement_strategy = placement_strategy
-        self.max_calls_in_flight = max_calls_in_flight
-        self.runtime_env = runtime_env
-        self.object_store_memory = object_store_memory
+        check_address(self.address)
+        self.num_cpus_per_actor = float(self.num_cpus_per_actor)
         self.records: list[ActorRecord] = []
         self.nodes: list[str | None] = []  # per slot: the node id of its current incarnation
         self._running: list[_Incarnation | None] = []
