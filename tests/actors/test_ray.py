@@ -1,0 +1,197 @@
+"""actor_manager=ray on one local Ray (``ray.init(num_cpus=2)``, shared by this module's tests):
+learning, weights and back-pressure, a hung env, accounting."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import psutil
+import pytest
+
+from border_py import train
+from border_py.actors.backend import ActorBackend, Launch
+from border_py.config import build
+from border_py.overrides import to_plain
+from border_py.trainers.components import build_components
+
+from ..conftest import make_config
+
+ray = pytest.importorskip("ray", reason="the [ray] extra is not installed")
+
+SMALL = [
+    "actor_manager=ray",
+    "agent.hidden_sizes=[16]",
+    "trainer.warmup_period=200",
+    "trainer.eval_episodes=2",
+    "progress=false",
+]
+
+
+def _python_helper(p: psutil.Process) -> bool:
+    """multiprocessing's resource tracker and forkserver: one each per test session, as in
+    conftest."""
+    try:
+        cmdline = " ".join(p.cmdline())
+    except psutil.NoSuchProcess:
+        return True
+    return "resource_tracker" in cmdline or ("forkserver" in cmdline and "main(" in cmdline)
+
+
+def _ray_children(infra: set[int]) -> list[psutil.Process]:
+    """Children of this process that are neither the shared Ray's node processes nor its idle
+    pooled workers (Python's multiprocessing helpers excepted, as in conftest)."""
+    left = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            cmdline = " ".join(p.cmdline())
+        except psutil.NoSuchProcess:
+            continue
+        if p.pid in infra or _python_helper(p) or cmdline.startswith("ray::IDLE"):
+            continue
+        left.append(p)
+    return left
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    """One local Ray for the module; its node processes (raylet, GCS, ...) must all be gone
+    once it is shut down."""
+    ray.init(num_cpus=2, object_store_memory=100 * 2**20, include_dashboard=False)
+    infra = {p.pid for p in psutil.Process().children(recursive=True) if not _python_helper(p)}
+    yield infra
+    ray.shutdown(wait_for_processes=True)
+    children = psutil.Process().children(recursive=True)
+    _, alive = psutil.wait_procs([p for p in children if p.pid in infra], timeout=10)
+    assert not alive, f"Ray processes left: {[p.cmdline() for p in alive]}"
+
+
+@pytest.fixture(autouse=True)
+def no_leftover_processes(local_ray):
+    """conftest's check, minus the module's shared Ray: no actor of a test may outlive it."""
+    yield
+    deadline = time.monotonic() + 10
+    while (left := _ray_children(local_ray)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, f"leftover processes: {[p.cmdline() for p in left]}"
+
+
+def _started(tmp_path, *overrides: str):
+    """A started backend of the composed config, with the learner-side components."""
+    config = to_plain(make_config(tmp_path, *SMALL, *overrides))
+    parts = build_components(config, 0)
+    backend = build("actor_manager", config["actor_manager"])
+    assert isinstance(backend, ActorBackend)
+    agent = parts.agent
+    backend.start(Launch(config, parts.env_factory.spaces(), agent, agent.policy_state(), 0))
+    return backend, parts
+
+
+def _poll_until(backend, deliver, done, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while not done() and time.monotonic() < deadline:
+        backend.poll(0.05, deliver)
+        backend.check()
+    assert done(), "timed out"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_ray_actors_learn_cartpole(tmp_path):
+    cfg = make_config(
+        tmp_path,
+        "seed=0",
+        "actor_manager=ray",
+        "actor_manager.n_actors=2",
+        "trainer.target_return=475",
+        "trainer.max_opts=20000",
+        "progress=false",
+    )
+    summary = train(cfg)
+    assert summary["best_return"] >= 475, summary
+    assert summary["accounting"]["sent"] == summary["accounting"]["received"] > 0
+    assert summary["restarts"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_weights_reach_every_actor_and_back_pressure_holds(tmp_path):
+    backend, parts = _started(
+        tmp_path,
+        "actor_manager.n_actors=2",
+        "actor_manager.n_buffer=50",
+        "actor_manager.queue_size=2",
+        "actor_manager.max_calls_in_flight=1",
+    )
+    batches = []
+    try:
+        _poll_until(backend, batches.append, lambda: all(r.received for r in backend.records))
+        assert {b.policy_opt_steps for b in batches} == {0}
+        backend.publish(parts.agent.policy_state(), 7)
+        published, before = time.time(), len(batches)
+        _poll_until(
+            backend,
+            batches.append,
+            lambda: {b.actor for b in batches[before:] if b.policy_opt_steps == 7} == {0, 1},
+        )
+        late = [b for b in batches[before:] if b.policy_opt_steps == 7]
+        assert all(published <= b.loaded_at <= time.time() for b in late)
+        # the learner stops taking batches: each actor stops once queue_size batches wait
+        for _ in range(6):
+            backend.check()
+            time.sleep(0.5)
+        runs = backend._running
+        assert [run.waiting() for run in runs] == [2, 2]
+        assert [run.running() for run in runs] == [0, 0]
+        assert backend.poll(1.0, batches.append) == 4
+    finally:
+        backend.stop(batches.append)
+    acc = backend.accounting()
+    assert acc["sent"] == acc["received"] == sum(len(b.transitions) for b in batches)
+    assert acc["dropped"] == 0 and all(r.said_bye for r in backend.records)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_hung_env_is_killed_after_heartbeat_timeout_and_its_slot_restarted(tmp_path, caplog):
+    caplog.set_level(logging.INFO)
+    flag = tmp_path / "hung"
+    cfg = make_config(
+        tmp_path,
+        *SMALL,
+        "env=gym",
+        "env.id=tests.hang_env:HangOnce-v0",
+        "+env.kwargs.hang_after=150",
+        f"+env.kwargs.flag={flag}",
+        "actor_manager.n_actors=1",
+        "actor_manager.heartbeat_timeout=5",
+        "trainer.max_opts=300",
+        "trainer.eval_interval=300",
+    )
+    summary = train(cfg)
+    assert flag.exists() and summary["opt_steps"] == 300 and not summary["interrupted"]
+    assert summary["restarts"] == 1
+    assert "(actor_manager.heartbeat_timeout=5): killing it" in caplog.text
+    assert "actor 0 died (silent for" in caplog.text
+    assert "actor 0 (incarnation 1) runs on node" in caplog.text
+    acc = summary["accounting"]
+    assert acc["sent"] == acc["received"] == summary["samples"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_resumed_ray_run_continues_each_actor_slot(tmp_path):
+    first = train(
+        make_config(tmp_path, *SMALL, "trainer.max_opts=200", "trainer.eval_interval=200")
+    )
+    run = tmp_path / "run"
+    resumed = train(
+        make_config(tmp_path, f"resume={run}", "trainer.max_opts=400"),
+        overrides=["trainer.max_opts=400"],
+    )
+    assert resumed["opt_steps"] == 400 and resumed["env_steps"] > first["env_steps"]
+    acc = resumed["accounting"]
+    assert acc["sent"] == acc["received"] > 0
+    assert acc["received_total"] == first["accounting"]["received"] + acc["received"]
+    log = (run / "train.log").read_text()
+    assert "actor 0 (incarnation 1) runs on node" in log  # the next incarnation: fresh seeds

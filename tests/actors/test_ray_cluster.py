@@ -1,0 +1,173 @@
+"""actor_manager=ray on multi-node clusters, loopback only: a two-node ``ray.cluster_utils.Cluster``
+(actors on distinct nodes; a lost worker node's actor restarted on the other), and ``border train``
+against a cluster made with ``ray start --head`` + ``ray start --address=127.0.0.1:<port>``."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from border_py.actors.backend import Launch
+from border_py.config import build
+from border_py.overrides import to_plain
+from border_py.trainers.components import build_components
+
+from ..conftest import BORDER, REPO, make_config
+from .test_ray_cli import left_behind, ray_tmpdir
+
+ray = pytest.importorskip("ray", reason="the [ray] extra is not installed")
+
+SMALL = ["actor_manager=ray", "agent.hidden_sizes=[16]", "progress=false"]
+STORE = 80 * 2**20  # object store bytes per node
+NODE_PROCESSES = ("gcs_server", "raylet")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_actors_spread_over_two_nodes_and_survive_losing_one(tmp_path):
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={
+            "num_cpus": 2,
+            "object_store_memory": STORE,
+            "_system_config": {"health_check_period_ms": 200, "health_check_failure_threshold": 3},
+        },
+    )
+    backend = None
+    try:
+        worker = cluster.add_node(num_cpus=1, object_store_memory=STORE)
+        ray.init(address=cluster.address)
+        head = ray.get_runtime_context().get_node_id()
+        config = to_plain(make_config(tmp_path, *SMALL, "actor_manager.n_actors=2"))
+        parts = build_components(config, 0)
+        backend = build("actor_manager", config["actor_manager"])
+        agent = parts.agent
+        backend.start(Launch(config, parts.env_factory.spaces(), agent, agent.policy_state(), 0))
+        batches = []
+
+        def run_until(done, seconds=60):
+            deadline = time.monotonic() + seconds
+            while not done() and time.monotonic() < deadline:
+                backend.poll(0.05, batches.append)
+                backend.check()
+            assert done(), (backend.nodes, [r.incarnation for r in backend.records])
+
+        run_until(lambda: all(backend.nodes) and all(r.received for r in backend.records))
+        assert set(backend.nodes) == {head, worker.node_id}  # SPREAD: one actor per node
+        lost = backend.nodes.index(worker.node_id)
+        cluster.remove_node(worker)
+        record = backend.records[lost]
+        run_until(lambda: record.incarnation == 1 and record.incarnation_batches >= 2)
+        assert backend.nodes == [head, head] and backend.restarts() == 1
+        assert backend.records[1 - lost].incarnation == 0  # the other actor went on
+        backend.stop(batches.append)
+        acc = backend.accounting()
+        assert acc["received"] == sum(len(b.transitions) for b in batches) > 0
+        assert acc["sent"] == acc["received"]  # the lost incarnation: what arrived
+    finally:
+        if backend is not None:
+            backend.stop()
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ray_start(args: list[str], env: dict[str, str]) -> None:
+    ray_cli = str(Path(sys.executable).with_name("ray"))
+    out = subprocess.run(
+        [ray_cli, "start", *args, "--num-cpus=1", f"--object-store-memory={STORE}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def _stop_cluster(marker: str, ray_tmp: str) -> None:
+    """Stop the test's cluster as ``ray stop`` does (SIGTERM, then SIGKILL), but only its own
+    processes (``ray stop`` would stop every Ray on the machine)."""
+    found = left_behind(marker, ray_tmp)
+    for p in found:
+        p.terminate()
+    _, alive = psutil.wait_procs(found, timeout=5)
+    for p in alive:
+        p.kill()
+    psutil.wait_procs(alive, timeout=5)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_border_train_joins_a_ray_start_cluster_and_leaves_it_as_it_was(tmp_path):
+    marker, ray_tmp = f"ray-start-{uuid.uuid4().hex}", ray_tmpdir()
+    port = _free_port()
+    env = {**os.environ, "BORDER_TEST_MARKER": marker, "RAY_TMPDIR": ray_tmp}
+    env.pop("RAY_ADDRESS", None)
+    run = tmp_path / "run"
+    try:
+        common = ["--disable-usage-stats", "--include-dashboard=false"]
+        _ray_start(["--head", f"--port={port}", *common], env)  # makes ~/.ray/auth_token
+        env["RAY_AUTH_MODE"] = "token"  # Ray's token authentication, as its docs say for joining
+        _ray_start([f"--address=127.0.0.1:{port}"], env)
+        nodes_up = {p.pid for p in left_behind(marker, ray_tmp) if p.name() in NODE_PROCESSES}
+        assert len(nodes_up) == 3  # the GCS and two raylets
+        out = subprocess.run(
+            [
+                *BORDER,
+                "train",
+                *SMALL,
+                f"actor_manager.address=127.0.0.1:{port}",
+                "actor_manager.n_actors=2",
+                "actor_manager.placement_strategy=STRICT_SPREAD",
+                "trainer.max_opts=300",
+                "trainer.warmup_period=200",
+                "trainer.eval_interval=300",
+                "trainer.eval_episodes=2",
+                f"run_dir={run}",
+            ],
+            cwd=tmp_path,
+            env={**env, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"},
+            capture_output=True,
+            text=True,
+            timeout=150,
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        log = (run / "train.log").read_text()
+        nodes = re.findall(r"actor (\d) \(incarnation 0\) runs on node (\w+)", log)
+        assert len(nodes) == 2 and nodes[0][1] != nodes[1][1], nodes  # one actor per node
+        assert "stopped the local Ray" not in log  # the cluster is not border's to stop
+        acc = json.loads((run / "result.json").read_text())["summary"]["accounting"]
+        assert acc["sent"] == acc["received"] > 0
+        # the run's actors are gone; the cluster's own processes all still run
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            running = left_behind(marker, ray_tmp)
+            if not any("SamplerActor" in " ".join(p.cmdline()) for p in running):
+                break
+            time.sleep(0.5)
+        names = [" ".join(p.cmdline()) for p in running]
+        assert not [n for n in names if "SamplerActor" in n], names
+        assert nodes_up <= {p.pid for p in running}
+    finally:
+        _stop_cluster(marker, ray_tmp)
+        left = left_behind(marker, ray_tmp)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert not left, [p.cmdline() for p in left]

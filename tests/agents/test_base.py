@@ -1,0 +1,170 @@
+"""The agent contract (agents/base.py, agents/factory.py): capability protocols, the protocol check
+of build_agent, per-env fixed epsilons, Adam's epsilon and hyper-parameter validation."""
+
+from __future__ import annotations
+
+import copy
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from border_py.agents.base import (
+    Agent,
+    ExplorationPosition,
+    FixedEpsilon,
+    TDErrorScoring,
+    reports_td_error,
+)
+from border_py.agents.dqn import DQN
+from border_py.agents.factory import build_agent
+from border_py.agents.iqn import IQN
+from border_py.agents.sac import SAC
+from border_py.errors import ConfigError
+from border_py.transitions import Transitions
+
+BOX = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
+THREE = gym.spaces.Discrete(3)
+ACT = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+
+def _agents() -> dict[str, object]:
+    return {
+        "dqn": DQN(BOX, THREE, hidden_sizes=[8]),
+        "iqn": IQN(BOX, THREE, hidden_sizes=[8], n_tau=2, n_tau_prime=2, k=2),
+        "sac": SAC(BOX, ACT, hidden_sizes=[8]),
+    }
+
+
+def test_the_shipped_agents_declare_their_capabilities():
+    agents = _agents()
+    for name, agent in agents.items():
+        assert isinstance(agent, Agent), name
+        assert isinstance(agent, ExplorationPosition), name  # resumed actors continue exploring
+    for name in ("dqn", "iqn"):
+        assert isinstance(agents[name], FixedEpsilon) and isinstance(agents[name], TDErrorScoring)
+        assert reports_td_error(agents[name])
+    sac = agents["sac"]
+    assert not isinstance(sac, FixedEpsilon) and not isinstance(sac, TDErrorScoring)
+    assert not reports_td_error(sac)
+
+
+class Incomplete:
+    """A user's agent that forgot most of the protocol."""
+
+    def __init__(self, observation_space, action_space, device, seed):
+        self.gamma = 0.99
+
+    def act(self, obs, explore):
+        return np.zeros(len(obs), np.int64)
+
+
+def test_build_agent_names_what_a_users_agent_lacks():
+    config = {"agent": {"_target_": "tests.agents.test_base.Incomplete"}, "seed": 0}
+    with pytest.raises(ConfigError) as err:
+        build_agent(config, (BOX, THREE), "cpu")
+    message = str(err.value)
+    assert message.startswith("agent._target_=tests.agents.test_base.Incomplete: lacks ")
+    for member in ("batch_size", "load_policy_state", "n_step", "policy_state", "update"):
+        assert member in message
+    assert "act," not in message and "gamma" not in message and "\n" not in message
+
+
+# -- fixed epsilons (Ape-X) ----------------------------------------------------------------------
+
+
+def _always_action(agent: DQN, action: int) -> DQN:
+    """Greedy action ``action`` whatever the observation."""
+    with torch.no_grad():
+        agent.q[-1].weight.zero_()
+        agent.q[-1].bias.zero_()
+        agent.q[-1].bias[action] = 1.0
+    return agent
+
+
+def test_per_env_epsilons_act_row_by_row():
+    agent = _always_action(DQN(BOX, THREE, hidden_sizes=[8], seed=1), 2)
+    agent.set_epsilon(np.array([0.0, 1.0, 0.0, 1.0]))
+    obs = np.zeros((4, 3), np.float32)
+    actions = np.stack([agent.act(obs, explore=True) for _ in range(600)])  # (600, 4)
+    assert (actions[:, [0, 2]] == 2).all()  # epsilon 0: always greedy
+    for row in (1, 3):  # epsilon 1: uniform over the 3 actions
+        counts = np.bincount(actions[:, row], minlength=3)
+        assert counts.min() > 150, counts
+    assert agent.exploration_stats() == {"train/epsilon": 0.5}  # the mean of the per-env ones
+    assert agent.env_steps == 600 * 4
+
+    # one epsilon per row draws exactly what the same epsilon for all rows draws
+    a = _always_action(DQN(BOX, THREE, hidden_sizes=[8], seed=3), 0)
+    b = _always_action(DQN(BOX, THREE, hidden_sizes=[8], seed=3), 0)
+    a.set_epsilon(0.3)
+    b.set_epsilon(np.full(4, 0.3))
+    for _ in range(20):
+        np.testing.assert_array_equal(a.act(obs, explore=True), b.act(obs, explore=True))
+
+
+def test_per_env_epsilons_must_fit_the_batch_and_lie_in_0_1():
+    agent = IQN(BOX, THREE, hidden_sizes=[8], n_tau=2, n_tau_prime=2, k=2)
+    agent.set_epsilon(np.array([0.1, 0.2]))
+    with pytest.raises(ValueError, match="2 per-env epsilons for a batch of 3 envs"):
+        agent.act(np.zeros((3, 3), np.float32), explore=True)
+    assert agent.act(np.zeros((2, 3), np.float32), explore=True).shape == (2,)
+    with pytest.raises(ValueError, match="must be in"):
+        agent.set_epsilon(1.5)
+    with pytest.raises(ValueError, match="must be in"):
+        agent.set_epsilon(np.array([0.1, -0.1]))
+
+
+# -- Adam's epsilon and hyper-parameter validation -------------------------------------------------
+
+
+@pytest.mark.slow
+def test_adam_eps_reaches_every_optimizer_and_sets_the_first_step():
+    dqn = DQN(BOX, THREE, hidden_sizes=[], lr=0.1, adam_eps=0.5, loss="mse", max_grad_norm=None)
+    assert dqn.optimizers["q"].param_groups[0]["eps"] == 0.5
+    sac = SAC(BOX, ACT, hidden_sizes=[8], adam_eps=3.125e-4)
+    assert {opt.param_groups[0]["eps"] for opt in sac.optimizers.values()} == {3.125e-4}
+    assert DQN(BOX, THREE).optimizers["q"].param_groups[0]["eps"] == 1e-8  # torch's default
+
+    # Adam's first step is lr * g / (|g| + eps) per parameter (bias corrections cancel)
+    rng = np.random.default_rng(0)
+    batch = Transitions(
+        rng.normal(size=(4, 3)).astype(np.float32),
+        np.array([0, 1, 2, 0]),
+        rng.normal(size=4).astype(np.float32),
+        rng.normal(size=(4, 3)).astype(np.float32),
+        np.full(4, 0.9, np.float32),
+    )
+    q = copy.deepcopy(dqn.q)
+    obs, next_obs = torch.tensor(batch.obs), torch.tensor(batch.next_obs)
+    with torch.no_grad():
+        next_q_online, next_q_target = dqn.q(next_obs), dqn.q_target(next_obs)
+        best = next_q_online.argmax(1, keepdim=True)  # double DQN (the default)
+        y = torch.tensor(batch.reward) + torch.tensor(batch.discount) * next_q_target.gather(
+            1, best
+        ).squeeze(1)
+    taken = q(obs).gather(1, torch.tensor(batch.action)[:, None]).squeeze(1)
+    F.mse_loss(taken, y).backward()
+    expected = [p.detach() - 0.1 * p.grad / (p.grad.abs() + 0.5) for p in q.parameters()]
+    dqn.update(batch)
+    for after, want in zip(dqn.q.parameters(), expected, strict=True):
+        torch.testing.assert_close(after.detach(), want, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda: DQN(BOX, THREE, adam_eps=0), "adam_eps=0: must be a positive float"),
+        (lambda: IQN(BOX, THREE, adam_eps=-1e-8), "adam_eps=-1e-08: must be a positive float"),
+        (lambda: SAC(BOX, ACT, adam_eps="x"), "adam_eps='x': must be a positive float"),
+        (lambda: DQN(BOX, THREE, tau=0), "tau=0: must be in (0, 1]"),
+        (lambda: DQN(BOX, THREE, loss="l1"), "loss='l1': must be 'huber' or 'mse'"),
+        (lambda: DQN(BOX, THREE, max_grad_norm=0), "max_grad_norm=0: must be null or > 0"),
+    ],
+)
+def test_bad_hyper_parameters_are_one_line(make, expected):
+    with pytest.raises(ConfigError) as err:
+        make()
+    assert str(err.value) == expected

@@ -1,0 +1,113 @@
+"""The ``border`` process's own lifecycle: signals, pipes, and scripts that call ``train``."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from ..conftest import BORDER, REPO
+
+
+@pytest.mark.slow
+def test_a_second_ctrl_c_stops_at_once_in_one_line(tmp_path):
+    run = tmp_path / "run"
+    proc = subprocess.Popen(
+        [
+            *BORDER,
+            "train",
+            "trainer.max_opts=1000000",
+            "trainer.eval_interval=100",
+            "agent.hidden_sizes=[16]",
+            "progress=false",
+            f"run_dir={run}",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            log = run / "train.log"
+            if log.is_file() and "opt 100 |" in log.read_text():
+                break
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)
+        output, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, output
+    assert "Traceback" not in output and "KeyboardInterrupt" not in output
+    assert output.strip().splitlines()[-1] == "border: error: interrupted"
+    assert json.loads((run / "result.json").read_text())["status"] == "interrupted"
+
+
+@pytest.mark.slow
+def test_help_into_a_closed_pipe_ends_quietly():
+    for args in (["--help"], ["train", "--help"]):
+        shell = f"{' '.join(BORDER)} {' '.join(args)} | head -n 1"
+        out = subprocess.run(shell, shell=True, capture_output=True, text=True, timeout=120)
+        assert out.stdout.strip(), args
+        assert "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr, out.stderr
+
+
+@pytest.mark.slow
+def test_a_script_without_a_main_guard_gets_one_line_not_a_traceback_wall(tmp_path):
+    script = tmp_path / "no_guard.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            from border_py import train
+
+            train({{
+                "_comment": "a plain-data config, as from OmegaConf.to_container",
+                **__import__("json").loads(open({str(tmp_path / "cfg.json")!r}).read()),
+            }})
+            """
+        )
+    )
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from border_py.config import config_dir
+
+    with initialize_config_dir(version_base="1.3", config_dir=str(config_dir())):
+        cfg = compose(
+            "train",
+            overrides=[f"run_dir={tmp_path / 'run'}", "agent.hidden_sizes=[16]", "progress=false"],
+        )
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    plain.pop("_comment", None)
+    (tmp_path / "cfg.json").write_text(json.dumps(plain))
+    out = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    guard = [line for line in lines if "if __name__ == " in line]
+    assert guard and guard[0].startswith("border-py: train() was called while a child process")
+    assert re.match(
+        r"border_py\.\S+\.(RunError|ActorFailure): (actor \d|the evaluator) failed \(exit code 1\)"
+        r" before delivering anything",
+        lines[-1],
+    ), lines[-1]
+    # the script's own traceback of that one error, not one per child process (hundreds)
+    assert out.stderr.count("Traceback") == 1 and len(lines) < 40, out.stderr

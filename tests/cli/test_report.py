@@ -1,0 +1,123 @@
+"""``border report``: seeds aggregated per group (mean, bootstrap CI, IQM), per-run views."""
+
+from __future__ import annotations
+
+import csv
+import json
+import struct
+
+import numpy as np
+import pytest
+
+from border_py.cli.aggregate import aggregate_curves, estimate
+from border_py.cli.report import collect, group_runs
+
+from ..conftest import run_border, scalar_tags
+
+TINY = [
+    "trainer=serial",
+    "trainer.max_opts=300",
+    "trainer.warmup_period=200",
+    "trainer.eval_interval=100",
+    "trainer.eval_episodes=2",
+    "trainer.record_interval=50",
+    "trainer.save_interval=0",
+    "agent.hidden_sizes=[16]",
+]
+
+
+def test_estimate_on_hand_checked_numbers():
+    eight = estimate([1, 2, 3, 4, 5, 6, 7, 100])
+    assert eight.mean == 16.0 and eight.n == 8
+    assert eight.iqm == 4.5  # the middle half: 3, 4, 5, 6
+    assert eight.low < eight.mean < eight.high
+    three = estimate([1.0, 2.0, 6.0])
+    assert three.iqm == three.mean == 3.0  # fewer than 4 seeds: nothing is cut
+    assert 1.0 <= three.low < 3.0 < three.high <= 6.0  # resampled means stay within the seeds
+    assert estimate([1.0, 2.0, 6.0]) == three  # a seeded bootstrap: the same runs, the same band
+    one = estimate([5.0])
+    assert (one.mean, one.low, one.high, one.iqm, one.n) == (5.0, 5.0, 5.0, 5.0, 1)
+
+
+def test_curves_are_interpolated_from_where_every_seed_has_evaluated():
+    band = aggregate_curves([[(0, 0.0), (10, 1.0), (20, 2.0)], [(5, 4.0), (15, 4.0), (25, 4.0)]])
+    assert band is not None and band.n == 2
+    assert band.x.tolist() == [5, 10, 15, 20, 25]
+    # (0.5 + 4) / 2, (1 + 4) / 2, ...; at 25 the first run, ended at 20, keeps its last value 2
+    assert band.mean.tolist() == [2.25, 2.5, 2.75, 3.0, 3.0]
+    assert np.all(band.low <= band.mean) and np.all(band.mean <= band.high)
+    assert aggregate_curves([[], []]) is None
+
+
+def _png_size(path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+@pytest.mark.slow
+def test_report_of_a_2_groups_x_3_seeds_sweep_aggregates_over_seeds(tmp_path):
+    out = run_border(
+        ["train", "-m", "seed=0,1,2", "agent.lr=1e-3,3e-3", *TINY], tmp_path, timeout=400
+    )
+    assert out.returncode == 0, out.stderr
+    (sweep,) = (tmp_path / "outputs" / "multirun").glob("*/*")
+    report = run_border(["report", str(sweep), "--csv", str(tmp_path / "groups.csv")], tmp_path)
+    assert report.returncode == 0, report.stderr
+    shown = " ".join(report.stdout.split())  # rich wraps long titles
+    assert "(2 groups, 6 runs)" in shown
+    assert (
+        "mean [95% bootstrap CI] and IQM over seeds; every run: experiment=dqn_cartpole trainer=serial"
+        in shown
+    )
+
+    rows = {row["group"]: row for row in csv.DictReader((tmp_path / "groups.csv").open())}
+    assert set(rows) == {"agent.lr=0.001", "agent.lr=0.003"}
+    for lr, row in rows.items():
+        jobs = row["jobs"].split()
+        assert len(jobs) == 3 and row["seeds"] == "3" and row["failed"] == "0"
+        curves = [scalar_tags(sweep / job)["eval/return_mean"] for job in jobs]
+        for job in jobs:  # the group is this lr, whatever the seed
+            overrides = json.loads((sweep / job / "result.json").read_text())["overrides"]
+            assert lr in overrides and any(o.startswith("seed=") for o in overrides)
+        finals = [curve[-1][1] for curve in curves]
+        bests = [max(v for _, v in curve) for curve in curves]
+        assert float(row["final_mean"]) == pytest.approx(np.mean(finals), rel=1e-6)
+        assert float(row["best_mean"]) == pytest.approx(np.mean(bests), rel=1e-6)
+        assert float(row["final_iqm"]) == pytest.approx(np.mean(finals), rel=1e-6)  # 3 seeds
+        for name, scores in (("final", finals), ("best", bests)):
+            low, high = float(row[f"{name}_ci_low"]), float(row[f"{name}_ci_high"])
+            assert min(scores) - 1e-3 <= low <= float(row[f"{name}_mean"]) <= high
+            assert high <= max(scores) + 1e-3
+        env_steps = [
+            json.loads((sweep / job / "result.json").read_text())["summary"]["env_steps"]
+            for job in jobs
+        ]
+        assert float(row["env_steps_mean"]) == pytest.approx(np.mean(env_steps))
+    assert _png_size(sweep / "report.png") == (1280, 840)  # 6.4 x 4.2 in at 200 dpi
+
+    _, runs = collect(sweep)
+    groups, common = group_runs(runs)
+    assert "trainer=serial" in common and all(len(g.runs) == 3 for g in groups)
+    for group in groups:  # x: each evaluation's own eval/env_steps, read from the event files
+        band = group.band("env_steps")
+        logged = {v for row in group.runs for _, v in scalar_tags(row.path)["eval/env_steps"]}
+        assert band is not None and set(band.x.tolist()) <= logged and band.x.size == 3
+        assert group.band("opt_steps").x.tolist() == [100, 200, 300]
+
+    for axis in ("opt_steps", "seconds"):
+        png = tmp_path / f"{axis}.png"
+        again = run_border(["report", str(sweep), "--x", axis, "--plot", str(png)], tmp_path)
+        assert again.returncode == 0, again.stderr
+        assert _png_size(png) == (1280, 840)
+    per_run = run_border(
+        ["report", str(sweep), "--runs", "--csv", str(tmp_path / "runs.csv")], tmp_path
+    )
+    assert per_run.returncode == 0 and "(6 runs)" in " ".join(per_run.stdout.split())
+    assert len(list(csv.DictReader((tmp_path / "runs.csv").open()))) == 6
+
+
+def test_a_bad_x_axis_is_one_line(tmp_path):
+    out = run_border(["report", str(tmp_path), "--x", "episodes"], tmp_path)
+    assert out.returncode == 2
+    assert "invalid choice: 'episodes'" in out.stderr

@@ -1,0 +1,90 @@
+"""examples/: the reference agent (TinyQ) and env (Corridor) written against the agent contract
+in docs/agents.md, run as a user would: configs on Hydra's search path, serial and async, a
+resume, ``border eval``, and the Python script with each start method."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ..conftest import REPO, run_border
+
+EXAMPLES = {"PYTHONPATH": str(REPO / "examples")}
+RECIPE = ["hydra.searchpath=[pkg://tiny_rl.conf]", "experiment=tiny_q_corridor", "progress=false"]
+TRAINERS = {
+    "serial": ["trainer=serial"],
+    "async": ["trainer=async", "actor_manager.n_actors=2"],
+}
+BEST = 0.94  # seven steps right: six of -0.01, then +1
+
+
+def summary(run_dir):
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["status"] == "completed"
+    return result["summary"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trainer", list(TRAINERS))
+def test_tiny_q_solves_corridor_resumes_and_evaluates(tmp_path, trainer):
+    run_dir = tmp_path / "run"
+    out = run_border(
+        ["train", *RECIPE, *TRAINERS[trainer], f"hydra.run.dir={run_dir}"], tmp_path, env=EXAMPLES
+    )
+    assert out.returncode == 0, out.stderr
+    first = summary(run_dir)
+    assert first["best_return"] == pytest.approx(BEST) and first["solved_at"] is not None
+
+    more = first["opt_steps"] + 250
+    out = run_border(
+        ["train", f"resume={run_dir}", "trainer.target_return=null", f"trainer.max_opts={more}"],
+        tmp_path,
+        env=EXAMPLES,
+    )
+    assert out.returncode == 0, out.stderr
+    assert summary(run_dir)["opt_steps"] == more
+
+    out = run_border(["eval", str(run_dir), "eval.n_episodes=3"], tmp_path, env=EXAMPLES)
+    assert out.returncode == 0, out.stderr
+    (written,) = (run_dir / "checkpoints" / "best").glob("eval_*.json")
+    assert json.loads(written.read_text())["episode_returns"] == pytest.approx([BEST] * 3)
+
+
+@pytest.mark.slow
+def test_a_video_of_an_env_without_rgb_array_rendering_is_refused_in_one_line(tmp_path):
+    run_dir = tmp_path / "run"
+    short = ["trainer=serial", "trainer.max_opts=10", "trainer.warmup_period=64"]
+    short += ["trainer.eval_interval=10", "trainer.eval_episodes=1", f"hydra.run.dir={run_dir}"]
+    out = run_border(["train", *RECIPE, *short], tmp_path, env=EXAMPLES)
+    assert out.returncode == 0, out.stderr
+    out = run_border(["eval", str(run_dir), "eval.video=true"], tmp_path, env=EXAMPLES)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "border: error: eval.video=true: tiny_rl:Corridor-v0 does not render rgb_array frames"
+        " (its render modes: ansi); record videos of an env that does"
+    ]
+    assert not list((run_dir / "checkpoints" / "best").glob("videos_*"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+def test_the_python_script_trains_with_every_start_method(tmp_path, start_method):
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "examples" / "train_tiny_q.py"),
+            f"run_dir={tmp_path / 'run'}",
+            f"actor_manager.start_method={start_method}",
+            "progress=false",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[0].startswith("returns      best 0.94")
+    assert summary(tmp_path / "run")["best_return"] == pytest.approx(BEST)

@@ -1,0 +1,128 @@
+"""evaluation/evaluator.py: greedy or epsilon-greedy evaluation episodes, a function of the weights
+and the seed; the env's default evaluation epsilon; ``border eval``'s ``eval.epsilon``."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from border_py import train
+from border_py.agents.dqn import DQN
+from border_py.cli.eval import evaluate_checkpoint
+from border_py.envs.factory import GymEnvFactory
+from border_py.errors import ConfigError
+from border_py.evaluation.evaluator import Evaluator
+
+from ..conftest import make_config
+
+CARTPOLE = GymEnvFactory("CartPole-v1")
+
+
+class CountingDQN(DQN):
+    """A DQN that counts its act calls."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.calls = 0
+
+    def act(self, obs: np.ndarray, explore: bool) -> np.ndarray:
+        self.calls += 1
+        return super().act(obs, explore)
+
+
+def _evaluate(epsilon: float, seed: int = 7, agent: DQN | None = None) -> list[float]:
+    evaluator = Evaluator(CARTPOLE, n_episodes=3, seed=seed, max_steps=200, epsilon=epsilon)
+    try:
+        return evaluator.evaluate(
+            agent or DQN(*CARTPOLE.spaces(), hidden_sizes=[8])
+        ).episode_returns
+    finally:
+        evaluator.close()
+
+
+def test_epsilon_one_never_asks_the_agent_and_is_seeded():
+    agent = CountingDQN(*CARTPOLE.spaces(), hidden_sizes=[8])
+    first = _evaluate(1.0, agent=agent)
+    assert agent.calls == 0
+    assert _evaluate(1.0) == first  # the same seed: the same random episodes
+    assert _evaluate(1.0, seed=8) != first
+
+
+def test_epsilon_draws_come_from_the_episode_seeds():
+    agent = CountingDQN(*CARTPOLE.spaces(), hidden_sizes=[8], seed=3)
+    got = _evaluate(0.5, agent=agent)
+    # by hand: episode i resets with seed + i and draws from default_rng((seed, i))
+    env, expected, greedy_calls = CARTPOLE.make(), [], 0
+    for i in range(3):
+        obs, _ = env.reset(seed=7 + i)
+        rng = np.random.default_rng((7, i))
+        total = 0.0
+        for _ in range(200):
+            if rng.random() < 0.5:
+                action = rng.integers(2)
+            else:
+                action = agent.act(obs[None], explore=False)[0]
+                greedy_calls += 1
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total += float(reward)
+            if terminated or truncated:
+                break
+        expected.append(total)
+    env.close()
+    assert got == expected
+    assert agent.calls == 2 * greedy_calls  # the evaluator's greedy steps, then the test's
+    assert 0 < greedy_calls < sum(expected)  # some steps random, some greedy
+
+
+def test_epsilon_zero_is_the_greedy_evaluation():
+    agent = CountingDQN(*CARTPOLE.spaces(), hidden_sizes=[8])
+    returns = _evaluate(0.0, agent=agent)
+    assert agent.calls == sum(returns)  # CartPole: +1 per step, one act per step
+
+
+def test_bad_epsilons_are_one_line():
+    with pytest.raises(ConfigError, match=r"^epsilon=1.5: must be in \[0, 1\]$"):
+        Evaluator(CARTPOLE, 1, 0, 10, epsilon=1.5)
+    with pytest.raises(ConfigError) as err:
+        Evaluator(GymEnvFactory("Pendulum-v1"), 1, 0, 10, epsilon=0.1)
+    assert str(err.value) == (
+        "epsilon=0.1: random evaluation actions need a Discrete action space, the env has"
+        " Box(-2.0, 2.0, (1,), float32) (use 0)"
+    )
+    Evaluator(GymEnvFactory("Pendulum-v1"), 1, 0, 10, epsilon=0.0).close()
+    assert CARTPOLE.eval_epsilon == 0.0  # greedy unless the env's protocol says otherwise
+
+
+@pytest.mark.slow
+def test_border_eval_takes_eval_epsilon(tmp_path):
+    train(
+        make_config(
+            tmp_path,
+            "trainer=serial",
+            "trainer.max_opts=20",
+            "trainer.warmup_period=100",
+            "trainer.eval_interval=20",
+            "trainer.eval_episodes=1",
+            "trainer.save_interval=20",
+        )
+    )
+    run = str(tmp_path / "run")
+    *_, default = evaluate_checkpoint(run, ["eval.n_episodes=2"])
+    assert json.loads(default.read_text())["eval"]["epsilon"] == 0.0  # CartPole's default
+    *_, random = evaluate_checkpoint(run, ["eval.n_episodes=2", "eval.epsilon=1", "eval.seed=3"])
+    record = json.loads(random.read_text())
+    assert record["eval"]["epsilon"] == 1
+    assert record["episode_returns"] == _evaluate_seeded_random(3)
+    with pytest.raises(ConfigError, match=r"^eval.epsilon=2: must be in \[0, 1\]$"):
+        evaluate_checkpoint(run, ["eval.epsilon=2"])
+
+
+def _evaluate_seeded_random(seed: int) -> list[float]:
+    """Two episodes of uniformly random actions, as an evaluation with epsilon 1 plays them."""
+    evaluator = Evaluator(CARTPOLE, n_episodes=2, seed=seed, max_steps=10000, epsilon=1.0)
+    try:
+        return evaluator.evaluate(DQN(*CARTPOLE.spaces(), hidden_sizes=[8])).episode_returns
+    finally:
+        evaluator.close()

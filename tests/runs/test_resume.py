@@ -1,0 +1,262 @@
+"""Full-state checkpoints, exact resume, resume from a killed run, ``border eval``, bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from border_py import train
+from border_py.errors import ConfigError
+from border_py.runs.checkpoint import find_checkpoint, load_checkpoint
+
+from ..conftest import BORDER, make_config, run_border, scalar_tags
+
+SERIAL = [
+    "trainer=serial",
+    "trainer.warmup_period=200",
+    "trainer.eval_interval=150",
+    "trainer.eval_episodes=3",
+    "trainer.record_interval=50",
+    "trainer.save_interval=150",
+    "trainer.save_replay_buffer=true",
+    "agent.hidden_sizes=[32]",
+    "agent.eps_decay_steps=2000",
+]
+
+
+def _series(run_dir, tag):
+    return scalar_tags(run_dir)[tag]
+
+
+def test_checkpoints_hold_the_full_state_and_load_without_pickle(tmp_path):
+    summary = train(
+        make_config(tmp_path, *SERIAL, "trainer.max_opts=300", "trainer.keep_checkpoints=1")
+    )
+    root = tmp_path / "run" / "checkpoints"
+    assert sorted(p.name for p in root.iterdir()) == ["000000300", "best"]  # keep 1 + best
+    ckpt = load_checkpoint(root / "000000300")
+    assert set(ckpt.agent_state) >= {"q", "q_target", "optimizer", "env_steps", "opt_steps", "rng"}
+    state = ckpt.trainer_state
+    assert state["opt_steps"] == 300 and state["env_steps"] == summary["env_steps"]
+    assert set(state["rng"]) == {"python", "numpy", "torch"}
+    assert state["best_return"] == summary["best_return"]
+    assert ckpt.config["trainer"]["max_opts"] == 300
+    buffer = ckpt.buffer()
+    assert buffer is not None and len(buffer["reward"]) == state["replay"]["size"]
+    with np.load(root / "000000300" / "replay_buffer.npz", allow_pickle=False) as data:
+        assert set(data.files) == {"obs", "action", "reward", "next_obs", "discount"}
+    policy = torch.load(root / "best" / "policy.pt", weights_only=True)
+    assert set(policy) == {k for k in ckpt.agent_state["q"]}
+
+
+@pytest.mark.slow
+def test_serial_resume_is_exact(tmp_path):
+    full = tmp_path / "full"
+    train(make_config(full, *SERIAL, "trainer.max_opts=600"))
+    part = tmp_path / "part"
+    train(make_config(part, *SERIAL, "trainer.max_opts=300"))
+    resumed = train(
+        make_config(part, "resume=" + str(part / "run")), overrides=["trainer.max_opts=600"]
+    )
+    assert resumed["opt_steps"] == 600
+    for tag in ("train/loss", "train/q_mean", "eval/return_mean", "train/epsilon"):
+        a, b = _series(full / "run", tag), _series(part / "run", tag)
+        assert [s for s, _ in a] == [s for s, _ in b], tag  # same steps, none twice
+        np.testing.assert_array_equal([v for _, v in a], [v for _, v in b], err_msg=tag)
+
+
+@pytest.mark.slow
+def test_async_resume_continues_counters_epsilon_and_tensorboard(tmp_path):
+    base = [
+        "actor_manager.n_actors=2",
+        "trainer.warmup_period=300",
+        "trainer.eval_interval=200",
+        "trainer.eval_episodes=2",
+        "trainer.record_interval=100",
+        "agent.hidden_sizes=[32]",
+        "agent.eps_decay_steps=100000",
+    ]
+    first = train(make_config(tmp_path, *base, "trainer.max_opts=400"))
+    ckpt = load_checkpoint(tmp_path / "run")
+    assert ckpt.trainer_state["opt_steps"] == 400
+    saved_actors = ckpt.trainer_state["actors"]
+    second = train(
+        make_config(tmp_path, "resume=" + str(tmp_path / "run")), overrides=["trainer.max_opts=800"]
+    )
+    assert second["opt_steps"] == 800
+    assert second["env_steps"] > first["env_steps"] and second["samples"] > first["samples"]
+    assert second["best_return"] >= first["best_return"]
+    steps = [s for s, _ in _series(tmp_path / "run", "train/loss")]
+    assert steps == sorted(set(steps)) and steps[-1] == 800  # continued, no duplicates
+    eps = _series(tmp_path / "run", "train/epsilon")
+    before = [v for s, v in eps if s <= 400]
+    after = [v for s, v in eps if s > 400]
+    # each actor's schedule continued from its saved position (a restart would log ~1.0 again)
+    assert max(after) <= max(before) + 1e-9 < 1.0
+    final = load_checkpoint(tmp_path / "run").trainer_state["actors"]
+    assert all(a["env_steps"] > b["env_steps"] for a, b in zip(final, saved_actors, strict=True))
+    assert all(
+        a["incarnation"] == b["incarnation"] + 1 for a, b in zip(final, saved_actors, strict=True)
+    )
+
+
+@pytest.mark.slow
+def test_kill_9_then_resume_from_the_newest_complete_checkpoint(tmp_path):
+    proc = subprocess.Popen(
+        [
+            *BORDER,
+            "train",
+            "trainer=serial",
+            "trainer.max_opts=1000000",
+            "trainer.save_interval=200",
+            "trainer.eval_interval=100000",
+            "agent.hidden_sizes=[16]",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            found = list((tmp_path / "outputs").glob("*/*/checkpoints/0000*"))
+            if len(found) >= 2:
+                break
+            time.sleep(0.2)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    (run_dir,) = (tmp_path / "outputs").glob("*/*")
+    newest = find_checkpoint(run_dir)
+    done = load_checkpoint(newest).trainer_state["opt_steps"]
+    out = run_border(["train", f"resume={run_dir}", f"trainer.max_opts={done + 200}"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert len(list((tmp_path / "outputs").glob("*/*"))) == 1  # same run dir, no new one
+    log = (run_dir / "train.log").read_text()
+    assert f"resumed from {newest} at opt step {done}" in log
+    assert f"resume: trainer.max_opts changed from 1000000 to {done + 200}" in log
+    steps = [s for s, _ in scalar_tags(run_dir)["train/loss"]]
+    assert steps == sorted(set(steps)) and steps[-1] == done + 200
+
+
+@pytest.mark.slow
+def test_border_eval_prints_a_table_and_writes_json(tmp_path):
+    train(make_config(tmp_path, *SERIAL, "trainer.max_opts=150"))
+    out = run_border(["eval", str(tmp_path / "run"), "eval.n_episodes=4", "eval.seed=11"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "return (mean ± std)" in out.stdout and "CartPole-v1" in out.stdout
+    (written,) = (tmp_path / "run" / "checkpoints" / "best").glob("eval_*.json")
+    record = json.loads(written.read_text())
+    assert record["eval"]["n_episodes"] == 4 and record["eval"]["seed"] == 11
+    assert len(record["episode_returns"]) == 4
+    assert record["result"]["eval/return_mean"] == pytest.approx(np.mean(record["episode_returns"]))
+
+
+@pytest.mark.slow
+def test_bad_resume_and_eval_input_is_one_line_and_overwrites_nothing(tmp_path):
+    train(make_config(tmp_path, *SERIAL, "trainer.max_opts=150"))
+    run = tmp_path / "run"
+    ckpt = run / "checkpoints" / "000000150"
+    before = {p: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()}
+    not_a_run = tmp_path / "empty"
+    not_a_run.mkdir()
+    broken = tmp_path / "broken" / "checkpoints" / "000000001"
+    broken.parent.mkdir(parents=True)
+    import shutil
+
+    shutil.copytree(ckpt, broken)
+    (broken / "agent.pt").write_bytes((broken / "agent.pt").read_bytes()[:100])  # truncated
+    cases = [
+        (["train", f"resume={tmp_path / 'missing'}"], "no such file or directory"),
+        (["train", f"resume={not_a_run}"], "not a border-py run"),
+        (["train", f"resume={broken}"], "corrupt or truncated"),
+        (["train", f"resume={run}"], "trainer.max_opts=150: must be > 150"),
+        (
+            ["train", f"resume={run}", "trainer.max_opts=300", "env=gym", "env.id=Acrobot-v1"],
+            "config groups cannot change",
+        ),
+        (
+            ["train", f"resume={run}", "trainer.max_opts=300", "env.id=Acrobot-v1"],
+            "does not match the env",
+        ),
+        (["eval", str(tmp_path / "missing")], "no such file or directory"),
+        (["eval", str(run), "env.id=Acrobot-v1"], "does not fit the env"),
+        (["eval", str(run), "eval.n_episode=3"], "did you mean 'n_episodes'"),
+        (["eval", str(run), "eval.n_episodes=0"], "eval.n_episodes=0: must be a positive int"),
+        (["eval", str(run), "eval.seed=-1"], "eval.seed=-1: must be null or a non-negative int"),
+        (
+            ["train", f"resume={run}", "trainer.max_opts=300", "agent.n_step=1"],
+            "agent.n_step=1: cannot change",
+        ),
+        (
+            ["train", f"resume={run}", "trainer.max_opts=300", "replay_buffer.capacity=250"],
+            "replay_buffer.capacity=250: must be >=",
+        ),
+    ]
+    for args, expected in cases:
+        out = run_border(args, tmp_path, timeout=120)
+        lines = out.stderr.strip().splitlines()
+        assert out.returncode == 2 and len(lines) == 1 and expected in lines[0], (args, out.stderr)
+    after = {p: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()}
+    assert after == before
+
+
+def test_resuming_an_older_checkpoint_sets_newer_ones_aside(tmp_path):
+    train(make_config(tmp_path, *SERIAL, "trainer.max_opts=450"))
+    root = tmp_path / "run" / "checkpoints"
+    assert [p.name for p in sorted(root.glob("0*"))] == ["000000150", "000000300", "000000450"]
+    train(make_config(tmp_path, f"resume={root / '000000150'}"), overrides=["trainer.max_opts=200"])
+    assert [p.name for p in sorted(root.glob("0*"))] == ["000000150", "000000200"]
+    assert sorted(p.name for p in (root / "abandoned").iterdir()) == ["000000300", "000000450"]
+    assert find_checkpoint(tmp_path / "run") == root / "000000200"
+
+
+def test_find_checkpoint_ignores_partial_ones(tmp_path):
+    train(make_config(tmp_path, *SERIAL, "trainer.max_opts=150"))
+    root = tmp_path / "run" / "checkpoints"
+    (root / ".tmp-000000999-x").mkdir()  # an interrupted write
+    (root / "000000998").mkdir()  # a directory without its files
+    assert find_checkpoint(tmp_path / "run") == root / "000000150"
+    with pytest.raises(ConfigError, match="incomplete checkpoint"):
+        find_checkpoint(root / "000000998")
+
+
+@pytest.mark.slow
+def test_border_eval_records_videos(tmp_path):
+    pytest.importorskip("moviepy", reason="the [video] extra (moviepy) is not installed")
+    train(make_config(tmp_path, *SERIAL, "trainer.max_opts=150"))
+    out = run_border(
+        ["eval", str(tmp_path / "run"), "eval.n_episodes=2", "eval.video=true"], tmp_path
+    )
+    assert out.returncode == 0, out.stderr
+    videos = list((tmp_path / "run" / "checkpoints" / "best").glob("videos_*/*.mp4"))
+    assert len(videos) == 2 and all(v.stat().st_size > 1000 for v in videos)
+
+
+@pytest.mark.slow
+def test_a_run_saved_by_0_1_is_refused_in_one_line_but_its_policy_still_evaluates(tmp_path):
+    train(
+        make_config(tmp_path, *SERIAL, "trainer.max_opts=150", "trainer.save_replay_buffer=false")
+    )
+    run = tmp_path / "run"
+    for ckpt in (run / "checkpoints").iterdir():  # as border-py 0.1.0 wrote it
+        meta = json.loads((ckpt / "meta.json").read_text())
+        (ckpt / "meta.json").write_text(json.dumps(meta | {"border_py": "0.1.0"}))
+        config = json.loads((ckpt / "config.json").read_text())
+        config["env"]["_target_"] = "border_py.envs.GymEnvFactory"  # 0.1.0's module
+        (ckpt / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError) as err:
+        train(make_config(tmp_path, "resume=" + str(run)), overrides=["trainer.max_opts=300"])
+    (line,) = str(err.value).splitlines()
+    assert "saved by border-py 0.1.0, whose runs 0.2 cannot resume" in line
+    out = run_border(["eval", str(run), "eval.n_episodes=2"], tmp_path)
+    assert out.returncode == 0, out.stderr

@@ -1,0 +1,155 @@
+"""What both trainers share through the one loop: schedules, final evaluation, counters per
+session, exploration settings, metric names."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from border_py import train
+from border_py.actors.backend import apex_epsilons
+from border_py.runs.checkpoint import load_checkpoint
+
+from ..conftest import make_config, scalar_tags
+
+TINY = [
+    "agent.hidden_sizes=[16]",
+    "trainer.eval_episodes=2",
+    "trainer.record_interval=50",
+    "progress=false",
+]
+
+
+def test_serial_never_optimizes_on_a_buffer_smaller_than_a_batch(tmp_path):
+    # warmup 0 < batch 64 and n_step 3: the first opt steps wait for 64 stored transitions
+    summary = train(
+        make_config(
+            tmp_path,
+            "trainer=serial",
+            *TINY,
+            "trainer.warmup_period=0",
+            "trainer.replay_ratio=null",
+            "trainer.opt_interval=1",
+            "agent.batch_size=64",
+            "agent.n_step=3",
+            "trainer.max_opts=100",
+            "trainer.eval_interval=100",
+        )
+    )
+    assert summary["opt_steps"] == 100
+    # 64 transitions need 66 env steps (n-step windows), then one opt step per env step
+    assert summary["env_steps"] == 66 + 99
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trainer", ["serial", "async"])
+def test_the_final_weights_are_always_evaluated(tmp_path, trainer):
+    summary = train(
+        make_config(
+            tmp_path,
+            f"trainer={trainer}",
+            *TINY,
+            "trainer.warmup_period=100",
+            "trainer.max_opts=250",
+            "trainer.eval_interval=100",
+        )
+    )
+    steps = [s for s, _ in scalar_tags(tmp_path / "run")["eval/return_mean"]]
+    assert steps == [100, 200, 250]
+    assert summary["final_return"] == scalar_tags(tmp_path / "run")["eval/return_mean"][-1][1]
+
+
+def test_serial_apex_gives_each_env_its_own_rung_of_the_ladder(tmp_path):
+    train(
+        make_config(
+            tmp_path,
+            "trainer=serial",
+            *TINY,
+            "actor_manager.exploration=apex",
+            "actor_manager.n_envs_per_actor=4",
+            "trainer.warmup_period=100",
+            "trainer.max_opts=100",
+            "trainer.eval_interval=100",
+        )
+    )
+    ladder = apex_epsilons(4, 0.4, 7.0)
+    (value,) = {v for _, v in scalar_tags(tmp_path / "run")["train/epsilon"]}
+    assert value == pytest.approx(sum(ladder) / 4)  # the agent reports the mean of its epsilons
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trainer", ["serial", "async"])
+def test_both_trainers_write_the_same_metric_names(tmp_path, trainer):
+    train(
+        make_config(
+            tmp_path,
+            f"trainer={trainer}",
+            *TINY,
+            "trainer.warmup_period=100",
+            "trainer.max_opts=100",
+            "trainer.eval_interval=100",
+        )
+    )
+    tags = set(scalar_tags(tmp_path / "run"))
+    assert tags >= {
+        "perf/env_steps",
+        "perf/env_steps_per_sec",
+        "perf/samples_total",
+        "perf/samples_per_sec",
+        "perf/opt_steps_per_sec",
+        "perf/samples_per_opt_step",
+        "perf/replay_ratio",
+        "perf/policy_lag",
+        "actor/alive",
+        "actor/restarts",
+        "actor/backpressure",
+        "buffer/size",
+        "eval/return_mean",
+        "eval/env_steps",
+    }
+
+
+@pytest.mark.slow
+def test_a_resume_counts_rates_and_transitions_per_session_and_keeps_the_overrides(tmp_path):
+    first = train(
+        make_config(tmp_path, *TINY, "trainer.warmup_period=100", "trainer.max_opts=200"),
+        overrides=["agent.hidden_sizes=[16]", "trainer.max_opts=200"],
+    )
+    started = time.monotonic()
+    second = train(
+        make_config(tmp_path, "resume=" + str(tmp_path / "run")),
+        overrides=["trainer.max_opts=400"],
+    )
+    wall = time.monotonic() - started
+    acc1, acc2 = first["accounting"], second["accounting"]
+    # this session's transitions, and all sessions' together
+    assert acc2["sent"] == acc2["received"] < acc2["received_total"]
+    assert acc2["received_total"] == acc1["received_total"] + acc2["received"]
+    assert second["samples"] == acc2["received_total"]
+    # this session's rate: its 200 opt steps over its own time (at least 200 over its wall time)
+    assert second["opt_steps_per_sec"] >= 200 / wall
+    assert second["opt_steps"] == 400
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    assert result["overrides"] == [
+        "agent.hidden_sizes=[16]",
+        "trainer.max_opts=200",
+        "(resume) trainer.max_opts=400",
+    ]
+    assert load_checkpoint(tmp_path / "run").trainer_state["opt_steps"] == 400
+
+
+def test_train_from_python_writes_the_runs_log_into_its_run_dir(tmp_path):
+    train(
+        make_config(
+            tmp_path,
+            "trainer=serial",
+            *TINY,
+            "trainer.warmup_period=100",
+            "trainer.max_opts=100",
+            "trainer.eval_interval=100",
+        )
+    )
+    log = (tmp_path / "run" / "train.log").read_text()
+    assert f"run dir: {tmp_path / 'run'}" in log and "opt 100 | env steps" in log

@@ -1,0 +1,222 @@
+"""The channels between processes: notices, shared-memory slots, credits, weights."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+import torch
+from gymnasium import spaces
+
+from border_py.transitions import FrameChunk, Transitions
+from border_py.transport.channel import (
+    BatchLayout,
+    BatchSender,
+    LearnerGone,
+    SlotRing,
+    hand_back,
+    receive,
+    send,
+)
+from border_py.transport.messages import (
+    MAX_NOTICE,
+    ActorDone,
+    BatchReady,
+    EvalDone,
+    WorkerFailed,
+    decode,
+    encode,
+)
+from border_py.transport.weights import SharedWeights
+
+CTX = mp.get_context("spawn")
+
+
+def _notice(**changes) -> BatchReady:
+    fields = dict(
+        actor=1,
+        incarnation=0,
+        slot=0,
+        rows=3,
+        env_steps=5,
+        episodes=1,
+        policy_version=2,
+        policy_opt_steps=20,
+        loaded_at=1.5,
+    )
+    return BatchReady(**(fields | changes))
+
+
+def test_every_message_fits_one_atomic_pipe_write():
+    notice = _notice(exploration={"train/epsilon": 0.1})
+    assert decode(encode(notice)) == notice
+    long = WorkerFailed(actor=0, incarnation=2, error="x" * 10_000 + "\nRuntimeError: boom")
+    data = encode(long)
+    assert len(data) <= MAX_NOTICE
+    kept = decode(data)
+    assert kept.error.startswith("...") and kept.exception == "RuntimeError: boom"
+    many = EvalDone(
+        opt_steps=1,
+        env_steps=2,
+        return_mean=3.0,
+        return_std=0.0,
+        return_min=3.0,
+        return_max=3.0,
+        length_mean=4.0,
+        returns=[3.0] * 5000,
+    )
+    cut = decode(encode(many))
+    assert 0 < len(cut.returns) < 5000 and cut.return_mean == 3.0  # statistics stay exact
+    with pytest.raises(ValueError, match="more than"):
+        encode(_notice(exploration={f"k{i}": float(i) for i in range(1000)}))
+
+
+def _layout(frames: bool = False, priorities: bool = False) -> BatchLayout:
+    obs = spaces.Box(0, 255, (4, 8, 8), np.uint8) if frames else spaces.Box(-1, 1, (3,))
+    return BatchLayout.for_batches(
+        obs,
+        spaces.Discrete(2),
+        n_buffer=4,
+        n_envs=2,
+        n_step=3,
+        frame_stack=4 if frames else None,
+        priorities=priorities,
+    )
+
+
+def test_a_slot_carries_a_batch_its_frames_priorities_and_episodes_without_a_copy():
+    ring = SlotRing.create(CTX, _layout(frames=True, priorities=True), n_slots=2)
+    n = 5
+    batch = Transitions(
+        obs=np.arange(n),
+        action=np.array([0, 1, 0, 1, 1]),
+        reward=np.linspace(0, 1, n, dtype=np.float32),
+        next_obs=np.arange(n) + 1,
+        discount=np.full(n, 0.9, np.float32),
+        priority=np.arange(n, dtype=np.float32),
+        frames=FrameChunk(7, 10, np.full((3, 8, 8), 9, np.uint8), np.array([9, 10, 11]), 8),
+    )
+    rows, chunk = ring.write(1, batch, [12.5], [7])
+    assert rows == n and chunk is batch.frames
+    got = ring.read(
+        _notice(
+            slot=1,
+            rows=n,
+            frames=3,
+            frame_source=7,
+            frame_first=10,
+            frame_keep_from=8,
+            priorities=True,
+        )
+    )
+    t = got.transitions
+    for name in ("obs", "action", "reward", "next_obs", "discount", "priority"):
+        np.testing.assert_array_equal(getattr(t, name), getattr(batch, name), err_msg=name)
+    assert t.frames.source == 7 and t.frames.first == 10 and t.frames.keep_from == 8
+    np.testing.assert_array_equal(t.frames.pixels, batch.frames.pixels)
+    assert got.episode_returns == [12.5] and got.episode_lengths == [7]
+    assert np.shares_memory(t.obs, ring.slots[1]["obs"])  # a view of the slot: nothing copied
+
+
+def test_a_batch_too_large_for_its_slot_is_refused():
+    ring = SlotRing.create(CTX, _layout(), n_slots=1)
+    rows = ring.layout.capacity("reward") + 1
+    batch = Transitions(
+        np.zeros((rows, 3), np.float32),
+        np.zeros(rows, np.int64),
+        np.zeros(rows, np.float32),
+        np.zeros((rows, 3), np.float32),
+        np.zeros(rows, np.float32),
+    )
+    with pytest.raises(ValueError, match="does not fit"):
+        ring.write(0, batch, [], [])
+
+
+def test_credits_give_back_pressure_and_the_learners_exit_is_seen():
+    ring = SlotRing.create(CTX, _layout(), n_slots=2)
+    notices_r, notices_w = CTX.Pipe(duplex=False)
+    credits_r, credits_w = CTX.Pipe(duplex=False)
+    sender = BatchSender(ring, notices_w, credits_r)
+    for slot in (sender.free.popleft(), sender.free.popleft()):
+        sender.send(_notice(slot=slot))
+    waited = []
+    assert not sender.wait_for_slot(lambda: waited.append(1) or len(waited) < 3, 0.01)  # full
+    assert [m.slot for m in receive(notices_r, 10)] == [0, 1]
+    hand_back(credits_w, 1)
+    assert sender.wait_for_slot(lambda: True, 0.01) and list(sender.free) == [1]
+    credits_w.close()  # the learner is gone
+    sender.free.clear()
+    with pytest.raises(LearnerGone):
+        sender.wait_for_slot(lambda: True, 0.01)
+
+
+def _write_notices_forever(conn) -> None:
+    n = 0
+    while True:
+        send(conn, _notice(rows=n, exploration={"pad": float(n)}))
+        n += 1
+
+
+@pytest.mark.slow
+def test_a_writer_killed_mid_stream_leaves_only_whole_messages():
+    """Kill a process that writes notices as fast as it can while the learner reads: the reader
+    gets whole messages, in order, then EOF; it never blocks on half a message."""
+    for delay in (0.0, 0.01, 0.05, 0.1, 0.2):
+        reader, writer = CTX.Pipe(duplex=False)
+        child = CTX.Process(target=_write_notices_forever, args=(writer,))
+        child.start()
+        writer.close()
+        assert reader.poll(60)  # it is writing
+        killer = threading.Timer(delay, os.kill, (child.pid, signal.SIGKILL))
+        killer.start()
+        rows = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if reader.poll(1.0):
+                    rows += [m.rows for m in receive(reader, 10_000)]
+            except EOFError:
+                break
+        else:
+            raise AssertionError("no EOF after the writer died")
+        killer.join()
+        child.join(timeout=10)
+        assert rows == list(range(len(rows))) and len(rows) > 0
+
+
+def test_weights_are_read_whole_or_not_at_all():
+    state = {"a": torch.arange(6.0).view(2, 3), "b": torch.tensor([7.0])}
+    weights = SharedWeights.create(CTX, state)
+    assert weights.version == 0
+    weights.publish(state, opt_steps=5)
+    version, opt_steps, got = weights.read()
+    assert (version, opt_steps) == (1, 5) and torch.equal(got["a"], state["a"])
+    weights._data[0] = 123.0  # a copy torn by a publication under way: its CRC no longer matches
+    assert weights.read(attempts=3) is None
+    weights._header[0] += 1  # a publication under way (odd sequence number)
+    assert weights.read(attempts=3) is None
+    weights._header[0] += 1
+    weights.publish({"a": state["a"] * 2, "b": state["b"]}, opt_steps=9)
+    version, opt_steps, got = weights.read()
+    assert (version, opt_steps) == (2, 9) and torch.equal(got["a"], state["a"] * 2)
+
+
+def test_a_slow_reader_skips_versions_and_never_blocks_the_writer():
+    state = {"w": torch.zeros(200_000)}
+    weights = SharedWeights.create(CTX, state)
+    start = time.perf_counter()
+    for k in range(1, 51):
+        weights.publish({"w": torch.full((200_000,), float(k))}, opt_steps=k)
+    assert time.perf_counter() - start < 10  # no lock to wait for
+    version, opt_steps, got = weights.read()
+    assert version == 50 and opt_steps == 50 and float(got["w"][0]) == 50.0
+
+
+def test_actor_done_and_failures_decode():
+    done = ActorDone(actor=2, incarnation=1, sent=300, dropped=20)
+    assert decode(encode(done)) == done
