@@ -286,6 +286,49 @@ def test_resume_auto_sets_an_attempt_without_checkpoint_aside(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_requeued_sweep_with_resume_auto_continues_its_killed_job_and_skips_the_done_one(
+    tmp_path,
+):
+    sweep = tmp_path / "sweep"
+    base = [
+        "train",
+        "-m",
+        "trainer=serial",
+        *SMALL,
+        "trainer.save_interval=100",
+        "trainer.eval_interval=100",
+        "resume=auto",
+        f"hydra.sweep.dir={sweep}",
+    ]
+    marker = f"requeue-{uuid.uuid4().hex}"
+    first = _start(
+        [*base, "trainer.max_opts=200,1000000"], tmp_path, marker, start_new_session=True
+    )
+    try:  # the scheduler preempts the job: job 1 dies by kill -9 after its first checkpoint
+        _wait_for(
+            lambda: (sweep / "1" / "checkpoints" / "000000100" / "meta.json").is_file(),
+            240,
+            "job 1's first checkpoint",
+        )
+    finally:
+        os.killpg(first.pid, signal.SIGKILL)
+        first.communicate(timeout=30)
+    done_before = (sweep / "0" / "result.json").read_bytes()
+    assert not (sweep / "1" / "result.json").exists()
+
+    requeued = run_border([*base, "trainer.max_opts=200,300"], tmp_path)
+
+    assert requeued.returncode == 0, requeued.stderr[-3000:]
+    assert (sweep / "0" / "result.json").read_bytes() == done_before  # nothing to do there
+    assert "has completed; nothing to do" in _log(sweep / "0")
+    result = json.loads((sweep / "1" / "result.json").read_text())
+    assert result["status"] == "completed"
+    assert result["summary"]["opt_steps"] == 300
+    assert "(resume) trainer.max_opts=300" in result["overrides"]
+    assert not (sweep / "1" / "attempts").exists()  # it continued: nothing set aside
+
+
+@pytest.mark.slow
 def test_resume_auto_needs_a_run_dir(tmp_path):
     out = run_border(["train", "resume=auto"], tmp_path)
     assert out.returncode == 2

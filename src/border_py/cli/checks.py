@@ -382,8 +382,8 @@ def _check_keys(entries: list[_Entry], source: ConfigSource) -> None:
     choices = {str(k): str(v) for k, v in base.hydra.runtime.choices.items() if v is not None}
     with open_dict(base):
         del base["hydra"]
-    resuming = any(
-        e.override.key_or_group == "resume" and e.value not in ("", "null") for e in keys
+    resuming = any(  # resume=auto may start fresh: its keys are checked as a fresh run's
+        e.override.key_or_group == "resume" and e.value not in ("", "null", "auto") for e in keys
     )
     replaced = [e for e in keys if e.override.key_or_group.endswith("._target_")]
     targets = {e.override.key_or_group.removesuffix("._target_"): e.value for e in replaced}
@@ -446,6 +446,8 @@ def _validate(source: ConfigSource, overrides: list[str], build: bool) -> None:
     """Compose ``overrides``; with ``build``, validate and build every component as a run would."""
     cfg = source.compose(overrides)
     if build:
+        if cfg.get("resume") == "auto":  # a multirun's jobs settle it: check it as a fresh run
+            cfg.resume = None
         prepare(cfg, overrides=overrides)
 
 

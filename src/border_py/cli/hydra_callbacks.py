@@ -73,11 +73,13 @@ class RunDirs(Callback):
             )
         sweep_dir = Path(str(config.hydra.sweep.dir)).expanduser().resolve()
         if _explicit(config, "hydra.sweep.dir"):
+            if config.get("resume") == "auto":  # each job continues or starts in its own dir
+                return
             if sweep_dir.is_dir() and any(holds_run(p) for p in sweep_dir.iterdir() if p.is_dir()):
                 _refuse(
                     ConfigError(
                         f"hydra.sweep.dir={sweep_dir}: holds the jobs of an earlier sweep; choose"
-                        " another dir (resume a job with border train resume=<its dir>)"
+                        " another dir, or continue its jobs with resume=auto"
                     )
                 )
             return

@@ -23,7 +23,7 @@ from border_py.config import config_dir
 from border_py.errors import ConfigError, RunError
 from border_py.runs.checkpoint import find_checkpoint, run_dir_of_checkpoint
 from border_py.runs.results import read_result, write_result
-from border_py.runs.run_dir import newest_checkpoint, set_aside_attempt
+from border_py.runs.run_dir import RunCompleted, checkpoint_to_continue, start_afresh
 from border_py.trainers.train import train
 
 log = logging.getLogger("border_py")
@@ -88,10 +88,10 @@ def train_command(args: list[str]) -> int:
     """``border train``: settle ``resume=``, validate the overrides, then hand over to Hydra."""
     parsed = get_args_parser().parse_args(args)
     try:
-        args, fresh_in = _settle_resume(args, parsed.overrides)
+        args, fresh_in = _settle_resume(args, parsed.overrides, parsed.multirun)
     except ConfigError as exc:
         return fail(str(exc))
-    except RunFinished as done:
+    except RunCompleted as done:
         print(f"border: {done}", file=sys.stderr)
         return 0
     parsed = get_args_parser().parse_args(args)
@@ -112,28 +112,25 @@ def train_command(args: list[str]) -> int:
         args = hydra_args(args, parsed.overrides, checked)
     Notes.recipe = recipe
     if fresh_in is not None:  # resume=auto with no checkpoint: start fresh there
-        moved = set_aside_attempt(fresh_in)
-        if moved is not None:
-            log.warning(
-                "resume=auto: no complete checkpoint in %s; earlier files moved to %s",
-                fresh_in,
-                moved,
-            )
+        start_afresh(fresh_in)
     sys.argv = ["border train", *args]
     _hydra_train()
     return report_sweep()
 
 
-def _settle_resume(args: list[str], overrides: list[str]) -> tuple[list[str], Path | None]:
+def _settle_resume(
+    args: list[str], overrides: list[str], multirun: bool
+) -> tuple[list[str], Path | None]:
     """Turn ``resume=auto`` into ``resume=<newest checkpoint>`` or ``resume=null``, and point
     Hydra at a resumed run's own dir (keeping its ``.hydra/`` as the original run wrote it).
+    In a multirun, each job settles ``resume=auto`` in its own dir (see ``train``).
 
     Returns the new arguments and, for ``resume=auto`` without a checkpoint, the dir the fresh
     run starts in (where an earlier attempt's files are to be set aside).
     """
     values = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "resume"]
     target = values[-1] if values else None
-    if target in (None, "", "null"):
+    if target in (None, "", "null") or (target == "auto" and multirun):
         return args, None
     fresh_in = None
     if target == "auto":
@@ -143,12 +140,7 @@ def _settle_resume(args: list[str], overrides: list[str]) -> tuple[list[str], Pa
                 "resume=auto: needs the dir to continue in: run_dir=<dir> (or hydra.run.dir=<dir>),"
                 " the same for every attempt of a requeued job"
             )
-        checkpoint = newest_checkpoint(run_dir) if run_dir.is_dir() else None
-        if checkpoint is not None and (read_result(run_dir) or {}).get("status") == "completed":
-            raise RunFinished(
-                f"resume=auto: the run in {run_dir} has completed; nothing to do (to train it"
-                f" further: resume={run_dir} trainer.max_opts=<more>)"
-            )
+        checkpoint = checkpoint_to_continue(run_dir)
         target = "null" if checkpoint is None else str(checkpoint)
         args = [a for a in args if a.split("=", 1)[0] != "resume"] + [f"resume={target}"]
         if checkpoint is None:
@@ -167,12 +159,9 @@ def _with_override(args: list[str], overrides: list[str], extra: str) -> list[st
 
 
 def _resuming(overrides: list[str]) -> bool:
+    """Whether the command line continues a given run (``resume=auto`` may start one)."""
     values = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "resume"]
-    return bool(values) and values[-1] not in ("", "null")
-
-
-class RunFinished(Exception):
-    """``resume=auto`` found a run that already completed (a requeued job after its end)."""
+    return bool(values) and values[-1] not in ("", "null", "auto")
 
 
 def _explicit_run_dir(overrides: list[str]) -> Path | None:

@@ -11,12 +11,18 @@ earlier run is ever deleted or replaced.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
+from collections.abc import Collection
 from pathlib import Path
+from typing import Any
 
 from border_py.errors import ConfigError
 from border_py.runs.checkpoint import is_complete, periodic_checkpoints
+from border_py.runs.results import read_result
+
+log = logging.getLogger(__name__)
 
 CLAIM = ".border_run"
 # what a run leaves in its dir (Hydra's .hydra/ and train.log are written before a run starts)
@@ -80,10 +86,15 @@ def newest_checkpoint(run_dir: Path) -> Path | None:
     return best if is_complete(best) else None
 
 
-def set_aside_attempt(run_dir: Path) -> Path | None:
+def set_aside_attempt(run_dir: Path, keep: Collection[str] = ()) -> Path | None:
     """Move what an attempt without a checkpoint left in ``run_dir`` (its files, Hydra's and the
-    log too) into ``attempts/<n>/``; return where, or None if it left nothing."""
-    leftovers = [p for p in run_dir.iterdir() if p.name != ATTEMPTS] if run_dir.is_dir() else []
+    log too, except the names in ``keep``) into ``attempts/<n>/``; return where, or None if it left
+    nothing."""
+    leftovers = (
+        [p for p in run_dir.iterdir() if p.name != ATTEMPTS and p.name not in keep]
+        if run_dir.is_dir()
+        else []
+    )
     if not any(p.name in RUN_FILES for p in leftovers):
         return None
     attempts = run_dir / ATTEMPTS
@@ -94,3 +105,54 @@ def set_aside_attempt(run_dir: Path) -> Path | None:
     for path in leftovers:
         os.replace(path, target / path.name)
     return target
+
+
+class RunCompleted(Exception):
+    """``resume=auto`` found a run that has completed: nothing is left to do (a job requeued
+    after its end). ``result`` is the run's ``result.json``."""
+
+    def __init__(self, run_dir: Path, result: dict[str, Any]) -> None:
+        super().__init__(
+            f"resume=auto: the run in {run_dir} has completed; nothing to do (to train it"
+            f" further: resume={run_dir} trainer.max_opts=<more>)"
+        )
+        self.result = result
+
+
+def checkpoint_to_continue(run_dir: Path) -> Path | None:
+    """The newest complete checkpoint ``resume=auto`` continues from in ``run_dir`` (None: none).
+
+    Raises:
+        RunCompleted: the run in ``run_dir`` has completed.
+    """
+    checkpoint = newest_checkpoint(run_dir) if run_dir.is_dir() else None
+    if checkpoint is not None:
+        result = read_result(run_dir) or {}
+        if result.get("status") == "completed":
+            raise RunCompleted(run_dir, result)
+    return checkpoint
+
+
+def start_afresh(run_dir: Path, keep: Collection[str] = ()) -> None:
+    """``resume=auto`` without a checkpoint: move what an earlier attempt left in ``run_dir`` to
+    ``attempts/<n>/`` (all but ``keep``: what this attempt's launcher has already written)."""
+    moved = set_aside_attempt(run_dir, keep)
+    if moved is not None:
+        log.warning(
+            "resume=auto: no complete checkpoint in %s; the earlier attempt's files moved to %s",
+            run_dir,
+            moved,
+        )
+
+
+def auto_resume(run_dir: Path, keep: Collection[str] = ()) -> Path | None:
+    """What ``resume=auto`` means in ``run_dir``: the newest complete checkpoint to continue from,
+    or None: start fresh there (see :func:`start_afresh`).
+
+    Raises:
+        RunCompleted: the run in ``run_dir`` has completed.
+    """
+    checkpoint = checkpoint_to_continue(run_dir)
+    if checkpoint is None:
+        start_afresh(run_dir, keep)
+    return checkpoint

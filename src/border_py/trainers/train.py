@@ -24,7 +24,7 @@ from border_py.recorders.console import PLAIN_FORMAT, summary_table
 from border_py.runs.checkpoint import Checkpoint, load_checkpoint, run_dir_of_checkpoint
 from border_py.runs.results import OBJECTIVES, objective_value, read_result, write_result
 from border_py.runs.resume import check_fits, resumed_config
-from border_py.runs.run_dir import claim
+from border_py.runs.run_dir import RunCompleted, auto_resume, claim
 from border_py.trainers.components import Components
 from border_py.trainers.run_book import EvalCallback, build_recorder, restore_agent
 
@@ -81,6 +81,20 @@ class Plan:
         if self.checkpoint is not None:
             return run_dir_of_checkpoint(self.checkpoint.path)
         return run_dir_of(self.config)
+
+
+def settle_auto_resume(config: dict[str, Any]) -> str | None:
+    """``resume=auto`` in the run's dir (``run_dir``, else Hydra's job dir: a requeued sweep job
+    repeats its command line there): the checkpoint to continue from, or None to start fresh.
+
+    Raises:
+        RunCompleted: the run in that dir has completed (nothing to do).
+    """
+    run_dir = run_dir_of(config)
+    # Hydra has already written this attempt's .hydra/ and opened its train.log in a job dir
+    launcher_files = (".hydra", "train.log") if HydraConfig.initialized() else ()
+    checkpoint = auto_resume(run_dir, keep=launcher_files)
+    return None if checkpoint is None else str(checkpoint)
 
 
 def prepare(cfg: DictConfig | dict[str, Any], overrides: list[str] | None = None) -> Plan:
@@ -153,7 +167,16 @@ def train(
     refuse_in_child_bootstrap()
     signals = StopSignals.acquire()
     try:
-        plan = prepare(cfg, overrides)
+        config = to_plain(cfg)
+        if config.get("resume") == "auto":
+            try:
+                config["resume"] = settle_auto_resume(config)
+            except RunCompleted as done:
+                log.info("%s", done)
+                summary = dict(done.result.get("summary") or {})
+                summary["objective"] = objective_value(summary, config.get("objective", "best"))
+                return summary
+        plan = prepare(config, overrides)
         run_dir = plan.run_dir()
         if plan.checkpoint is None:
             claim(run_dir)
