@@ -187,7 +187,10 @@ def train_command(args: list[str]) -> int:
     custom_config = parsed.config_name or parsed.config_path or parsed.config_dir
     recipe = None if custom_config or _resuming(parsed.overrides) else lookup(parsed.overrides)
     if recipe is not None:  # RL Zoo's rule: the task's recipe, under the command line's keys
-        args = [f"experiment={recipe}", *args]
+        # beside the command line's overrides (Hydra's parser wants them in one run, not split
+        # by an option such as --cfg job)
+        at = args.index(parsed.overrides[0]) if parsed.overrides else len(args)
+        args = [*args[:at], f"experiment={recipe}", *args[at:]]
         parsed = get_args_parser().parse_args(args)
         print(
             f"border: recipe experiment={recipe} (your key=value overrides win;"
