@@ -11,7 +11,13 @@ import pytest
 import torch
 
 from border_py import train
-from border_py.agents.sac import SAC, soft_targets, squashed_log_prob, temperature_loss
+from border_py.agents.sac import (
+    SAC,
+    correlated_noise,
+    soft_targets,
+    squashed_log_prob,
+    temperature_loss,
+)
 from border_py.cli.train import check_overrides
 from border_py.errors import ConfigError
 from border_py.runs.checkpoint import load_checkpoint
@@ -197,6 +203,70 @@ def test_random_steps_are_uniform_then_the_policy_acts_and_resume_continues():
     resumed = _near_deterministic(_agent(random_steps=2000))
     resumed.set_exploration_step(agent.env_steps)  # a resumed actor: past its random steps
     np.testing.assert_allclose(resumed.act(obs, explore=True), policy, atol=5e-3)
+
+
+def test_correlated_noise_by_hand():
+    previous, xi = np.array([1.0, -2.0], np.float32), np.array([0.5, 1.0], np.float32)
+    # rho * previous + sqrt(1 - rho^2) * xi with rho 0.6: sqrt(1 - 0.36) = 0.8
+    np.testing.assert_allclose(correlated_noise(previous, 0.6, xi), [1.0, -0.4], rtol=1e-6)
+    np.testing.assert_array_equal(correlated_noise(previous, 0.0, xi), xi)
+
+
+def _known_std(agent: SAC, std: float) -> SAC:
+    """Policy mean 0 and std ``std`` whatever the observation: u = std * eps."""
+    last = agent.policy.body[-1]
+    with torch.no_grad():
+        last.weight.zero_()
+        last.bias.copy_(torch.tensor([0.0, 0.0, math.log(std), math.log(std)]))
+    return agent
+
+
+def _eps_of(agent: SAC, action: np.ndarray, std: float) -> np.ndarray:
+    """The standard normal noise behind exploring actions of a mean-0 policy."""
+    return np.arctanh((action - agent.center) / agent.scale) / std
+
+
+def test_exploring_noise_is_white_or_ar1_with_the_policy_std():
+    std, obs = 0.1, np.zeros((2, 3), np.float32)
+    white = _known_std(_agent(seed=3), std)
+    xi = np.random.default_rng(3).standard_normal((3, 2, 2), dtype=np.float32)
+    for t in range(3):  # rho 0: the paper's white policy noise, fresh every step
+        np.testing.assert_allclose(_eps_of(white, white.act(obs, True), std), xi[t], atol=1e-3)
+    red = _known_std(_agent(seed=3, noise_correlation=0.9), std)
+    eps = xi[0]  # the first step starts each env's process from N(0, 1)
+    for t in range(3):
+        if t > 0:
+            eps = (
+                0.9 * eps + math.sqrt(1 - 0.81) * xi[t]
+            )  # eps_t = rho eps_{t-1} + sqrt(1-rho^2) xi_t
+        np.testing.assert_allclose(_eps_of(red, red.act(obs, True), std), eps, atol=1e-3)
+    # a long run of one env: N(0, 1) marginals, lag-1 correlation rho
+    long = _known_std(_agent(seed=4, noise_correlation=0.9), std)
+    one = np.zeros((1, 3), np.float32)
+    series = np.stack([_eps_of(long, long.act(one, True), std)[0] for _ in range(20000)])
+    assert series.var(axis=0) == pytest.approx([1.0, 1.0], abs=0.15)
+    lag1 = [np.corrcoef(series[:-1, d], series[1:, d])[0, 1] for d in range(2)]
+    assert lag1 == pytest.approx([0.9, 0.9], abs=0.02)
+    greedy = long.act(one, explore=False)  # evaluation stays greedy: tanh(mean)
+    np.testing.assert_allclose(greedy, long.to_env(np.zeros((1, 2))), atol=1e-6)
+
+
+def test_correlated_noise_survives_a_checkpoint_and_bad_values_fail_in_one_line(tmp_path):
+    agent = _agent(noise_correlation=0.95)
+    obs = np.zeros((2, 3), np.float32)
+    agent.act(obs, explore=True)
+    torch.save(agent.state_dict(), tmp_path / "agent.pt")
+    copy = _agent(seed=9, noise_correlation=0.95)
+    copy.load_state_dict(torch.load(tmp_path / "agent.pt", weights_only=True))
+    for _ in range(3):
+        np.testing.assert_array_equal(agent.act(obs, explore=True), copy.act(obs, explore=True))
+    for bad in (1.0, -0.1, "red"):
+        with pytest.raises(ConfigError) as err:
+            _agent(noise_correlation=bad)
+        assert (
+            str(err.value)
+            == f"noise_correlation={bad!r}: must be in [0, 1) (0: white policy noise)"
+        )
 
 
 def test_sac_refuses_n_step_returns():

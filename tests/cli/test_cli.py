@@ -48,7 +48,7 @@ def test_train_help_lists_groups_and_options(tmp_path):
         "replay_buffer: prioritized, uniform",
         "trainer: async, serial",
         "recorder: both, mlflow, tensorboard, wandb",
-        "experiment: dqn_cartpole",
+        "experiment: dqn_acrobot, dqn_cartpole",
         "max_opts",
     ):
         assert text in out.stdout

@@ -19,6 +19,7 @@ import pytest
 from ..conftest import BORDER, REPO, processes_with_marker, run_border
 
 SMALL = [
+    "experiment=none",  # the runtime under test, not a recipe's budget or early stop
     "agent.hidden_sizes=[16]",
     "trainer.warmup_period=200",
     "trainer.eval_episodes=2",
@@ -154,6 +155,7 @@ def test_a_hung_env_is_detected_killed_and_its_actor_restarted(tmp_path):
             "env.id=tests.hang_env:HangOnce-v0",
             "+env.kwargs.hang_after=150",
             f"+env.kwargs.flag={flag}",
+            "actor_manager.n_actors=1",  # the learner starves until the restart
             "actor_manager.heartbeat_timeout=3",
             "trainer.max_opts=1500",
             "trainer.eval_interval=500",

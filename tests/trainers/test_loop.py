@@ -153,3 +153,74 @@ def test_train_from_python_writes_the_runs_log_into_its_run_dir(tmp_path):
     )
     log = (tmp_path / "run" / "train.log").read_text()
     assert f"run dir: {tmp_path / 'run'}" in log and "opt 100 | env steps" in log
+
+
+# -- budgets and intervals in env steps ---------------------------------------------------
+
+ENV_STEPS = [
+    *TINY,
+    "trainer.warmup_period=100",
+    "trainer.max_opts=null",
+    "trainer.eval_interval=null",
+    "trainer.eval_env_interval=300",
+    "trainer.save_interval=0",
+    "trainer.save_env_interval=300",
+]
+
+
+def _checkpoint_env_steps(run_dir) -> dict[str, int]:
+    return {
+        p.name: json.loads((p / "meta.json").read_text())["env_steps"]
+        for p in sorted((run_dir / "checkpoints").iterdir())
+        if p.name != "best"
+    }
+
+
+@pytest.mark.slow
+def test_env_step_budget_and_intervals_continue_across_a_resume(tmp_path):
+    """Serial: env steps one at a time, an opt step every 2 (batch 128, replay ratio 64); an
+    evaluation and a checkpoint at the first opt step of each 300-env-step stretch, and at the end."""
+    first = [
+        "trainer=serial",
+        *ENV_STEPS,
+        "trainer.max_env_steps=700",
+        "trainer.keep_checkpoints=9",
+    ]
+    summary = train(make_config(tmp_path, *first), overrides=first)
+    assert summary["env_steps"] == 700
+    # 128 transitions (130 env steps with 3-step returns) before the first opt step, then one per 2
+    assert summary["opt_steps"] == (700 - 130) // 2 + 1
+    evals = [int(v) for _, v in scalar_tags(tmp_path / "run")["eval/env_steps"]]
+    assert evals[-1] == 700 and [e // 300 for e in evals[:-1]] == [1, 2]
+    assert all(e % 300 < 2 for e in evals[:-1])  # the first opt step in each stretch
+    assert sorted(_checkpoint_env_steps(tmp_path / "run").values()) == [*evals[:-1], 700]
+
+    train(
+        make_config(tmp_path, "resume=" + str(tmp_path / "run")),
+        overrides=["trainer.max_env_steps=1400"],
+    )
+    resumed = load_checkpoint(tmp_path / "run").trainer_state
+    assert resumed["env_steps"] == 1400
+    evals2 = [int(v) for _, v in scalar_tags(tmp_path / "run")["eval/env_steps"]]
+    assert evals2[:3] == evals  # the first session's, then the stretches 3 and 4 and the end
+    assert [e // 300 for e in evals2[3:-1]] == [3, 4] and evals2[-1] == 1400
+    saved = sorted(_checkpoint_env_steps(tmp_path / "run").values())
+    assert saved == [*evals[:-1], 700, *evals2[3:-1], 1400]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trainer", ["serial", "async"])
+def test_the_run_stops_at_whichever_budget_comes_first(tmp_path, trainer):
+    both = [f"trainer={trainer}", *TINY, "trainer.warmup_period=100", "trainer.eval_interval=50"]
+    summary = train(
+        make_config(tmp_path / "a", *both, "trainer.max_opts=50", "trainer.max_env_steps=1000000")
+    )
+    assert summary["opt_steps"] == 50 and summary["env_steps"] < 1_000_000
+    summary = train(
+        make_config(tmp_path / "b", *both, "trainer.max_opts=1000000", "trainer.max_env_steps=1500")
+    )
+    assert summary["opt_steps"] < 1_000_000
+    if trainer == "serial":
+        assert summary["env_steps"] == 1500
+    else:  # batches in flight when the budget is reached still arrive: at most 8 per actor
+        assert 1500 <= summary["env_steps"] <= 1500 + 2 * 8 * 100

@@ -20,6 +20,17 @@ terminal state), in the paper's order (critics, policy, temperature, targets):
     J_pi     = mean[ alpha * log pi(a~|s) - min_i Q_i(s, a~) ],          a~ = tanh(mean + std * eps)
     J_alpha  = -mean[ log_alpha * (log pi(a~|s) + target_entropy) ]
     Q'_i    <- tau * Q_i + (1 - tau) * Q'_i
+
+Exploration: an exploring actor samples ``u = mean + std * eps``. With ``noise_correlation`` rho
+> 0 the ``eps`` of each env is an AR(1) process (a discrete Ornstein-Uhlenbeck process) instead
+of white noise,
+
+    eps_t = rho * eps_{t-1} + sqrt(1 - rho^2) * xi_t,    xi_t ~ N(0, 1),
+
+still N(0, 1) at every step (the policy's own action distribution) but correlated over about
+``1 / (1 - rho)`` steps, so that pushes persist: what a sparse-reward task with momentum
+(MountainCarContinuous) needs to be solved by chance at all (temporally correlated exploration,
+as with gSDE or colored noise).
 """
 
 from __future__ import annotations
@@ -64,6 +75,12 @@ def squashed_log_prob(u: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor
     gaussian = -0.5 * ((u - mean) / log_std.exp()) ** 2 - log_std - LOG_SQRT_2PI
     log_det = 2.0 * (LOG_2 - u - F.softplus(-2.0 * u))
     return (gaussian - log_det).sum(dim=-1)
+
+
+def correlated_noise(previous: np.ndarray, rho: float, xi: np.ndarray) -> np.ndarray:
+    """The next step of the AR(1) exploration noise: ``rho * previous + sqrt(1 - rho^2) * xi``
+    (N(0, 1) marginals when ``previous`` and ``xi`` are)."""
+    return (rho * previous + math.sqrt(1.0 - rho * rho) * xi).astype(np.float32)
 
 
 def soft_targets(
@@ -117,6 +134,10 @@ class SAC:
         random_steps: env steps of uniformly random actions before the policy acts, counted in the
             agent's own exploring env steps (each actor's, in the async trainer; a resumed actor
             continues its count).
+        noise_correlation: rho in [0, 1) of the exploring policy's noise (see the module
+            docstring): 0 samples the policy with white noise (the paper's SAC), 0.99 keeps pushes
+            for about 100 steps. Each env row of ``act``'s batch has its own noise, which runs on
+            across episodes.
     """
 
     accepts = Accepts(observation=(gym.spaces.Box,), action=(gym.spaces.Box,), bounded_actions=True)
@@ -141,6 +162,7 @@ class SAC:
         learn_alpha: bool = True,
         target_entropy: float | None = None,
         random_steps: int = 1000,
+        noise_correlation: float = 0.0,
     ) -> None:
         check_spaces(type(self), observation_space, action_space)
         check_hparams(
@@ -159,6 +181,15 @@ class SAC:
             target_entropy=target_entropy,
             hidden_sizes=hidden_sizes,
         )
+        number = isinstance(noise_correlation, (int, float)) and not isinstance(
+            noise_correlation, bool
+        )
+        require(
+            "noise_correlation",
+            number and 0 <= noise_correlation < 1,
+            "in [0, 1) (0: white policy noise)",
+            noise_correlation,
+        )
         require(
             "n_step",
             n_step == 1,
@@ -168,6 +199,8 @@ class SAC:
         assert isinstance(action_space, gym.spaces.Box)  # check_spaces made sure
         self.gamma, self.n_step, self.batch_size = gamma, n_step, batch_size
         self.tau, self.learn_alpha, self.random_steps = tau, learn_alpha, random_steps
+        self.noise_correlation = float(noise_correlation)
+        self.noise: np.ndarray | None = None  # the correlated noise of each env row (rho > 0)
         self.action_shape = tuple(action_space.shape)
         self.act_dim = flat_dim(self.action_shape)
         self.target_entropy = float(-self.act_dim if target_entropy is None else target_entropy)
@@ -232,10 +265,22 @@ class SAC:
             return self.to_env(self.rng.uniform(-1.0, 1.0, (n, self.act_dim)))
         u, log_std = self.policy_outputs(obs)
         if explore:  # u ~ N(mean, std)
-            noise = self.rng.standard_normal(u.shape, dtype=np.float32)
-            u = u + np.exp(log_std) * noise
+            u = u + np.exp(log_std) * self.exploration_noise(u.shape)
             self.env_steps += n
         return self.to_env(np.tanh(u))
+
+    def exploration_noise(self, shape: tuple[int, ...]) -> np.ndarray:
+        """The standard normal ``eps`` of this step's policy samples, one row per env: white, or
+        the next step of each row's AR(1) process (``noise_correlation`` > 0; a new batch shape
+        starts the processes afresh from their stationary N(0, 1))."""
+        xi = self.rng.standard_normal(shape, dtype=np.float32)
+        if self.noise_correlation == 0:
+            return xi
+        if self.noise is None or self.noise.shape != shape:
+            self.noise = xi
+        else:
+            self.noise = correlated_noise(self.noise, self.noise_correlation, xi)
+        return self.noise
 
     def exploration_stats(self) -> dict[str, float]:
         """Nothing: SAC explores by sampling its policy (its entropy is in the update's metrics)."""
@@ -314,6 +359,7 @@ class SAC:
             "opt_steps": self.opt_steps,
             "rng": self.rng.bit_generator.state,
             "generator": self.generator.get_state(),
+            "noise": None if self.noise is None else torch.from_numpy(self.noise.copy()),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -328,3 +374,5 @@ class SAC:
         self.opt_steps = int(state["opt_steps"])
         self.rng.bit_generator.state = state["rng"]
         self.generator.set_state(state["generator"])
+        noise = state.get("noise")  # checkpoints before noise_correlation have none
+        self.noise = None if noise is None else noise.numpy().astype(np.float32)

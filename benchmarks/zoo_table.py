@@ -1,0 +1,204 @@
+"""border-py's recipes next to RL Zoo's published scores, seed by seed.
+
+For each recipe (``conf/experiment/<name>.yaml``) and seed, it trains with ``border train
+experiment=<name>`` (async trainer, 2 actors) for RL Zoo's env-step budget, stopping early at RL
+Zoo's score, then prints a Markdown table: env steps to the Zoo's score (the first evaluation at or
+above it), the best evaluation within the Zoo's budget, and wall-clock seconds (from the start of
+training, evaluations included), next to the Zoo's score and budget. Runs land in
+``<out>/<recipe>/seed_<k>``; a run that already has a ``result.json`` is read, not trained again
+(``--force`` retrains), so the table can be extended seed by seed or printed alone (``--table-only``).
+
+``--default`` makes the other table: plain ``border train seed=<k>`` (the recipe that the lookup
+applies: ``dqn_cartpole``) with its own budget and target (475), env steps, opt steps and seconds
+to the target per seed.
+
+    python benchmarks/zoo_table.py --recipes dqn_cartpole dqn_acrobot --seeds 0 1 2
+    python benchmarks/zoo_table.py --table-only
+    python benchmarks/zoo_table.py --default --seeds 0 1 2 3 4 5 6 7 8 9
+    python benchmarks/zoo_table.py --recipes dqn_acrobot -- trainer.eval_episodes=20
+    python benchmarks/zoo_table.py --recipes sac_lunarlandercontinuous --seeds 0 --max-env-steps 30000
+
+``--max-env-steps`` cuts the runs short of the Zoo's budget (when that is hours of CPU time); the
+table then marks the budget actually trained. Extra arguments are Hydra overrides for every run. The machine's load changes wall time: run it
+alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from border_py.cli.report import Evaluation, read_run
+from border_py.runs.results import read_result
+
+
+@dataclass(frozen=True)
+class Zoo:
+    """RL Zoo's published result for one task (rl-baselines3-zoo's benchmark.md)."""
+
+    env_id: str
+    score: float  # mean_reward of the trained agent
+    budget: int  # n_timesteps: env steps of its training
+
+
+ZOO = {
+    "dqn_cartpole": Zoo("CartPole-v1", 500.0, 50_000),
+    "dqn_acrobot": Zoo("Acrobot-v1", -76.639, 100_000),
+    "dqn_mountaincar": Zoo("MountainCar-v0", -100.849, 120_000),
+    "dqn_lunarlander": Zoo("LunarLander-v3", 154.382, 100_000),  # the Zoo's run: v2
+    "sac_pendulum": Zoo("Pendulum-v1", -156.995, 20_000),
+    "sac_mountaincarcontinuous": Zoo("MountainCarContinuous-v0", 94.679, 50_000),
+    "sac_lunarlandercontinuous": Zoo("LunarLanderContinuous-v3", 260.390, 500_000),  # v2
+}
+DEFAULT_TARGET = 475.0  # conf/experiment/dqn_cartpole.yaml's target_return
+BORDER = [sys.executable, "-m", "border_py.cli", "train"]
+
+
+def train_run(run_dir: Path, overrides: list[str], force: bool, log: Path) -> None:
+    """Train into ``run_dir`` with ``border train <overrides>`` unless a finished run is there."""
+    if not force and read_result(run_dir) is not None:
+        return
+    if run_dir.exists():
+        run_dir.rename(run_dir.with_name(f"{run_dir.name}.old-{time.strftime('%Y%m%d-%H%M%S')}"))
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    command = [*BORDER, *overrides, f"run_dir={run_dir}", "progress=false"]
+    print("$", " ".join(command[3:]), file=sys.stderr, flush=True)
+    with log.open("a") as out:
+        subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, check=False)
+
+
+def first_at(evaluations: list[Evaluation], score: float, budget: int) -> Evaluation | None:
+    """The first evaluation within ``budget`` env steps at or above ``score``."""
+    for e in evaluations:
+        if e.env_steps is not None and e.env_steps <= budget and e.value >= score:
+            return e
+    return None
+
+
+def best_within(evaluations: list[Evaluation], budget: int) -> float | None:
+    """The best evaluation within ``budget`` env steps."""
+    values = [e.value for e in evaluations if e.env_steps is not None and e.env_steps <= budget]
+    return max(values) if values else None
+
+
+def _k(steps: float | None) -> str:
+    return "-" if steps is None else f"{steps / 1000:.1f}k"
+
+
+def _mean(values: list[float]) -> str:
+    return f"{sum(values) / len(values):.1f}" if values else "-"
+
+
+def zoo_rows(out: Path, recipes: list[str], seeds: list[int]) -> list[str]:
+    """The recipes' table (Markdown lines) from the runs in ``out``: per seed, env steps to the
+    Zoo's score, the best evaluation within the Zoo's budget (with the env steps trained when a
+    run stopped short of both), and wall seconds."""
+    lines = [
+        "| recipe | RL Zoo score @ budget | reached | env steps to the Zoo score (per seed)"
+        " | best within the budget (per seed) | wall s (per seed) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name in recipes:
+        zoo = ZOO[name]
+        hits, bests, seconds = [], [], []
+        for seed in seeds:
+            run_dir = out / name / f"seed_{seed}"
+            if read_result(run_dir) is None:
+                hits.append("(no run)")
+                bests.append("-")
+                seconds.append("-")
+                continue
+            row = read_run(run_dir, out)
+            hit = first_at(row.evaluations, zoo.score, zoo.budget)
+            best = best_within(row.evaluations, zoo.budget)
+            hits.append(_k(hit.env_steps) if hit else "not reached")
+            short = hit is None and (row.env_steps or 0) < zoo.budget
+            trained = f" (at {_k(row.env_steps)})" if short else ""
+            bests.append("-" if best is None else f"{best:.1f}{trained}")
+            seconds.append("-" if row.seconds is None else f"{row.seconds:.0f}")
+        reached = sum(h.endswith("k") for h in hits)
+        lines.append(
+            f"| {name} ({zoo.env_id}) | {zoo.score:.1f} @ {_k(zoo.budget)} | {reached}/{len(seeds)}"
+            f" | {' / '.join(hits)} | {' / '.join(bests)} | {' / '.join(seconds)} |"
+        )
+    return lines
+
+
+def default_rows(out: Path, seeds: list[int]) -> list[str]:
+    """The 10-seed table of plain ``border train`` (Markdown lines) from the runs in ``out``."""
+    lines = [
+        "| seed | solved (>= 475) | env steps | opt steps | seconds | best |",
+        "|---|---|---|---|---|---|",
+    ]
+    env, opt, secs = [], [], []
+    for seed in seeds:
+        result = read_result(out / f"seed_{seed}")
+        summary = (result or {}).get("summary") or {}
+        hit = summary.get("solved_at")
+        best = summary.get("best_return")
+        best_text = "-" if best is None or not math.isfinite(best) else f"{best:.1f}"
+        if hit:
+            env.append(hit["env_steps"])
+            opt.append(hit["opt_steps"])
+            secs.append(hit["seconds"])
+            lines.append(
+                f"| {seed} | yes | {hit['env_steps']} | {hit['opt_steps']} |"
+                f" {hit['seconds']:.1f} | {best_text} |"
+            )
+        else:
+            status = "no run" if result is None else f"no ({result['status']})"
+            lines.append(f"| {seed} | {status} | - | - | - | {best_text} |")
+    lines.append(
+        f"| mean | {len(env)}/{len(seeds)} | {_mean(env)} | {_mean(opt)} | {_mean(secs)} | |"
+    )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--recipes", nargs="+", default=list(ZOO), choices=list(ZOO))
+    parser.add_argument("--seeds", nargs="+", type=int, default=None)
+    parser.add_argument("--out", type=Path, default=Path("outputs/zoo"))
+    parser.add_argument("--default", action="store_true", help="the 10-seed CartPole table")
+    parser.add_argument("--table-only", action="store_true", help="read the runs, train none")
+    parser.add_argument("--force", action="store_true", help="train again over finished runs")
+    parser.add_argument(
+        "--max-env-steps", type=int, default=None, help="train fewer env steps than the Zoo"
+    )
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run")
+    args = parser.parse_args()
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    log = out / "train.log"
+    if args.default:
+        seeds = args.seeds if args.seeds is not None else list(range(10))
+        out = out / "default"
+        for seed in seeds if not args.table_only else []:
+            train_run(out / f"seed_{seed}", [f"seed={seed}", *args.overrides], args.force, log)
+        print("\n".join(default_rows(out, seeds)))
+        return
+    seeds = args.seeds if args.seeds is not None else [0, 1, 2]
+    for name in args.recipes if not args.table_only else []:
+        zoo = ZOO[name]
+        for seed in seeds:
+            overrides = [
+                f"experiment={name}",
+                f"seed={seed}",
+                "trainer=async",
+                "actor_manager.n_actors=2",
+                "trainer.max_opts=null",
+                f"trainer.max_env_steps={args.max_env_steps or zoo.budget}",
+                f"trainer.target_return={zoo.score}",
+                *args.overrides,
+            ]
+            train_run(out / name / f"seed_{seed}", overrides, args.force, log)
+    print("\n".join(zoo_rows(out, args.recipes, seeds)))
+
+
+if __name__ == "__main__":
+    main()
