@@ -195,6 +195,7 @@ def test_a_stop_signal_stops_gracefully_with_a_final_checkpoint_and_no_ray_proce
     proc = _start(
         [
             "train",
+            "experiment=none",  # no looked-up recipe: it stops at 475
             *LOCAL,
             "trainer.max_opts=1000000",
             "trainer.eval_interval=100",

@@ -160,6 +160,6 @@ def test_cfg_info_and_help_never_build_an_env(tmp_path):
 
 @pytest.mark.slow
 def test_a_null_key_is_deleted_on_the_command_line(tmp_path):
-    out = run_border(["train", "~agent.tau", "--cfg", "job"], tmp_path)
+    out = run_border(["train", "experiment=none", "~agent.tau", "--cfg", "job"], tmp_path)
     assert out.returncode == 0, out.stderr
     assert "target_update_interval: 32" in out.stdout and "tau:" not in out.stdout

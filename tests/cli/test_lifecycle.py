@@ -23,6 +23,7 @@ def test_a_second_ctrl_c_stops_at_once_in_one_line(tmp_path):
         [
             *BORDER,
             "train",
+            "experiment=none",  # no looked-up recipe: it stops at 475
             "trainer.max_opts=1000000",
             "trainer.eval_interval=100",
             "agent.hidden_sizes=[16]",

@@ -113,6 +113,7 @@ def test_kill_9_then_resume_from_the_newest_complete_checkpoint(tmp_path):
         [
             *BORDER,
             "train",
+            "experiment=none",  # no looked-up recipe: it stops at 475
             "trainer=serial",
             "trainer.max_opts=1000000",
             "trainer.save_interval=200",

@@ -154,6 +154,7 @@ def test_sigint_stops_gracefully_with_a_final_checkpoint_and_no_leftovers(tmp_pa
         [
             *BORDER,
             "train",
+            "experiment=none",  # no looked-up recipe: it stops at 475
             "trainer.max_opts=1000000",
             "trainer.save_interval=0",
             "trainer.eval_interval=100",

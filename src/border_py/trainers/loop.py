@@ -180,6 +180,12 @@ class Learner:
             if self.gate.may_optimize(state, len(self.buffer)):
                 self._optimize()
         interrupted = self.signals.requested
+        log.info(
+            "stopping at opt %d, env steps %d: %s",
+            state.opt_steps,
+            state.env_steps,
+            self._stop_reason(),
+        )
         self.backend.stop(self.ingest)
         if not interrupted:
             self._finish_evaluations()
@@ -202,6 +208,18 @@ class Learner:
             or self.book.finished
             or self.signals.requested
         )
+
+    def _stop_reason(self) -> str:
+        settings, state, book = self.settings, self.state, self.book
+        if self.signals.requested:
+            return "interrupted"
+        if book.solved_at is not None:
+            return f"target_return {settings.target_return:g} reached"
+        if book.stopped_by_callback:
+            return "stopped by a callback"
+        if settings.max_opts is not None and state.opt_steps >= settings.max_opts:
+            return "max_opts reached"
+        return "max_env_steps reached"
 
     def _bucket(self, interval: int | None) -> int:
         """Which ``interval``-long stretch of env steps the run is in (0 when no interval)."""

@@ -1,5 +1,5 @@
-"""A test env that writes the wall-clock time of the first step any instance takes (start-up
-measurements: ``benchmarks/startup.py``)."""
+"""An env that writes the wall-clock time of the first step any instance takes (the start-up
+measurement of ``benchmarks/start_stop.py``)."""
 
 from __future__ import annotations
 

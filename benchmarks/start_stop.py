@@ -1,0 +1,111 @@
+"""Start-up and the end of ``border train``, measured alternately in one invocation (medians of
+``--repeats``).
+
+Start-up: seconds from launching ``border train`` to its first env step, against importing torch
+and gymnasium (the floor of any torch RL tool).
+
+The run trains CartPole-v1 (``first_step_env:FirstStep-v0``, CartPole that writes the wall-clock
+time of the first step any process takes) with the default async trainer and 2 actors, so the
+figure covers composing and checking the config, the forkserver, the actors' imports and their
+first weights. ``border train --cfg job`` (compose and check, build nothing) is timed too.
+
+    python benchmarks/startup.py [--repeats 5] [extra Hydra overrides...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+OPTS = 500  # the run's budget
+BORDER = [sys.executable, "-m", "border_py.cli"]
+
+
+def _wall(command: list[str], env: dict[str, str]) -> float:
+    start = time.time()
+    subprocess.run(command, env=env, check=True, capture_output=True)
+    return time.time() - start
+
+
+def _log_time(log: str, marker: str) -> float:
+    """The wall-clock time of the last log line containing ``marker``."""
+    line = [row for row in log.splitlines() if marker in row][-1]
+    return datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+
+
+def _run(overrides: list[str], env: dict[str, str], tmp: Path, k: int) -> dict[str, float]:
+    """One ``border train``: seconds to its first env step, and the stages of its end."""
+    stamp, run = tmp / f"stamp_{k}", tmp / f"run_{k}"
+    command = [
+        *BORDER,
+        "train",
+        "env=gym",
+        "env.id=first_step_env:FirstStep-v0",
+        f"+env.kwargs.stamp={stamp}",
+        f"trainer.max_opts={OPTS}",
+        "trainer.warmup_period=500",
+        f"trainer.eval_interval={OPTS}",
+        "progress=false",
+        f"run_dir={run}",
+        *overrides,
+    ]
+    start = time.time()
+    subprocess.run(command, env=env, check=True, capture_output=True)
+    exited = time.time()
+    log = (run / "train.log").read_text()
+    stopping = _log_time(log, f"stopping at opt {OPTS}")
+    evaluated = _log_time(log, f"opt {OPTS} | env steps")
+    saved = max(p.stat().st_mtime for p in (run / "checkpoints").glob("*/meta.json"))
+    return {
+        "first_step": float(stamp.read_text()) - start,
+        "end": exited - stopping,
+        "final_eval": evaluated - stopping,
+        "checkpoint": saved - evaluated,
+        "rest": exited - saved,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides for the run")
+    args = parser.parse_args()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+    }
+    imports, cfg_job, runs = [], [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for k in range(args.repeats):  # alternately, so drift hits all three alike
+            imports.append(_wall([sys.executable, "-c", "import torch, gymnasium"], env))
+            runs.append(_run(args.overrides, env, Path(tmp), k))
+            cfg_job.append(_wall([*BORDER, "train", "--cfg", "job"], env))
+    base = statistics.median(imports)
+    n = len(runs)
+    for name, values in (
+        ("import torch, gymnasium", imports),
+        ("border train: first env step", [r["first_step"] for r in runs]),
+        ("border train --cfg job", cfg_job),
+    ):
+        median = statistics.median(values)
+        print(f"{name:32s} {median:5.2f} s (median of {n})  {median / base:4.2f}x imports")
+    print(f"the end, from 'stopping at opt {OPTS}' to the exit (median of {n}):")
+    for key, name in (
+        ("end", "all of it"),
+        ("final_eval", "stopping the actors + the final evaluation"),
+        ("checkpoint", "the final checkpoint"),
+        ("rest", "the rest (evaluator, forkserver, recorders, summary, exit)"),
+    ):
+        print(f"  {name:58s} {statistics.median(r[key] for r in runs):5.2f} s")
+
+
+if __name__ == "__main__":
+    main()
