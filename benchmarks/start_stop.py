@@ -2,14 +2,19 @@
 ``--repeats``).
 
 Start-up: seconds from launching ``border train`` to its first env step, against importing torch
-and gymnasium (the floor of any torch RL tool).
+and gymnasium (the floor of any torch RL tool). The run trains CartPole-v1
+(``first_step_env:FirstStep-v0``, CartPole that writes the wall-clock time of the first step any
+process takes) with the default async trainer and 2 actors, so the figure covers composing and
+checking the config, the forkserver, the actors' imports and their first weights.
+``border train --cfg job`` (compose and check, build nothing) is timed too.
 
-The run trains CartPole-v1 (``first_step_env:FirstStep-v0``, CartPole that writes the wall-clock
-time of the first step any process takes) with the default async trainer and 2 actors, so the
-figure covers composing and checking the config, the forkserver, the actors' imports and their
-first weights. ``border train --cfg job`` (compose and check, build nothing) is timed too.
+The end: the same run trains 500 opt steps; from its log line ``stopping at opt 500`` (the budget
+reached) to the exit of border's own process (the forkserver it leaves goes a moment later), split
+into stopping the actors and the final evaluation (up to the log line of its result), the final
+checkpoint (its ``meta.json`` written), and the rest: the evaluator stopped, the recorders closed,
+the summary, the interpreter's exit.
 
-    python benchmarks/startup.py [--repeats 5] [extra Hydra overrides...]
+    python benchmarks/start_stop.py [--repeats 5] [extra Hydra overrides...]
 """
 
 from __future__ import annotations
@@ -57,8 +62,10 @@ def _run(overrides: list[str], env: dict[str, str], tmp: Path, k: int) -> dict[s
         f"run_dir={run}",
         *overrides,
     ]
-    start = time.time()
-    subprocess.run(command, env=env, check=True, capture_output=True)
+    start = time.time()  # no pipes: the wait ends when border's own process exits
+    subprocess.run(
+        command, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     exited = time.time()
     log = (run / "train.log").read_text()
     stopping = _log_time(log, f"stopping at opt {OPTS}")
@@ -102,7 +109,7 @@ def main() -> None:
         ("end", "all of it"),
         ("final_eval", "stopping the actors + the final evaluation"),
         ("checkpoint", "the final checkpoint"),
-        ("rest", "the rest (evaluator, forkserver, recorders, summary, exit)"),
+        ("rest", "the rest (evaluator, recorders, summary, interpreter exit)"),
     ):
         print(f"  {name:58s} {statistics.median(r[key] for r in runs):5.2f} s")
 

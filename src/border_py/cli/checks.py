@@ -159,13 +159,14 @@ class ConfigSource:
             version_base="1.3", config_dir=str(config_dir()), job_name="check"
         ):
             loader = GlobalHydra.instance().config_loader()
+            # one repository over the search path (with hydra.searchpath) for every group: what
+            # ``get_group_options`` builds anew, loading the primary config, at each call
+            _, repo = loader._parse_overrides_and_create_caching_repo(  # type: ignore[attr-defined]
+                "train", self.overrides()
+            )
 
             def options(group: str, kind: ObjectType) -> list[str]:
-                return sorted(
-                    loader.get_group_options(
-                        group, results_filter=kind, config_name="train", overrides=self.overrides()
-                    )
-                )
+                return sorted(repo.get_group_options(group, results_filter=kind))
 
             groups = [g for g in options("", ObjectType.GROUP) if g != "hydra"]
             return {group: options(group, ObjectType.CONFIG) for group in groups}
@@ -426,14 +427,18 @@ def check_overrides(
     parsed = parse_overrides(overrides)
     source = ConfigSource.of(parsed, config_dir)
     entries = [_Entry.of(ov, text, source) for ov, text in zip(parsed, overrides, strict=True)]
-    _check_keys(entries, source)
-    _validate(source, [line for e in entries for line in e.composed], build)
+    composed = _compose_plain(entries, source)
+    if composed is None:
+        _check_keys(entries, source)
+        composed = source.compose([line for e in entries for line in e.composed])
+    _validate(composed, [line for e in entries for line in e.composed], build)
     for i, entry in enumerate(entries):  # the other values of each sweep
         for value in entry.others:
             variant = [*entries[:i], replace(entry, composed=[_line(entry.override, value)])]
             variant += entries[i + 1 :]
             try:
-                _validate(source, [line for e in variant for line in e.composed], build)
+                lines = [line for e in variant for line in e.composed]
+                _validate(source.compose(lines), lines, build)
             except ConfigError as exc:
                 if not entry.group:
                     raise  # the message names the key and its bad value
@@ -442,9 +447,24 @@ def check_overrides(
     return [line for e in entries for line in e.for_hydra]
 
 
-def _validate(source: ConfigSource, overrides: list[str], build: bool) -> None:
-    """Compose ``overrides``; with ``build``, validate and build every component as a run would."""
-    cfg = source.compose(overrides)
+def _compose_plain(entries: list[_Entry], source: ConfigSource) -> DictConfig | None:
+    """The config the overrides compose when none needs rewriting (no deletion, no ``_target_``
+    replaced, no ``resume=``): Hydra accepting every key then says all :func:`_check_keys` would,
+    in one composition instead of two. None when they need the key checks (which also word
+    Hydra's refusals)."""
+    for entry in entries:
+        key = entry.override.key_or_group
+        if entry.override.type is OverrideType.DEL or key == "resume" or key.endswith("._target_"):
+            return None
+    try:
+        return source.compose([line for e in entries for line in e.composed])
+    except Exception:  # any refusal: the key checks word it
+        return None
+
+
+def _validate(cfg: DictConfig, overrides: list[str], build: bool) -> None:
+    """With ``build``, validate ``cfg`` (``overrides`` composed) and build every component as a
+    run would."""
     if build:
         if cfg.get("resume") == "auto":  # a multirun's jobs settle it: check it as a fresh run
             cfg.resume = None

@@ -291,12 +291,12 @@ class EvalWorker:
             return
         self._closed = True
         self.stopping.value = 1
+        self.requests.close()  # wakes the evaluator waiting for a request: EOF, it exits at once
         self.process.join(timeout=timeout)
         if self.process.is_alive():
             self.process.kill()
             self.process.join(timeout=timeout)
-        for conn in (self.requests, self.results):
-            conn.close()
+        self.results.close()
 
 
 def _snapshot(state: tuple[dict[str, Any], dict[str, Any]]) -> Snapshot:
