@@ -32,6 +32,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 BORDER = [sys.executable, "-m", "border_py.cli", "train"]
 SMALL = [
+    "experiment=none",  # the runtime, not a recipe that stops once CartPole is solved
     "agent.hidden_sizes=[16]",
     "trainer.warmup_period=200",
     "trainer.eval_episodes=2",
@@ -107,6 +108,7 @@ def hang_detection(tmp: Path) -> float:
             "env.id=tests.hang_env:HangOnce-v0",
             "+env.kwargs.hang_after=150",
             f"+env.kwargs.flag={flag}",
+            "actor_manager.n_actors=1",  # the learner waits for the restart: the run outlasts the hang
             "actor_manager.heartbeat_timeout=2",
             "trainer.max_opts=600",
             "trainer.eval_interval=300",
@@ -147,6 +149,10 @@ def kill_stress(kills: int, tmp: Path) -> dict:
         rng.choice(actors).kill()
         time.sleep(rng.uniform(0.3, 1.2))
     proc.wait(timeout=900)
+    exited = time.monotonic()
+    while marked(marker) and time.monotonic() - exited < 10:  # the forkserver exits last
+        time.sleep(0.01)
+    gone = time.monotonic() - exited
     result = json.loads((run / "result.json").read_text())
     log = (run / "train.log").read_text()
     return {
@@ -155,7 +161,8 @@ def kill_stress(kills: int, tmp: Path) -> dict:
         "restarts": result["summary"]["restarts"],
         "accounting": result["summary"]["accounting"],
         "killed lines": len(re.findall(r"actor \d died \(exit code -9\)", log)),
-        "left": len(marked(marker)),
+        "left after 10 s": len(marked(marker)),
+        "all gone after s": round(gone, 2),
     }
 
 
