@@ -18,12 +18,17 @@ from ..conftest import BORDER, REPO
 
 @pytest.mark.slow
 def test_a_second_ctrl_c_stops_at_once_in_one_line(tmp_path):
-    run = tmp_path / "run"
+    """One actor's env hangs (the heartbeat would notice only after 60 s), so the graceful stop
+    waits for that actor's goodbye: the second Ctrl-C always comes while the first is stopping."""
+    run, hung = tmp_path / "run", tmp_path / "hung"
     proc = subprocess.Popen(
         [
             *BORDER,
             "train",
-            "experiment=none",  # no looked-up recipe: it stops at 475
+            "env=gym",
+            "env.id=tests.hang_env:HangOnce-v0",
+            "+env.kwargs.hang_after=150",
+            f"+env.kwargs.flag={hung}",
             "trainer.max_opts=1000000",
             "trainer.eval_interval=100",
             "agent.hidden_sizes=[16]",
@@ -35,16 +40,19 @@ def test_a_second_ctrl_c_stops_at_once_in_one_line(tmp_path):
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             log = run / "train.log"
-            if log.is_file() and "opt 100 |" in log.read_text():
+            if hung.exists() and log.is_file() and "opt 100 |" in log.read_text():
                 break
             time.sleep(0.2)
         os.killpg(proc.pid, signal.SIGINT)
-        time.sleep(0.05)
+        started = time.monotonic()
+        while "stopping at opt" not in log.read_text() and time.monotonic() - started < 10:
+            time.sleep(0.05)
         os.killpg(proc.pid, signal.SIGINT)
         output, _ = proc.communicate(timeout=30)
     finally:
@@ -53,6 +61,7 @@ def test_a_second_ctrl_c_stops_at_once_in_one_line(tmp_path):
     assert proc.returncode == 130, output
     assert "Traceback" not in output and "KeyboardInterrupt" not in output
     assert output.strip().splitlines()[-1] == "border: error: interrupted"
+    assert time.monotonic() - started < 5, output  # not the 10 s the drain would have waited
     assert json.loads((run / "result.json").read_text())["status"] == "interrupted"
 
 

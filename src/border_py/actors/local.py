@@ -47,6 +47,7 @@ from border_py.transport.weights import SharedWeights
 log = logging.getLogger(__name__)
 
 MESSAGES_PER_POLL = 64  # messages taken from one actor per poll
+EXIT_GRACE_SECONDS = 2.0  # after the drain: how long an actor may take to exit before SIGTERM
 
 
 @dataclass
@@ -301,7 +302,9 @@ class ActorManager(ActorSettings):
 
     def _reap(self) -> None:
         processes = [run.process for run in self._running if run is not None]
-        _join_all(processes, 5.0)
+        # the drain already waited for the goodbyes (or a second Ctrl-C cut it short): an actor
+        # that said goodbye exits in well under this; one still alive after it is hung
+        _join_all(processes, EXIT_GRACE_SECONDS)
         for p in processes:
             if p.is_alive():
                 log.warning("%s did not exit: terminating", p.name)
