@@ -11,6 +11,7 @@ their state. Three backends implement it around the same sampler code
 
 from __future__ import annotations
 
+import logging
 import multiprocessing as mp
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,8 +23,10 @@ import torch
 from border_py.agents.base import Agent
 from border_py.config import fraction, non_negative, positive, require
 from border_py.errors import RunError
-from border_py.processes import Context, forkserver_context
+from border_py.processes import Context, RestartPolicy, forkserver_context
 from border_py.transport.batch import ReceivedBatch
+
+log = logging.getLogger(__name__)
 
 Deliver = Callable[[ReceivedBatch], None]
 
@@ -157,6 +160,27 @@ class ActorRecord:
         self.sent += self.incarnation_received if sent is None else sent
         self.dropped += dropped
         self.said_bye = sent is not None
+
+    def restart_or_fail(
+        self,
+        index: int,
+        policy: RestartPolicy,
+        cause: str,
+        error: str | None,
+        exitcode: int | None = None,
+    ) -> None:
+        """After the death of actor ``index``'s incarnation: raise :class:`ActorFailure` with the
+        policy's one line when it may not restart, else count the restart and log it (the caller
+        then starts the next incarnation)."""
+        delivered = self.incarnation_batches > 0
+        verdict = policy.verdict(cause, error, delivered=delivered, exitcode=exitcode)
+        if verdict is not None:
+            raise ActorFailure(verdict)
+        self.restarts += 1
+        self.incarnation += 1
+        log.warning(
+            "actor %d died (%s): restart %d of %d", index, cause, self.restarts, policy.max_restarts
+        )
 
     def count(self, batch: ReceivedBatch) -> None:
         """Account for a batch received from this slot."""

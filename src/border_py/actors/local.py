@@ -22,7 +22,6 @@ from typing import Any, cast
 import torch
 
 from border_py.actors.backend import (
-    ActorFailure,
     ActorRecord,
     ActorSettings,
     Deliver,
@@ -259,20 +258,7 @@ class ActorManager(ActorSettings):
         run.credits.close()
         run.notices.close()
         self._running[index] = None
-        verdict = self._policies[index].verdict(
-            cause, error, delivered=record.incarnation_batches > 0, exitcode=exitcode
-        )
-        if verdict is not None:
-            raise ActorFailure(verdict)
-        record.restarts += 1
-        record.incarnation += 1
-        log.warning(
-            "actor %d died (%s): restart %d of %d",
-            index,
-            cause,
-            record.restarts,
-            self.max_restarts,
-        )
+        record.restart_or_fail(index, self._policies[index], cause, error, exitcode)
         self._spawn(index)
 
     # -- stop --------------------------------------------------------------------------------

@@ -559,20 +559,7 @@ class RayActors(ActorSettings):
         record.end_incarnation(None)
         self._running[index] = None
         self.nodes[index] = None
-        verdict = self._policies[index].verdict(
-            cause, error, delivered=record.incarnation_batches > 0
-        )
-        if verdict is not None:
-            raise ActorFailure(verdict)
-        record.restarts += 1
-        record.incarnation += 1
-        log.warning(
-            "actor %d died (%s): restart %d of %d",
-            index,
-            cause,
-            record.restarts,
-            self.max_restarts,
-        )
+        record.restart_or_fail(index, self._policies[index], cause, error)
         self._spawn(index)
 
     # -- stop --------------------------------------------------------------------------------
