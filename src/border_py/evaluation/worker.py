@@ -11,6 +11,7 @@ given the request in flight again.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import time
@@ -208,7 +209,9 @@ class EvalWorker:
         version = self.weights.publish(policy, opt_steps)
         request = EvalRequest(opt_steps=opt_steps, env_steps=env_steps, version=version)
         self.pending = _Pending(request, policy, (copy.deepcopy(agent_state), trainer_state))
-        send(self.requests, request)
+        # a dead evaluator has no reader: check() restarts it and the next one takes the request
+        with contextlib.suppress(OSError):
+            send(self.requests, request)
         return True
 
     def poll(self, timeout: float = 0.0) -> list[EvalOutcome]:
