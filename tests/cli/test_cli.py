@@ -10,6 +10,7 @@ import torch
 from ..conftest import run_border, scalar_tags
 
 SHORT = [
+    "experiment=none",  # the command line under test, not the recipe the lookup would add
     "trainer=serial",
     "trainer.max_opts=300",
     "trainer.warmup_period=100",
@@ -90,7 +91,7 @@ def test_multirun_runs_every_job_in_the_sweep_dir(tmp_path):
             "train",
             "-m",
             "seed=0,1",
-            *SHORT[:1],
+            *SHORT[:2],
             "trainer.max_opts=100",
             "trainer.eval_interval=100",
         ],

@@ -57,7 +57,7 @@ def _hparams(run_dir) -> tuple[dict, list[str]]:
 def test_a_2x2_multirun_runs_four_async_jobs_and_leaves_no_process(tmp_path):
     marker = uuid.uuid4().hex
     out = run_border(
-        ["train", "-m", "seed=0,1", "agent.lr=1e-3,3e-4", *TINY],
+        ["train", "-m", "experiment=none", "seed=0,1", "agent.lr=1e-3,3e-4", *TINY],
         tmp_path,
         env={"BORDER_TEST_MARKER": marker},
         timeout=400,
