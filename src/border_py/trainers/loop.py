@@ -152,7 +152,8 @@ class Learner:
         self.config, self.resume = config, resume
         self.publish_interval = publish_interval
         self.session_opts = state.opt_steps  # where this session started
-        self.first_opt_at: float | None = None
+        self.first_opt_at: float | None = None  # when this session's first opt step began
+        self.last_opt_at = 0.0  # when its latest opt step (and what came with it) ended
         self._optimizer_import = threading.Thread(
             target=importlib.import_module,
             args=(OPTIMIZER_IMPORT,),
@@ -267,6 +268,7 @@ class Learner:
             self.published.append((state.opt_steps, time.time()))
         if state.opt_steps % settings.record_interval == 0:
             self._record(metrics)
+        self.last_opt_at = time.perf_counter()
         eval_bucket = self._bucket(settings.eval_env_interval)
         by_opts = settings.eval_interval and state.opt_steps % settings.eval_interval == 0
         if by_opts or eval_bucket > self.eval_bucket:
@@ -383,10 +385,11 @@ class Learner:
         self.last_saved = state.opt_steps
 
     def opt_steps_per_sec(self) -> float:
-        """This session's opt steps per second, from its first opt step."""
+        """This session's opt steps per second while it optimized: from the start of its first opt
+        step to the end of its last (the stop, the final evaluation and checkpoint excluded)."""
         if self.first_opt_at is None:
             return 0.0
-        seconds = time.perf_counter() - self.first_opt_at
+        seconds = self.last_opt_at - self.first_opt_at
         done = self.state.opt_steps - self.session_opts
         return done / seconds if seconds > 0 and done > 0 else 0.0
 
