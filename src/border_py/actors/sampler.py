@@ -14,9 +14,10 @@ import numpy as np
 
 from border_py.actors.frames import FrameEncoder
 from border_py.actors.nstep import NStepProcessor
-from border_py.agents.base import Agent, TDErrorScoring
+from border_py.actors.values import ActedValues
+from border_py.agents.base import Agent, TDErrorScoring, ValueActing
 from border_py.envs.factory import GymEnvFactory
-from border_py.envs.vector import VectorEnv
+from border_py.envs.vector import VectorEnv, VectorStep
 from border_py.transitions import Transitions
 
 
@@ -51,8 +52,10 @@ class Sampler:
         frame_stack: null, or ``k``: send each new frame of the stacked observations once
             (:class:`~border_py.actors.frames.FrameEncoder`); transitions then carry frame ids and the
             frames they need (``replay_buffer.frame_stack``).
-        priorities: attach the agent's ``td_error`` of each emitted batch as its ``priority``
-            (``replay_buffer.priority_from_actors``).
+        priorities: attach the agent's TD error of each emitted batch as its ``priority``
+            (``replay_buffer.priority_from_actors``): with frames and an agent that acts on
+            values it hands out (:class:`~border_py.agents.base.ValueActing`), from the values it
+            acted on (:mod:`border_py.actors.values`), else from its ``td_error``.
     """
 
     def __init__(
@@ -71,16 +74,24 @@ class Sampler:
         self.processor = NStepProcessor(n_envs, agent.n_step, agent.gamma)
         self.frames: FrameEncoder | None = None
         self.stack_processor: NStepProcessor | None = None
+        self.values: ActedValues | None = None
+        self.value_agent: ValueActing | None = None  # the agent, when it scores by acted values
         if frame_stack:
             self.frames = FrameEncoder(seed, n_envs, agent.n_step, self.env.obs)
-            if priorities:  # the agent scores full stacks: keep them alongside the frame ids
+            if priorities and isinstance(agent, ValueActing):
+                self.values, self.value_agent = ActedValues(), agent
+            elif priorities:  # the agent scores full stacks: keep them alongside the frame ids
                 self.stack_processor = NStepProcessor(n_envs, agent.n_step, agent.gamma)
 
     def _step(self, stats: SampleStats) -> tuple[Transitions | None, Transitions | None]:
         """One batched policy call and one step of every env: (transitions to send, the same
         transitions with full observations for the agent to score, when it must)."""
         obs = self.env.obs
-        action = self.agent.act(obs, explore=True)
+        if self.value_agent is not None and self.values is not None and self.frames is not None:
+            action, q = self.value_agent.act_with_values(obs, explore=True)
+            self.values.acted(self.frames.ids, q, action)
+        else:
+            action = self.agent.act(obs, explore=True)
         step = self.env.step(action)
         stats.env_steps += self.env.num_envs
         stats.episode_returns += step.episode_returns
@@ -91,6 +102,8 @@ class Sampler:
         obs_ids = self.frames.ids
         done = step.terminated | step.truncated
         next_ids = self.frames.observe(obs, step.next_obs, done, step.obs)
+        if self.values is not None and done.any():
+            self._final_values(next_ids, step)
         out = self.processor.process(obs_ids, action, replace(step, next_obs=next_ids))
         scored = None
         if self.stack_processor is not None:
@@ -99,8 +112,27 @@ class Sampler:
             out.frames = self.frames.take(obs)
         return out, scored
 
+    def _final_values(self, next_ids: np.ndarray, step: VectorStep) -> None:
+        """What the final observations of ended episodes bootstrap with: nothing after a
+        termination, the policy's best value after a truncation (a forward pass of their own)."""
+        assert self.values is not None and self.value_agent is not None
+        done = np.flatnonzero(step.terminated | step.truncated)
+        best = np.zeros(len(done), dtype=np.float32)
+        cut = ~step.terminated[done]
+        if cut.any():
+            best[cut] = self.value_agent.q_values(step.next_obs[done[cut]]).max(axis=1)
+        self.values.bootstrap(next_ids[done], best)
+
     def _score(self, batch: Transitions | None, scored: Transitions | None) -> Transitions | None:
-        if batch is not None and scored is not None and self.priorities:
+        if batch is not None and self.values is not None and self.value_agent is not None:
+            assert self.frames is not None
+            # the newest transitions bootstrap from the observations acted on next: value them now
+            current = self.value_agent.q_values(self.env.obs)
+            self.values.bootstrap(self.frames.ids, current.max(axis=1))
+            batch.priority = self.values.priorities(
+                batch.obs, batch.next_obs, batch.reward, batch.discount
+            )
+        elif batch is not None and scored is not None and self.priorities:
             if not isinstance(self.agent, TDErrorScoring):  # refused earlier, by the buffer
                 raise TypeError(f"{type(self.agent).__name__} cannot score transitions (td_error)")
             batch.priority = np.asarray(self.agent.td_error(scored), dtype=np.float32)
@@ -133,7 +165,8 @@ class Sampler:
                 ready += len(out)
         batch = Transitions.concat(parts)
         if self.priorities:
-            self._score(batch, batch if self.frames is None else Transitions.concat(scored))
+            by_stacks = self.frames is not None and self.values is None
+            self._score(batch, Transitions.concat(scored) if by_stacks else batch)
         return batch
 
     def state(self) -> dict[str, Any]:
@@ -143,6 +176,9 @@ class Sampler:
             state["frames"] = self.frames.state()
         if self.stack_processor is not None:
             state["pending_stacks"] = self.stack_processor.state()
+        if self.values is not None and self.frames is not None:
+            end = self.frames.next_id
+            state["values"] = self.values.state(max(end - self.frames.horizon, 0), end)
         return state
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -156,6 +192,8 @@ class Sampler:
         self.frames.load_state(state["frames"], dtype)
         if self.stack_processor is not None:
             self.stack_processor.load_state(state["pending_stacks"], dtype)
+        if self.values is not None:
+            self.values.load_state(state["values"])
 
     def close(self) -> None:
         """Close the envs."""

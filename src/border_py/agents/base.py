@@ -102,6 +102,21 @@ class TDErrorScoring(Protocol):
         """Per-sample TD-error magnitudes of ``batch``, float32 (B,), non-negative."""
 
 
+@runtime_checkable
+class ValueActing(Protocol):
+    """An agent whose exploring policy acts on Q-values it can hand out: the sampler then scores
+    fresh transitions from the values it acted on (:mod:`border_py.actors.values`) instead of
+    evaluating every observation again (:class:`TDErrorScoring`'s way). Its TD error must be
+    ``|R + d * max_a Q(s', a) - Q(s, a)|`` with its policy weights (DQN's actor copy: the online
+    network bootstraps for itself, double or not)."""
+
+    def act_with_values(self, obs: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray]:
+        """``act(obs, explore)``'s actions and the values they came from, float32 (B, n_actions)."""
+
+    def q_values(self, obs: np.ndarray) -> np.ndarray:
+        """``Q(s, .)`` of the policy for a batch of observations, float32 (B, n_actions)."""
+
+
 def reports_td_error(agent: Any) -> bool:
     """Whether the agent declares (class attribute ``reports_td_error = True``) that ``update``
     applies importance weights and returns ``td_error`` for prioritized samples."""

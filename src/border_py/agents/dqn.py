@@ -149,8 +149,13 @@ class DQN(EpsilonGreedy):
 
     def act(self, obs: np.ndarray, explore: bool) -> np.ndarray:
         """Epsilon-greedy (``explore``) or greedy actions for a batch of observations."""
-        actions = self.q_values(obs).argmax(axis=1)
-        return self.explore(actions) if explore else actions
+        return self.act_with_values(obs, explore)[0]
+
+    def act_with_values(self, obs: np.ndarray, explore: bool) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`act`'s actions and the Q-values they were chosen from (B, n_actions)."""
+        q = self.q_values(obs)
+        actions = q.argmax(axis=1)
+        return (self.explore(actions) if explore else actions), q
 
     def _q_and_target(
         self, b: TensorBatch, bootstrap: torch.nn.Module
