@@ -3,12 +3,14 @@
 Prints three tables:
 1. sampling: transitions/s reaching the learner (which only drains, never optimizes) for
    n_actors = 1, 2, 4, 8, next to the raw env step rate (random actions, no policy) of the same
-   env in 1 and 2 plain processes;
+   env in 1 and 2 plain processes, once per ``--envs-per-actor`` count (16 and 64): an actor pays
+   a policy call and n-step bookkeeping per vector step, which a cheap env such as CartPole
+   amortizes only over many envs;
 2. learner efficiency: opt steps/s of the async learner with actors running, divided by the opt
    steps/s of a bare loop (same agent, batch and buffer, one process);
 3. weight publication latency: from ``publish`` to the first actor step with the new version.
 
-    python benchmarks/async_throughput.py [--seconds 5] [--envs-per-actor 16] [overrides...]
+    python benchmarks/async_throughput.py [--seconds 5] [--envs-per-actor 16 64] [overrides...]
     python benchmarks/async_throughput.py --actors 1 2 4 --opts 1000 experiment=sac_halfcheetah \
         agent.random_steps=0 trainer.warmup_period=1000   # SAC on HalfCheetah-v5 ([mujoco] extra)
 
@@ -199,7 +201,7 @@ def atari_section(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--envs-per-actor", type=int, default=16)
+    parser.add_argument("--envs-per-actor", type=int, nargs="+", default=[16, 64])
     parser.add_argument("--opts", type=int, default=3000)
     parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--atari", action="store_true", help="the Atari table (needs [atari])")
@@ -216,17 +218,19 @@ def main() -> None:
 
     raw1 = raw_rate(env_id, 1, args.seconds)
     raw2 = raw_rate(env_id, 2, args.seconds)
-    print(f"\n1. sampling, {env_id}, {args.envs_per_actor} envs per actor (learner only drains)")
-    print(f"   raw env steps/s, random actions: 1 process {raw1:,.0f}, 2 processes {raw2:,.0f}")
-    print(
-        f"   {'n_actors':>8} {'transitions/s':>14} {'x raw 2-proc':>13} {'x 2 actors':>11} {'publish->actor ms':>18}"
-    )
-    rates = {}
-    for n in args.actors:
-        rate, latency = sampling_rate(config, n, args.envs_per_actor, args.seconds)
-        rates[n] = rate
-        vs2 = rate / rates[2] if 2 in rates else float("nan")
-        print(f"   {n:>8} {rate:>14,.0f} {rate / raw2:>13.2f} {vs2:>11.2f} {latency:>18.1f}")
+    for n_envs in args.envs_per_actor:
+        print(f"\n1. sampling, {env_id}, {n_envs} envs per actor (learner only drains)")
+        print(f"   raw env steps/s, random actions: 1 process {raw1:,.0f}, 2 processes {raw2:,.0f}")
+        print(
+            f"   {'n_actors':>8} {'transitions/s':>14} {'x raw 2-proc':>13} {'x 2 actors':>11}"
+            f" {'publish->actor ms':>18}"
+        )
+        rates = {}
+        for n in args.actors:
+            rate, latency = sampling_rate(config, n, n_envs, args.seconds)
+            rates[n] = rate
+            vs2 = rate / rates[2] if 2 in rates else float("nan")
+            print(f"   {n:>8} {rate:>14,.0f} {rate / raw2:>13.2f} {vs2:>11.2f} {latency:>18.1f}")
 
     bare = bare_opt_rate(config, args.opts)
     print(
