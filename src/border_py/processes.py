@@ -37,6 +37,22 @@ Context = SpawnContext | ForkServerContext
 LEARNER_GONE_EXIT = 3  # exit status of a child whose learner died
 
 
+SECOND_SIGNAL_WAIT = 1.0  # how long the second signal's line may take before the stop goes on
+
+
+def _warn_from_handler(wait: float, message: str, *args: object) -> None:
+    """Log a warning from a signal handler, from a thread of its own (waiting up to ``wait`` s for
+    it): the signal may land while this thread is inside a logging handler, whose stream a second
+    write from the same thread cannot re-enter (``RuntimeError: reentrant call``); another thread
+    waits for the handler's lock instead."""
+    thread = threading.Thread(
+        target=log.warning, args=(message, *args), name="border-signal-log", daemon=True
+    )
+    thread.start()
+    if wait:
+        thread.join(wait)
+
+
 class StopSignals:
     """First SIGINT/SIGTERM asks for a graceful stop; the second interrupts at once.
 
@@ -69,13 +85,13 @@ class StopSignals:
             StopSignals._shared = None
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
         if self.requested:
-            log.warning("second %s: stopping now", signal.Signals(signum).name)
+            _warn_from_handler(SECOND_SIGNAL_WAIT, "second %s: stopping now", name)
             raise KeyboardInterrupt
         self.requested = True
-        log.warning(
-            "%s: stopping gracefully (final checkpoint); send it again to stop now",
-            signal.Signals(signum).name,
+        _warn_from_handler(
+            0.0, "%s: stopping gracefully (final checkpoint); send it again to stop now", name
         )
 
     def install(self) -> StopSignals:
