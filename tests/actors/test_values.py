@@ -31,9 +31,9 @@ def sampler(by_values: bool, dueling: bool = False, n_step: int = 3) -> Sampler:
     out = Sampler(
         factory, agent, n_envs=4, seed=11, replayable=True, frame_stack=4, priorities=True
     )
-    assert out.values is not None  # a DQN acts on values it hands out
+    assert out.scorer is not None  # a DQN acts on values it hands out
     if not by_values:  # the reference: score every transition's full stacks again
-        out.values = out.value_agent = None
+        out.scorer = None
         out.stack_processor = NStepProcessor(4, agent.n_step, agent.gamma)
     return out
 

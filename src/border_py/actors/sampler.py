@@ -14,10 +14,10 @@ import numpy as np
 
 from border_py.actors.frames import FrameEncoder
 from border_py.actors.nstep import NStepProcessor
-from border_py.actors.values import ActedValues
+from border_py.actors.values import ActedValueScorer
 from border_py.agents.base import Agent, TDErrorScoring, ValueActing
 from border_py.envs.factory import GymEnvFactory
-from border_py.envs.vector import VectorEnv, VectorStep
+from border_py.envs.vector import VectorEnv
 from border_py.transitions import Transitions
 
 
@@ -74,12 +74,11 @@ class Sampler:
         self.processor = NStepProcessor(n_envs, agent.n_step, agent.gamma)
         self.frames: FrameEncoder | None = None
         self.stack_processor: NStepProcessor | None = None
-        self.values: ActedValues | None = None
-        self.value_agent: ValueActing | None = None  # the agent, when it scores by acted values
+        self.scorer: ActedValueScorer | None = None
         if frame_stack:
             self.frames = FrameEncoder(seed, n_envs, agent.n_step, self.env.obs)
             if priorities and isinstance(agent, ValueActing):
-                self.values, self.value_agent = ActedValues(), agent
+                self.scorer = ActedValueScorer(agent, self.frames)
             elif priorities:  # the agent scores full stacks: keep them alongside the frame ids
                 self.stack_processor = NStepProcessor(n_envs, agent.n_step, agent.gamma)
 
@@ -87,9 +86,8 @@ class Sampler:
         """One batched policy call and one step of every env: (transitions to send, the same
         transitions with full observations for the agent to score, when it must)."""
         obs = self.env.obs
-        if self.value_agent is not None and self.values is not None and self.frames is not None:
-            action, q = self.value_agent.act_with_values(obs, explore=True)
-            self.values.acted(self.frames.ids, q, action)
+        if self.scorer is not None:
+            action = self.scorer.act(obs)
         else:
             action = self.agent.act(obs, explore=True)
         step = self.env.step(action)
@@ -102,8 +100,8 @@ class Sampler:
         obs_ids = self.frames.ids
         done = step.terminated | step.truncated
         next_ids = self.frames.observe(obs, step.next_obs, done, step.obs)
-        if self.values is not None and done.any():
-            self._final_values(next_ids, step)
+        if self.scorer is not None and done.any():
+            self.scorer.episodes_ended(np.flatnonzero(done), next_ids, step)
         out = self.processor.process(obs_ids, action, replace(step, next_obs=next_ids))
         scored = None
         if self.stack_processor is not None:
@@ -112,26 +110,9 @@ class Sampler:
             out.frames = self.frames.take(obs)
         return out, scored
 
-    def _final_values(self, next_ids: np.ndarray, step: VectorStep) -> None:
-        """What the final observations of ended episodes bootstrap with: nothing after a
-        termination, the policy's best value after a truncation (a forward pass of their own)."""
-        assert self.values is not None and self.value_agent is not None
-        done = np.flatnonzero(step.terminated | step.truncated)
-        best = np.zeros(len(done), dtype=np.float32)
-        cut = ~step.terminated[done]
-        if cut.any():
-            best[cut] = self.value_agent.q_values(step.next_obs[done[cut]]).max(axis=1)
-        self.values.bootstrap(next_ids[done], best)
-
     def _score(self, batch: Transitions | None, scored: Transitions | None) -> Transitions | None:
-        if batch is not None and self.values is not None and self.value_agent is not None:
-            assert self.frames is not None
-            # the newest transitions bootstrap from the observations acted on next: value them now
-            current = self.value_agent.q_values(self.env.obs)
-            self.values.bootstrap(self.frames.ids, current.max(axis=1))
-            batch.priority = self.values.priorities(
-                batch.obs, batch.next_obs, batch.reward, batch.discount
-            )
+        if batch is not None and self.scorer is not None:
+            self.scorer.score(batch, self.env.obs)
         elif batch is not None and scored is not None and self.priorities:
             if not isinstance(self.agent, TDErrorScoring):  # refused earlier, by the buffer
                 raise TypeError(f"{type(self.agent).__name__} cannot score transitions (td_error)")
@@ -165,7 +146,7 @@ class Sampler:
                 ready += len(out)
         batch = Transitions.concat(parts)
         if self.priorities:
-            by_stacks = self.frames is not None and self.values is None
+            by_stacks = self.stack_processor is not None
             self._score(batch, Transitions.concat(scored) if by_stacks else batch)
         return batch
 
@@ -176,9 +157,8 @@ class Sampler:
             state["frames"] = self.frames.state()
         if self.stack_processor is not None:
             state["pending_stacks"] = self.stack_processor.state()
-        if self.values is not None and self.frames is not None:
-            end = self.frames.next_id
-            state["values"] = self.values.state(max(end - self.frames.horizon, 0), end)
+        if self.scorer is not None:
+            state["values"] = self.scorer.state()
         return state
 
     def restore(self, state: dict[str, Any]) -> None:
@@ -192,8 +172,8 @@ class Sampler:
         self.frames.load_state(state["frames"], dtype)
         if self.stack_processor is not None:
             self.stack_processor.load_state(state["pending_stacks"], dtype)
-        if self.values is not None:
-            self.values.load_state(state["values"])
+        if self.scorer is not None:
+            self.scorer.load_state(state["values"])
 
     def close(self) -> None:
         """Close the envs."""

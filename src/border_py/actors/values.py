@@ -11,7 +11,8 @@ bootstraps from nothing (``d = 0``).
 
 :class:`ActedValues` keeps ``Q(s, a)`` and ``max_a Q(s, a)`` per observation, keyed by the frame id
 that names each stacked observation (:class:`~border_py.actors.frames.FrameEncoder`), in a ring of
-preallocated arrays. The values are those of the weights the actor held when it evaluated them: a
+preallocated arrays; :class:`ActedValueScorer` fills it as a sampler acts and steps, and scores the
+sampler's batches. The values are those of the weights the actor held when it evaluated them: a
 transition whose window spans a weight update mixes two versions, as Ape-X's do.
 """
 
@@ -20,6 +21,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+
+from border_py.actors.frames import FrameEncoder
+from border_py.agents.base import ValueActing
+from border_py.envs.vector import VectorStep
+from border_py.transitions import Transitions
 
 RING = 1 << 18  # values kept: a batch's ids must span fewer (a few per env step, per env)
 
@@ -72,3 +78,48 @@ class ActedValues:
         slots = (state["first"] + np.arange(len(state["taken"]))) % RING
         self.taken[slots] = state["taken"]
         self.best[slots] = state["best"]
+
+
+class ActedValueScorer:
+    """A sampler's scorer of fresh transitions from the values its agent acted on.
+
+    Args:
+        agent: acts on the values it hands out.
+        frames: the sampler's frame ids (what the values are keyed by).
+    """
+
+    def __init__(self, agent: ValueActing, frames: FrameEncoder) -> None:
+        self.agent, self.frames = agent, frames
+        self.values = ActedValues()
+
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        """The exploring actions for ``obs`` (the frames' current ids); their values are kept."""
+        action, q = self.agent.act_with_values(obs, explore=True)
+        self.values.acted(self.frames.ids, q, action)
+        return action
+
+    def episodes_ended(self, ended: np.ndarray, next_ids: np.ndarray, step: VectorStep) -> None:
+        """What the final observations of the ``ended`` envs bootstrap with: nothing after a
+        termination, the policy's best value after a truncation (a forward pass of their own)."""
+        best = np.zeros(len(ended), dtype=np.float32)
+        cut = ~step.terminated[ended]
+        if cut.any():
+            best[cut] = self.agent.q_values(step.next_obs[ended[cut]]).max(axis=1)
+        self.values.bootstrap(next_ids[ended], best)
+
+    def score(self, batch: Transitions, current_obs: np.ndarray) -> None:
+        """Set ``batch.priority`` (frame-id transitions); ``current_obs``: the observations the
+        envs act on next, which the newest transitions bootstrap from (valued now)."""
+        self.values.bootstrap(self.frames.ids, self.agent.q_values(current_obs).max(axis=1))
+        batch.priority = self.values.priorities(
+            batch.obs, batch.next_obs, batch.reward, batch.discount
+        )
+
+    def state(self) -> dict[str, Any]:
+        """The values any pending transition still needs (those of the frames' horizon)."""
+        end = self.frames.next_id
+        return self.values.state(max(end - self.frames.horizon, 0), end)
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state`."""
+        self.values.load_state(state)
