@@ -142,10 +142,11 @@ def test_actor_crash_is_logged_restarted_then_aborts_cleanly(tmp_path):
     )
     assert out.returncode == 1, out.stderr
     log = next((tmp_path / "outputs").glob("*/*/train.log")).read_text()
-    assert log.count("RuntimeError: injected crash") == 2  # both incarnations, with their traceback
+    assert log.count("actor 0 crashed:\nTraceback") == 2  # both incarnations, with their traceback
     assert "actor 0 died (exit code 1): restart 1 of 1" in log
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("border: error: actor 0 died") and "max_restarts=1" in last
+    assert last.endswith("RuntimeError: injected crash; see the log for its traceback")
 
 
 @pytest.mark.slow

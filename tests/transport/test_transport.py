@@ -155,6 +155,18 @@ def test_credits_give_back_pressure_and_the_learners_exit_is_seen():
         sender.wait_for_slot(lambda: True, 0.01)
 
 
+def test_a_writers_last_messages_are_read_before_its_eof():
+    reader, writer = CTX.Pipe(duplex=False)
+    send(writer, _notice(slot=0))
+    send(writer, WorkerFailed(actor=1, incarnation=0, error="RuntimeError: boom"))
+    writer.close()  # the actor exited before the learner looked
+    last = receive(reader, 10)
+    assert [type(m) for m in last] == [BatchReady, WorkerFailed]
+    assert last[1].exception == "RuntimeError: boom"
+    with pytest.raises(EOFError):
+        receive(reader, 10)
+
+
 def _write_notices_forever(conn) -> None:
     n = 0
     while True:

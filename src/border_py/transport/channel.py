@@ -231,12 +231,21 @@ def send(conn: Connection, message: Message) -> None:
 def receive(conn: Connection, limit: int) -> list[Any]:
     """Up to ``limit`` whole messages already waiting on ``conn`` (never blocks).
 
+    A writer's last messages come back before its EOF: a call that reads some and then meets the
+    EOF returns them, and the next call raises.
+
     Raises:
-        EOFError: every writer of the pipe is gone (after the messages it left were read).
+        EOFError: every writer of the pipe is gone and nothing it wrote is left to read.
     """
     messages: list[Any] = []
     while len(messages) < limit and conn.poll(0):
-        messages.append(decode(conn.recv_bytes()))
+        try:
+            data = conn.recv_bytes()
+        except EOFError:
+            if messages:
+                break
+            raise
+        messages.append(decode(data))
     return messages
 
 
