@@ -123,10 +123,10 @@ def test_per_env_epsilons_must_fit_the_batch_and_lie_in_0_1():
 @pytest.mark.slow
 def test_adam_eps_reaches_every_optimizer_and_sets_the_first_step():
     dqn = DQN(BOX, THREE, hidden_sizes=[], lr=0.1, adam_eps=0.5, loss="mse", max_grad_norm=None)
-    assert dqn.optimizers["q"].param_groups[0]["eps"] == 0.5
+    assert dqn.optimizers["q"].eps == 0.5
     sac = SAC(BOX, ACT, hidden_sizes=[8], adam_eps=3.125e-4)
-    assert {opt.param_groups[0]["eps"] for opt in sac.optimizers.values()} == {3.125e-4}
-    assert DQN(BOX, THREE).optimizers["q"].param_groups[0]["eps"] == 1e-8  # torch's default
+    assert {opt.eps for opt in sac.optimizers.values()} == {3.125e-4}
+    assert DQN(BOX, THREE).optimizers["q"].eps == 1e-8  # torch's default
 
     # Adam's first step is lr * g / (|g| + eps) per parameter (bias corrections cancel)
     rng = np.random.default_rng(0)

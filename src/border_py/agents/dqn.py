@@ -25,7 +25,7 @@ from border_py.agents.exploration import EpsilonGreedy, linear_epsilon
 from border_py.agents.hparams import check_hparams
 from border_py.agents.inference import MLPInference
 from border_py.agents.networks import cpu_weights, polyak_update, q_network
-from border_py.agents.optim import LazyAdam
+from border_py.agents.optim import Adam, Optimizers
 from border_py.agents.spaces import check_spaces
 from border_py.transitions import Transitions
 
@@ -126,7 +126,7 @@ class DQN(EpsilonGreedy):
         assert isinstance(action_space, gym.spaces.Discrete)  # check_spaces made sure
         super().__init__(int(action_space.n), seed, eps_start, eps_final, eps_decay_steps)
         self.gamma, self.n_step, self.batch_size = gamma, n_step, batch_size
-        self.double_dqn, self.loss, self.max_grad_norm = double_dqn, loss, max_grad_norm
+        self.double_dqn, self.loss = double_dqn, loss
         self.target_update_interval, self.tau = target_update_interval, tau
         self.device = torch.device(device)
 
@@ -136,7 +136,9 @@ class DQN(EpsilonGreedy):
                 observation_space, self.n_actions, hidden_sizes, network, dueling
             ).to(self.device)
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
-        self.optimizers = LazyAdam({"q": (list(self.q.parameters()), lr)}, adam_eps)
+        self.optimizers = Optimizers(
+            q=Adam(list(self.q.parameters()), lr, adam_eps, max_grad_norm=max_grad_norm)
+        )
         self.fast_q = MLPInference.of(self.q)  # None for CNN torsos and dueling heads
         self.opt_steps = 0
 
@@ -185,11 +187,9 @@ class DQN(EpsilonGreedy):
         loss = b.weighted_mean(loss_fn(q, y, reduction="none"))  # mean_i w_i * L(Q - y)
 
         optimizer = self.optimizers["q"]
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad()
         loss.backward()
-        if self.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(self.q.parameters(), self.max_grad_norm)
-        optimizer.step()
+        optimizer.step()  # after clipping the gradients' norm to max_grad_norm
         self.opt_steps += 1
 
         if self.tau is not None:  # theta' <- tau * theta + (1 - tau) * theta'

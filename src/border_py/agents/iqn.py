@@ -31,7 +31,7 @@ from border_py.agents.batch import TensorBatch, obs_tensor
 from border_py.agents.exploration import EpsilonGreedy
 from border_py.agents.hparams import check_hparams
 from border_py.agents.networks import QuantileNetwork, cpu_weights
-from border_py.agents.optim import LazyAdam
+from border_py.agents.optim import Adam, Optimizers
 from border_py.agents.spaces import check_spaces
 from border_py.config import widths
 from border_py.transitions import Transitions
@@ -146,7 +146,7 @@ class IQN(EpsilonGreedy):
         super().__init__(int(action_space.n), seed, eps_start, eps_final, eps_decay_steps)
         self.gamma, self.n_step, self.batch_size = gamma, n_step, batch_size
         self.n_tau, self.n_tau_prime, self.k, self.kappa = n_tau, n_tau_prime, k, kappa
-        self.double_dqn, self.max_grad_norm = double_dqn, max_grad_norm
+        self.double_dqn = double_dqn
         self.target_update_interval = target_update_interval
         self.device = torch.device(device)
 
@@ -158,7 +158,9 @@ class IQN(EpsilonGreedy):
         self.z_target = copy.deepcopy(self.z).requires_grad_(False)
         self.tau_rng = torch.Generator(device=self.device)
         self.tau_rng.manual_seed(seed)
-        self.optimizers = LazyAdam({"z": (list(self.z.parameters()), lr)}, adam_eps)
+        self.optimizers = Optimizers(
+            z=Adam(list(self.z.parameters()), lr, adam_eps, max_grad_norm=max_grad_norm)
+        )
         self.opt_steps = 0
 
     def _sample_taus(self, batch: int, n: int) -> torch.Tensor:
@@ -218,11 +220,9 @@ class IQN(EpsilonGreedy):
         loss = b.weighted_mean(per_sample)  # eq. 3 averaged over the batch, weights applied once
 
         optimizer = self.optimizers["z"]
-        optimizer.zero_grad(set_to_none=True)
+        optimizer.zero_grad()
         loss.backward()
-        if self.max_grad_norm is not None:
-            torch.nn.utils.clip_grad_norm_(self.z.parameters(), self.max_grad_norm)
-        optimizer.step()
+        optimizer.step()  # after clipping the gradients' norm to max_grad_norm
         self.opt_steps += 1
         if self.opt_steps % self.target_update_interval == 0:
             self.z_target.load_state_dict(self.z.state_dict())

@@ -57,7 +57,7 @@ from border_py.agents.networks import (
     input_scale,
     polyak_update,
 )
-from border_py.agents.optim import LazyAdam
+from border_py.agents.optim import Adam, Optimizers
 from border_py.agents.spaces import check_spaces
 from border_py.config import require
 from border_py.transitions import Transitions
@@ -223,13 +223,12 @@ class SAC:
         )
         self._center_t = torch.as_tensor(self.center, device=self.device)
         self._scale_t = torch.as_tensor(self.scale, device=self.device)
-        groups: dict[str, tuple[list[torch.Tensor], float]] = {
-            "actor": (list(self.policy.parameters()), actor_lr),
-            "critic": (list(self.critics.parameters()), critic_lr),
-        }
+        self.optimizers = Optimizers(
+            actor=Adam(list(self.policy.parameters()), actor_lr, adam_eps),
+            critic=Adam(list(self.critics.parameters()), critic_lr, adam_eps),
+        )
         if learn_alpha:
-            groups["alpha"] = ([self.log_alpha], alpha_lr)
-        self.optimizers = LazyAdam(groups, adam_eps)
+            self.optimizers["alpha"] = Adam([self.log_alpha], alpha_lr, adam_eps)
         self.fast_policy = MLPInference.of(self.policy.body)
         self.rng = np.random.default_rng(seed)  # acting: random steps and exploration noise
         self.generator = torch.Generator(device=self.device)  # the update's action samples
@@ -310,14 +309,14 @@ class SAC:
             target = soft_targets(b.reward, b.discount, next_q, next_log_prob, alpha)
         q = self.critics(b.obs, action)
         critic_loss = 0.5 * ((q - target) ** 2).mean(dim=1).sum()  # J_Q, summed over critics
-        opt["critic"].zero_grad(set_to_none=True)
+        opt["critic"].zero_grad()
         critic_loss.backward()
         opt["critic"].step()
 
         self.critics.requires_grad_(False)  # the policy loss differentiates through Q, not into it
         new_action, log_prob = self.sample(b.obs)  # a~ = tanh(mean + std * eps)
         actor_loss = (alpha * log_prob - self.critics(b.obs, new_action).min(dim=0).values).mean()
-        opt["actor"].zero_grad(set_to_none=True)
+        opt["actor"].zero_grad()
         actor_loss.backward()  # J_pi
         opt["actor"].step()
         self.critics.requires_grad_(True)
@@ -330,7 +329,7 @@ class SAC:
         }
         if self.learn_alpha:  # J_alpha
             alpha_loss = temperature_loss(self.log_alpha, log_prob, self.target_entropy)
-            opt["alpha"].zero_grad(set_to_none=True)
+            opt["alpha"].zero_grad()
             alpha_loss.backward()
             opt["alpha"].step()
             metrics["train/alpha_loss"] = alpha_loss.detach()

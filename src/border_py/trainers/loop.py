@@ -9,10 +9,8 @@ which actor backend, which evaluation service, which gate.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import math
-import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -37,9 +35,6 @@ log = logging.getLogger(__name__)
 
 HEALTH_CHECK_SECONDS = 0.5  # how often actors' and evaluator's health is checked
 FINAL_EVAL_SECONDS = 600.0  # the longest the end of a run waits for evaluations
-# Creating the first torch optimizer imports torch._dynamo (about a second): imported in a thread
-# while the actors fill the warmup, and waited for before the first opt step.
-OPTIMIZER_IMPORT = "torch._dynamo"
 
 
 @dataclass
@@ -154,12 +149,6 @@ class Learner:
         self.session_opts = state.opt_steps  # where this session started
         self.first_opt_at: float | None = None  # when this session's first opt step began
         self.last_opt_at = 0.0  # when its latest opt step (and what came with it) ended
-        self._optimizer_import = threading.Thread(
-            target=importlib.import_module,
-            args=(OPTIMIZER_IMPORT,),
-            name="border-import-optimizer",
-            daemon=True,
-        )
         self.last_saved = state.opt_steps if resume is not None else -1
         self.last_eval_requested = -1
         # env-step intervals: the last interval index an evaluation (checkpoint) was done in
@@ -175,7 +164,6 @@ class Learner:
         """Train (the backend started) until a stop condition; return True if a stop signal
         ended it."""
         state = self.state
-        self._optimizer_import.start()
         last_health = time.monotonic()
         while not self._finished():
             buffered = len(self.buffer)
@@ -258,7 +246,6 @@ class Learner:
     def _optimize(self) -> None:
         state, settings = self.state, self.settings
         if self.first_opt_at is None:
-            self._optimizer_import.join()  # no import of it from two threads at once
             self.first_opt_at = time.perf_counter()
         metrics = learn_step(self.agent, self.buffer)
         state.opt_steps += 1
