@@ -145,8 +145,13 @@ def start_process(ctx: BaseContext, process: Any) -> None:
 
 
 STDLIB_METHODS = ("fork", "spawn", "forkserver")
-# what the forkserver imports once, so that each child it forks starts with them loaded
-FORKSERVER_PRELOAD = ["border_py.actors.process", "border_py.evaluation.worker"]
+# what the forkserver imports once, so that each child it forks starts with them loaded; then
+# the objects loaded so far are frozen (border_py.frozen_heap: a faster exit of the server)
+FORKSERVER_PRELOAD = [
+    "border_py.actors.process",
+    "border_py.evaluation.worker",
+    "border_py.frozen_heap",
+]
 
 
 def forkserver_context() -> ForkServerContext:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import gc
 import os
 import sys
 
@@ -44,6 +46,10 @@ def main(argv: list[str] | None = None) -> int:
 
     Output piped into a program that stops reading (``border --help | head``) ends quietly.
     """
+    # The interpreter's exit runs full garbage collections over every object left, torch's
+    # included (0.4 s on a 2-core machine); frozen, they are skipped. Exit handlers run last
+    # registered first, so the ones registered earlier (multiprocessing's, logging's) still run.
+    atexit.register(gc.freeze)
     signals = StopSignals.acquire()  # a Ctrl-C from now on is a graceful stop of the run
     try:
         status = _dispatch(sys.argv[1:] if argv is None else argv)

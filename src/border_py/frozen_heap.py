@@ -1,0 +1,13 @@
+"""The forkserver's last preload: every object loaded before it goes to the collector's permanent
+generation (``gc.freeze``).
+
+The forkserver imports ``FORKSERVER_PRELOAD`` (:mod:`border_py.processes`) in order and offers no
+other hook. When the learner exits, the server exits too, and an interpreter's exit runs full
+collections over every object left, torch's included: 0.4 s on a 2-core machine, during which the
+server still holds the run's stdout and stderr (a pipe reading ``border train`` waits for it).
+Frozen objects are skipped; the children the server forks inherit them frozen.
+"""
+
+import gc
+
+gc.freeze()
