@@ -12,7 +12,9 @@ The end: the same run trains 500 opt steps; from its log line ``stopping at opt 
 reached) to the exit of border's own process (the forkserver it leaves goes a moment later), split
 into stopping the actors and the final evaluation (up to the log line of its result), the final
 checkpoint (its ``meta.json`` written), and the rest: the evaluator stopped, the recorders closed,
-the summary, the interpreter's exit.
+the summary, the interpreter's exit; then how long after border's exit the forkserver (which border
+leaves to exit on its own, and which holds border's stdout and stderr) is gone, as a program reading
+border's output through a pipe sees it.
 
     python benchmarks/start_stop.py [--repeats 5] [extra Hydra overrides...]
 """
@@ -25,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import datetime
 from pathlib import Path
@@ -62,11 +65,17 @@ def _run(overrides: list[str], env: dict[str, str], tmp: Path, k: int) -> dict[s
         f"run_dir={run}",
         *overrides,
     ]
-    start = time.time()  # no pipes: the wait ends when border's own process exits
-    subprocess.run(
-        command, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    start = time.time()
+    # the wait ends when border's own process exits; its stdout's EOF, when every process holding
+    # it has (the forkserver, which border leaves to exit on its own, last)
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    eof: list[float] = []
+    reader = threading.Thread(target=lambda: (process.stdout.read(), eof.append(time.time())))
+    reader.start()
+    if process.wait() != 0:
+        raise subprocess.CalledProcessError(process.returncode, command)
     exited = time.time()
+    reader.join(60)
     log = (run / "train.log").read_text()
     stopping = _log_time(log, f"stopping at opt {OPTS}")
     evaluated = _log_time(log, f"opt {OPTS} | env steps")
@@ -77,6 +86,7 @@ def _run(overrides: list[str], env: dict[str, str], tmp: Path, k: int) -> dict[s
         "final_eval": evaluated - stopping,
         "checkpoint": saved - evaluated,
         "rest": exited - saved,
+        "forkserver": eof[0] - exited,
     }
 
 
@@ -110,6 +120,7 @@ def main() -> None:
         ("final_eval", "stopping the actors + the final evaluation"),
         ("checkpoint", "the final checkpoint"),
         ("rest", "the rest (evaluator, recorders, summary, interpreter exit)"),
+        ("forkserver", "then, after border's exit, the forkserver's (EOF of stdout)"),
     ):
         print(f"  {name:58s} {statistics.median(r[key] for r in runs):5.2f} s")
 

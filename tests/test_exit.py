@@ -30,11 +30,20 @@ if __name__ == "__main__":
 """
 
 AT_EXIT = """
-import atexit, gc
+import atexit, gc, sys
 atexit.register(lambda: print(gc.get_freeze_count()))  # runs after the handlers registered later
 import torch
 from border_py.cli.main import main
-main(["--help"])
+sys.argv = ["border", "--help"]
+main()  # as the console script calls it
+"""
+
+IN_PROCESS = """
+import atexit, gc
+atexit.register(lambda: print(gc.get_freeze_count()))
+import torch
+from border_py.cli.main import main
+main(["--help"])  # a caller's process: its heap is left alone
 """
 
 
@@ -54,3 +63,7 @@ def test_the_forkserver_freezes_what_it_preloaded_and_its_children_inherit_it(tm
 
 def test_the_border_command_freezes_its_heap_before_the_interpreter_exits(tmp_path):
     assert run(AT_EXIT, tmp_path) > 10_000
+
+
+def test_a_caller_of_main_keeps_its_heap_unfrozen(tmp_path):
+    assert run(IN_PROCESS, tmp_path) == 0

@@ -75,6 +75,29 @@ def test_the_state_loads_into_torchs_adam_and_from_it():
         torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("float_step", [False, True])
+def test_a_checkpoint_of_torchs_default_adam_loads(float_step):
+    """What agents saved before (``torch.optim.Adam``, not fused), and older torch's float steps."""
+    net = _net(4)
+    theirs = torch.optim.Adam(net.parameters(), lr=2e-3, eps=1e-5)
+    for step in range(3):
+        _torch_step(net, theirs, step, None, frozen=False)
+    saved = copy.deepcopy(theirs.state_dict())
+    if float_step:
+        for entry in saved["state"].values():
+            entry["step"] = float(entry["step"])
+    ours = Adam(list(_net(5).parameters()), 1.0)
+    ours.load_state_dict(saved)
+    assert (ours.lr, ours.eps) == (2e-3, 1e-5)
+    for index, entry in theirs.state_dict()["state"].items():
+        assert ours.state[index]["step"].dtype == torch.float32
+        assert float(ours.state[index]["step"]) == 3
+        torch.testing.assert_close(ours.state[index]["exp_avg"], entry["exp_avg"], rtol=0, atol=0)
+        torch.testing.assert_close(
+            ours.state[index]["exp_avg_sq"], entry["exp_avg_sq"], rtol=0, atol=0
+        )
+
+
 def test_a_state_of_other_parameters_is_refused():
     small = Adam(list(torch.nn.Linear(3, 4).parameters()), 1e-3)
     wide = torch.nn.Linear(3, 5)
@@ -85,6 +108,10 @@ def test_a_state_of_other_parameters_is_refused():
         small.load_state_dict(other.state_dict())
     with pytest.raises(ValueError, match="has 1 parameters, this one 2"):
         small.load_state_dict(Adam([torch.nn.Parameter(torch.ones(2))], 1e-3).state_dict())
+    stray = other.state_dict()
+    stray["state"] = {7: stray["state"][0]}
+    with pytest.raises(ValueError, match="state for parameter 7, which the saved group lacks"):
+        other.load_state_dict(stray)
     with pytest.raises(KeyError, match=r"optimizers \['q'\], the agent has \['z'\]"):
         Optimizers(z=small).load_state_dict({"q": small.state_dict()})
 

@@ -122,7 +122,8 @@ class Adam:
         """Restore :meth:`state_dict` (or a ``torch.optim.Adam``'s, of one parameter group).
 
         Raises:
-            ValueError: the saved parameters differ in number or shape from these.
+            ValueError: the saved parameters differ in number or shape from these, or the state
+                names a parameter that its group lacks.
         """
         (group,) = state["param_groups"]
         if len(group["params"]) != len(self.params):
@@ -132,6 +133,8 @@ class Adam:
             )
         restored: dict[int, dict[str, torch.Tensor]] = {}
         for position, saved in state["state"].items():
+            if position not in group["params"]:
+                raise ValueError(f"state for parameter {position}, which the saved group lacks")
             index = group["params"].index(position)
             p = self.params[index]
             if saved["exp_avg"].shape != p.shape:

@@ -169,6 +169,7 @@ class EvalWorker:
         self.pending: _Pending | None = None
         self.delivered = 0  # results of the current incarnation
         self.error: str | None = None  # what the current incarnation reported
+        self._late: list[EvalOutcome] = []  # finished before its evaluator died; read by check()
         self._closed = False
         self._spawn()
 
@@ -189,8 +190,8 @@ class EvalWorker:
 
     @property
     def busy(self) -> bool:
-        """Whether an evaluation is in flight."""
-        return self.pending is not None
+        """Whether an evaluation is in flight, or finished and not yet collected by :meth:`poll`."""
+        return self.pending is not None or bool(self._late)
 
     def request(
         self,
@@ -216,6 +217,13 @@ class EvalWorker:
 
     def poll(self, timeout: float = 0.0) -> list[EvalOutcome]:
         """Finished evaluations (at most one), waiting up to ``timeout`` for it."""
+        if self._late:  # its evaluator died after sending it: check() read it
+            late, self._late = self._late, []
+            return late
+        return self._read(timeout)
+
+    def _read(self, timeout: float) -> list[EvalOutcome]:
+        """What the evaluator sent: its results (as outcomes) and its traceback (logged)."""
         if self._closed or not self.results.poll(timeout):
             return []
         try:
@@ -268,7 +276,7 @@ class EvalWorker:
         else:
             self.process.join(timeout=1)
             cause, exitcode = f"exit code {self.process.exitcode}", self.process.exitcode
-        self.poll(0)  # what it said before dying (its traceback)
+        self._late += self._read(0)  # what it said before dying: its traceback, or a result
         error = self.error
         self.requests.close()
         self.results.close()
