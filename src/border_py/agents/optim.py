@@ -131,11 +131,12 @@ class Adam:
                 f"the saved optimizer has {len(group['params'])} parameters, this one"
                 f" {len(self.params)}"
             )
+        index_of = {position: index for index, position in enumerate(group["params"])}
         restored: dict[int, dict[str, torch.Tensor]] = {}
         for position, saved in state["state"].items():
-            if position not in group["params"]:
+            if position not in index_of:
                 raise ValueError(f"state for parameter {position}, which the saved group lacks")
-            index = group["params"].index(position)
+            index = index_of[position]
             p = self.params[index]
             if saved["exp_avg"].shape != p.shape:
                 raise ValueError(
