@@ -38,7 +38,12 @@ def run_border(seed: int, overrides: list[str], tmp: Path) -> dict:
     wall = time.perf_counter() - start
     summary = json.loads((run / "result.json").read_text())["summary"]
     hit = summary.get("solved_at") or {}
-    return {"wall": wall, "env_steps": hit.get("env_steps"), "seconds": hit.get("seconds")}
+    return {
+        "wall": wall,
+        "env_steps": hit.get("env_steps"),
+        "opt_steps": hit.get("opt_steps"),
+        "seconds": hit.get("seconds"),
+    }
 
 
 def run_sb3(seed: int, python: str) -> dict:
@@ -57,8 +62,9 @@ def run_sb3(seed: int, python: str) -> dict:
 def _row(name: str, seed: int, r: dict) -> str:
     if r["seconds"] is None:
         return f"{name:6s} seed {seed}: not solved, whole process {r['wall']:6.1f} s"
+    opts = f" ({r['opt_steps']} opt steps)" if r.get("opt_steps") is not None else ""
     return (
-        f"{name:6s} seed {seed}: {r['env_steps']:>7d} env steps, {r['seconds']:6.1f} s of"
+        f"{name:6s} seed {seed}: {r['env_steps']:>7d} env steps{opts}, {r['seconds']:6.1f} s of"
         f" training, whole process {r['wall']:6.1f} s"
     )
 
