@@ -5,10 +5,13 @@ Prints three tables:
    n_actors = 1, 2, 4, 8, next to the raw env step rate (random actions, no policy) of the same
    env in 1 and 2 plain processes, once per ``--envs-per-actor`` count (16 and 64): an actor pays
    a policy call and n-step bookkeeping per vector step, which a cheap env such as CartPole
-   amortizes only over many envs;
+   amortizes only over many envs; and the weight publication latency, from ``publish`` to the
+   first actor step with the new version (sampling starts to count once every actor has sent);
 2. learner efficiency: opt steps/s of the async learner with actors running, divided by the opt
    steps/s of a bare loop (same agent, batch and buffer, one process);
-3. weight publication latency: from ``publish`` to the first actor step with the new version.
+3. where one actor's time goes, per transition, in one process (no transport): the policy's
+   forward pass, epsilon-greedy exploration, the vector env's step and the n-step windows, for
+   each ``--envs-per-actor`` count (DQN, the default agent).
 
     python benchmarks/async_throughput.py [--seconds 5] [--envs-per-actor 16 64] [overrides...]
     python benchmarks/async_throughput.py --actors 1 2 4 --opts 1000 experiment=sac_halfcheetah \
@@ -33,9 +36,12 @@ import time
 
 import numpy as np
 import torch
+from cli_args import parse_with_overrides
 from hydra import compose, initialize_config_dir
 
 from border_py.actors.backend import ActorBackend, Launch
+from border_py.actors.process import ActorSpec, build_sampler
+from border_py.agents.dqn import DQN
 from border_py.config import build, config_dir
 from border_py.overrides import to_plain
 from border_py.trainers.components import build_components
@@ -89,20 +95,23 @@ def sampling_rate(config: dict, n_actors: int, n_envs: int, seconds: float) -> t
     manager.start(Launch(config, parts.env_factory.spaces(), parts.agent, policy, 0))
     latencies: list[float] = []
     received = [0]
+    senders: set[int] = set()
     version, published_at = 0, None
 
     def drain(batch: ReceivedBatch) -> None:  # the learner only takes the batches
         nonlocal published_at
         received[0] += 0 if batch.transitions is None else len(batch.transitions)
+        senders.add(batch.actor)
         if published_at is not None and batch.policy_opt_steps == version:
             latencies.append(batch.loaded_at - published_at)
             published_at = None
 
     try:
         deadline = time.monotonic() + 120
-        while received[0] == 0 and time.monotonic() < deadline:  # wait for start-up
+        while len(senders) < n_actors and time.monotonic() < deadline:  # every actor started
             manager.poll(0.1, drain)
-        for _ in range(4):  # everyone running
+        settle = time.monotonic() + 0.5  # and sampling at its pace
+        while time.monotonic() < settle:
             manager.poll(0.1, drain)
         start, counted = time.perf_counter(), received[0]
         next_publish = start + 0.25
@@ -116,6 +125,35 @@ def sampling_rate(config: dict, n_actors: int, n_envs: int, seconds: float) -> t
     finally:
         manager.stop()
     return rate, 1000 * statistics.median(latencies) if latencies else float("nan")
+
+
+def actor_breakdown(config: dict, n_envs: int, steps: int = 3000) -> dict[str, float] | None:
+    """Microseconds per transition of each part of an actor's vector step, as the sampler runs
+    them one after the other (a part's cost includes the cache misses the others leave it);
+    None for an agent other than DQN (whose parts these are)."""
+    spec = ActorSpec(0, 0, n_envs, config["actor_manager"]["n_buffer"], None, 0)
+    sampler = build_sampler(spec, config)
+    agent, env, processor = sampler.agent, sampler.env, sampler.processor
+    if not isinstance(agent, DQN):
+        sampler.close()
+        return None
+    times = dict.fromkeys(("policy", "exploration", "env", "n-step"), 0.0)
+    for i in range(steps + 200):  # the first 200 warm up
+        obs = env.obs
+        t0 = time.perf_counter()
+        greedy = agent.q_values(obs).argmax(axis=1)
+        t1 = time.perf_counter()
+        action = agent.explore(greedy)
+        t2 = time.perf_counter()
+        step = env.step(action)
+        t3 = time.perf_counter()
+        processor.process(obs, action, step)
+        t4 = time.perf_counter()
+        if i >= 200:
+            for key, seconds in zip(times, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
+                times[key] += seconds
+    sampler.close()
+    return {key: 1e6 * seconds / (steps * n_envs) for key, seconds in times.items()}
 
 
 def random_actions(space, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -207,7 +245,7 @@ def main() -> None:
     parser.add_argument("--atari", action="store_true", help="the Atari table (needs [atari])")
     parser.add_argument("--atari-envs-per-actor", type=int, default=4)
     parser.add_argument("overrides", nargs="*")
-    args = parser.parse_args()
+    args = parse_with_overrides(parser)
     logging.basicConfig(level=logging.WARNING)
     torch.set_num_threads(1)
     if args.atari:
@@ -240,6 +278,18 @@ def main() -> None:
     for n in sorted({2, max(args.actors)}):
         rate = async_opt_rate(args.overrides, args.opts, n)
         print(f"   {n} actors: {rate:,.0f} opt steps/s = {rate / bare:.2f} x bare")
+
+    print(
+        "\n3. one actor's time per transition in one process (us; the env's own step is in 'env')"
+    )
+    print(f"   {'envs':>5} {'policy':>7} {'explore':>8} {'env':>6} {'n-step':>7} {'total':>6}")
+    for n_envs in args.envs_per_actor:
+        parts = actor_breakdown(config, n_envs)
+        if parts is None:
+            print("   (DQN only)")
+            break
+        cells = " ".join(f"{parts[k]:>{w}.1f}" for k, w in zip(parts, (7, 8, 6, 7), strict=True))
+        print(f"   {n_envs:>5} {cells} {sum(parts.values()):>6.1f}")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from cli_args import parse_with_overrides
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -77,7 +79,7 @@ def main() -> None:
     sb3.add_argument("--sb3-python", default=None, help="another Python with stable-baselines3")
     parser.add_argument("--target", type=float, default=None, help="(default: the recipe's)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. trainer=serial")
-    args = parser.parse_args()
+    args = parse_with_overrides(parser)
     if args.target is not None:
         args.overrides.append(f"trainer.target_return={args.target}")
     ours: list[dict] = []

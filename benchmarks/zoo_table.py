@@ -33,6 +33,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from cli_args import parse_with_overrides
+
 from border_py.cli.report import Evaluation, read_run
 from border_py.runs.results import read_result
 
@@ -171,7 +173,7 @@ def main() -> None:
         "--max-env-steps", type=int, default=None, help="train fewer env steps than the Zoo"
     )
     parser.add_argument("overrides", nargs="*", help="Hydra overrides for every run")
-    args = parser.parse_args()
+    args = parse_with_overrides(parser)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     log = out / "train.log"

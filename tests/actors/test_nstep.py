@@ -97,3 +97,71 @@ def test_truncation_bootstraps_from_the_final_observation_of_a_real_env():
             batch.next_obs[4], sampler.env.obs[0]
         )  # final obs, not the reset obs
     np.testing.assert_allclose(batch.next_obs[:-1], batch.obs[1:])
+
+
+def _reference_windows(n_envs, n_step, gamma, steps):
+    """Plain per-env n-step transitions (one list per env): the definition, step by step."""
+    windows = [[] for _ in range(n_envs)]
+    out = []
+    for obs, action, reward, terminated, truncated, next_obs in steps:
+        full, ended = [], []
+        for e in range(n_envs):
+            windows[e].append((obs[e], action[e], reward[e]))
+            if terminated[e] or truncated[e]:
+                ended.append(e)
+            elif len(windows[e]) == n_step:
+                full.append(e)
+        rows = []
+        for e in full:
+            rows.append((e, windows[e], 1.0))
+        for e in ended:
+            rows += [
+                (e, windows[e][j:], 0.0 if terminated[e] else 1.0) for j in range(len(windows[e]))
+            ]
+        for e, window, end in rows:
+            ret = sum(gamma**k * r for k, (_, _, r) in enumerate(window))
+            out.append((window[0][0], window[0][1], ret, next_obs[e], end * gamma ** len(window)))
+        for e in full:
+            windows[e].pop(0)
+        for e in ended:
+            windows[e] = []
+    return out
+
+
+@pytest.mark.parametrize("n_step", [2, 3, 5])
+def test_n_step_matches_the_definition_on_random_episodes_and_survives_a_checkpoint(n_step):
+    rng = np.random.default_rng(n_step)
+    n_envs, gamma = 6, 0.9
+    steps = []
+    for _ in range(300):
+        obs = rng.normal(size=(n_envs, 2)).astype(np.float32)
+        ends = rng.random(n_envs)
+        steps.append(
+            (
+                obs,
+                rng.integers(0, 4, n_envs),
+                rng.normal(size=n_envs).astype(np.float32),
+                ends < 0.08,
+                (ends >= 0.08) & (ends < 0.14),
+                rng.normal(size=(n_envs, 2)).astype(np.float32),
+            )
+        )
+    expected = _reference_windows(n_envs, n_step, gamma, steps)
+    proc = NStepProcessor(n_envs, n_step, gamma)
+    got = []
+    for t, (obs, action, reward, terminated, truncated, next_obs) in enumerate(steps):
+        if t == 150:  # a checkpoint: a new processor continues from the old one's state
+            state = proc.state()
+            proc = NStepProcessor(n_envs, n_step, gamma)
+            proc.load_state(state, np.dtype(np.float32))
+        step = VectorStep(next_obs, next_obs, reward, terminated, truncated, [], [])
+        batch = proc.process(obs, action, step)
+        if batch is not None:
+            got += zip(*batch.arrays().values(), strict=True)
+    assert len(got) == len(expected)
+    for (o, a, r, nxt, d), (eo, ea, er, enxt, ed) in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(o, eo)
+        assert a == ea
+        assert r == pytest.approx(er, rel=1e-5, abs=1e-6)
+        np.testing.assert_array_equal(nxt, enxt)
+        assert d == pytest.approx(ed, rel=1e-6)

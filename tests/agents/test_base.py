@@ -105,6 +105,22 @@ def test_per_env_epsilons_act_row_by_row():
         np.testing.assert_array_equal(a.act(obs, explore=True), b.act(obs, explore=True))
 
 
+def test_epsilon_greedy_explores_with_probability_epsilon_and_uniformly():
+    # epsilon 0.3 over 3 actions, greedy action 1: P(1) = 0.7 + 0.1, P(0) = P(2) = 0.1
+    agent = _always_action(DQN(BOX, THREE, hidden_sizes=[8], seed=5), 1)
+    agent.set_epsilon(0.3)
+    obs = np.zeros((50, 3), np.float32)
+    actions = np.concatenate([agent.act(obs, explore=True) for _ in range(400)])  # 20k draws
+    share = np.bincount(actions, minlength=3) / len(actions)
+    np.testing.assert_allclose(share, [0.1, 0.8, 0.1], atol=0.012)  # 5 standard errors or less
+    # a row's epsilon is its own: 0.9 and 0.05 explore 0.6 and 0.033 of the time (off greedy)
+    agent.set_epsilon(np.array([0.9, 0.05] * 25))
+    actions = np.stack([agent.act(obs, explore=True) for _ in range(400)])
+    off_greedy = (actions != 1).mean(axis=0)
+    assert abs(off_greedy[0::2].mean() - 0.6) < 0.02
+    assert abs(off_greedy[1::2].mean() - 0.05 * 2 / 3) < 0.01
+
+
 def test_per_env_epsilons_must_fit_the_batch_and_lie_in_0_1():
     agent = IQN(BOX, THREE, hidden_sizes=[8], n_tau=2, n_tau_prime=2, k=2)
     agent.set_epsilon(np.array([0.1, 0.2]))

@@ -1,10 +1,11 @@
 """The step processor: vector-env steps in, n-step transitions out (see :mod:`border_py.transitions`).
 
 Every env keeps a window of its last ``n`` (observation, action, reward) entries in one ring of
-arrays shared by all envs (they all step together, so one clock indexes every env's window). At
-each step, every env whose window is full emits one transition, ``R = sum_k gamma^k r_k`` over
-the window, computed for all those envs in one matrix product; an env whose episode ended emits
-its whole window, shorter and shorter, with ``discount = 0`` after a termination and
+arrays shared by all envs (they all step together, so one clock indexes every env's window), and
+each entry carries its discounted return so far: a step adds ``gamma^age * r`` to every entry of
+its env (one vector operation for all envs). At each step, every env whose window is full emits its
+oldest entry as a transition, ``R = sum_k gamma^k r_k`` over the window; an env whose episode ended
+emits its whole window, shorter and shorter, with ``discount = 0`` after a termination and
 ``gamma**k`` after a truncation (the final observation still bootstraps).
 """
 
@@ -35,11 +36,15 @@ class NStepProcessor:
             raise ValueError(f"n_step must be >= 1, got {n_step}")
         self.n_envs, self.n_step, self.gamma = n_envs, n_step, gamma
         self.powers = gamma ** np.arange(n_step + 1)  # gamma^0 .. gamma^n
+        # age_powers[t][s]: gamma^age of the entry in slot s when the newest one is in slot t
+        ages = (np.arange(n_step)[:, None] - np.arange(n_step)[None, :]) % n_step
+        self.age_powers = self.powers[ages]
         self.count = np.zeros(n_envs, dtype=np.int64)  # pending entries per env
         self.clock = -1  # the time of the latest entry; its slot is clock % n_step
         self._obs: np.ndarray | None = None  # (n_envs, n_step, *obs), allocated on first use
         self._action: np.ndarray | None = None
-        self._reward = np.zeros((n_envs, n_step))
+        self._reward = np.zeros((n_envs, n_step))  # each entry's own reward (for checkpoints)
+        self._return = np.zeros((n_envs, n_step))  # each entry's discounted return so far
 
     def _allocate(self, obs: np.ndarray, action: np.ndarray) -> None:
         n, k = self.n_envs, self.n_step
@@ -54,52 +59,50 @@ class NStepProcessor:
         if self._obs is None:
             self._allocate(obs, action)
         assert self._obs is not None and self._action is not None
+        n = self.n_step
         self.clock += 1
-        slot = self.clock % self.n_step
+        slot = self.clock % n
         self._obs[:, slot] = obs
         self._action[:, slot] = action
         self._reward[:, slot] = step.reward
+        self._return[:, slot] = 0.0  # a new entry (the slot's old one, if any, was emitted)
+        self._return += step.reward[:, None] * self.age_powers[slot]
         self.count += 1
+        oldest = (self.clock + 1) % n  # the oldest entry of a full window
+        full = self.count == n
         ended = step.terminated | step.truncated
         if not ended.any():  # the common step: every env whose window is full emits one
-            env = np.flatnonzero(self.count == self.n_step)
+            env = np.flatnonzero(full)
             if not len(env):
                 return None
             self.count[env] -= 1
-            first = (self.clock + 1) % self.n_step  # the oldest entry of a full window
-            window = (first + np.arange(self.n_step)) % self.n_step
             return Transitions(
-                obs=self._obs[env, first],
-                action=self._action[env, first],
-                reward=(self._reward[env][:, window] @ self.powers[:-1]).astype(np.float32),
+                obs=self._obs[env, oldest],
+                action=self._action[env, oldest],
+                reward=self._return[env, oldest].astype(np.float32),
                 next_obs=step.next_obs[env],
                 discount=np.full(len(env), self.powers[-1], dtype=np.float32),
             )
         # full windows (as above), then the whole pending window of each ended env, oldest first
-        full = np.flatnonzero(~ended & (self.count == self.n_step))
-        done = np.flatnonzero(ended)
-        c = self.count[done]
-        j = np.arange(c.sum()) - np.repeat(np.cumsum(c) - c, c)  # 0.. c_e - 1 within each env
-        env = np.concatenate([full, np.repeat(done, c)])
-        start = np.concatenate(
-            [np.full(len(full), self.clock - self.n_step + 1), np.repeat(self.clock - c + 1, c) + j]
-        )
-        length = np.concatenate([np.full(len(full), self.n_step), np.repeat(c, c) - j])
-        end = np.concatenate(
-            [np.ones(len(full)), np.repeat(np.where(step.terminated[done], 0.0, 1.0), c)]
-        )
-        self.count[full] -= 1
-        self.count[done] = 0
-        offsets = np.arange(self.n_step)
-        times = (start[:, None] + offsets[None, :]) % self.n_step  # (m, n) slots of each window
-        rewards = self._reward[env[:, None], times] * (offsets[None, :] < length[:, None])
-        oldest = start % self.n_step
+        env_full = np.flatnonzero(full & ~ended)
+        envs, slots = env_full.tolist(), [oldest] * len(env_full)
+        lengths, terminal = [n] * len(env_full), [False] * len(env_full)
+        for e in np.flatnonzero(ended).tolist():
+            c, term = int(self.count[e]), bool(step.terminated[e])
+            envs += [e] * c
+            slots += [(self.clock - c + 1 + j) % n for j in range(c)]
+            lengths += range(c, 0, -1)
+            terminal += [term] * c
+        self.count[env_full] -= 1
+        self.count[ended] = 0
+        env, at = np.array(envs), np.array(slots)
+        discount = np.where(terminal, 0.0, self.powers[lengths])
         return Transitions(
-            obs=self._obs[env, oldest],
-            action=self._action[env, oldest],
-            reward=(rewards @ self.powers[:-1]).astype(np.float32),
+            obs=self._obs[env, at],
+            action=self._action[env, at],
+            reward=self._return[env, at].astype(np.float32),
             next_obs=step.next_obs[env],
-            discount=(end * self.powers[length]).astype(np.float32),
+            discount=discount.astype(np.float32),
         )
 
     def state(self) -> list[list[tuple[list, Any, float]]]:
@@ -143,3 +146,5 @@ class NStepProcessor:
                 self._obs[e, s] = np.asarray(o, dtype=obs_dtype)
                 self._action[e, s] = np.asarray(a)
                 self._reward[e, s] = r
+                rewards_from_j = [later for _, _, later in window[j:]]
+                self._return[e, s] = np.dot(rewards_from_j, self.powers[: c - j])

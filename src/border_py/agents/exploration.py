@@ -83,7 +83,13 @@ class EpsilonGreedy:
         if isinstance(eps, np.ndarray) and len(eps) != len(greedy):
             raise ValueError(f"{len(eps)} per-env epsilons for a batch of {len(greedy)} envs")
         actions = greedy.copy()
-        random = self.rng.random(len(actions)) < eps
-        actions[random] = self.rng.integers(0, self.n_actions, size=int(random.sum()))
         self.env_steps += len(actions)
+        # one uniform u per row: u < eps explores, and then u / eps is uniform on [0, 1) too,
+        # which picks the random action (one generator call per batch: a cheap env steps faster)
+        u = self.rng.random(len(actions))
+        explores = u < eps
+        if explores.any():
+            scale = eps[explores] if isinstance(eps, np.ndarray) else eps
+            uniform = (u[explores] / scale * self.n_actions).astype(actions.dtype)
+            actions[explores] = np.minimum(uniform, self.n_actions - 1)
         return actions

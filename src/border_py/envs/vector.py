@@ -97,25 +97,24 @@ class VectorEnv:
 
     def step(self, actions: np.ndarray) -> VectorStep:
         """Step every env once with ``actions`` (batched)."""
-        n = self.num_envs
-        next_obs = np.empty_like(self.obs)
-        obs = np.empty_like(self.obs)
-        reward = np.empty(n, dtype=np.float32)
-        terminated = np.empty(n, dtype=bool)
-        truncated = np.empty(n, dtype=bool)
-        for i, env in enumerate(self.envs):
-            o, r, term, trunc, _ = env.step(actions[i])
-            next_obs[i], reward[i], terminated[i], truncated[i] = o, r, term, trunc
-            if term or trunc:
-                o, _ = env.reset()
-            obs[i] = o
+        results = [env.step(action) for env, action in zip(self.envs, actions, strict=True)]
+        next_list, rewards, terms, truncs, _ = zip(*results, strict=True)
+        next_obs = np.array(next_list, dtype=self.obs.dtype)
+        reward = np.array(rewards, dtype=np.float32)
+        terminated = np.array(terms, dtype=bool)
+        truncated = np.array(truncs, dtype=bool)
         self.episode_returns += reward
         self.episode_lengths += 1
+        ended = [
+            i for i, (term, trunc) in enumerate(zip(terms, truncs, strict=True)) if term or trunc
+        ]
         returns: list[float] = []
         lengths: list[int] = []
-        done = terminated | truncated
-        if done.any():
-            ended = np.flatnonzero(done)
+        obs = next_obs  # the next observations are the ones to act on, but after an episode's end
+        if ended:
+            obs = next_obs.copy()
+            for i in ended:
+                obs[i] = self.envs[i].reset()[0]
             returns = self.episode_returns[ended].tolist()
             lengths = self.episode_lengths[ended].tolist()
             self.episode_returns[ended] = 0.0
@@ -144,6 +143,7 @@ class VectorEnv:
     def restore(self, state: dict[str, Any]) -> None:
         """Replay each env's current episode so that the envs are exactly as when ``state`` was taken."""
         logs = self._logs()
+        self.obs = self.obs.copy()  # a step's arrays may be this one: they are never written to
         for i, (log, episode) in enumerate(zip(logs, state["episodes"], strict=True)):
             self.obs[i] = log.replay(episode["start"], episode["actions"])
         self.episode_returns[:] = state["episode_returns"]
