@@ -54,7 +54,9 @@ def _warn_from_handler(wait: float, message: str, *args: object) -> None:
 
 
 class StopSignals:
-    """First SIGINT/SIGTERM asks for a graceful stop; the second interrupts at once.
+    """First SIGINT/SIGTERM asks for a graceful stop; the second interrupts at once; during the
+    shutdown that follows (:meth:`shielded`: bounded by its timeouts) further ones are only logged,
+    so that no step of it (killing hung actors, closing the evaluator and the recorders) is skipped.
 
     One instance per process (:meth:`acquire`): the ``border`` command installs it first thing, so
     a Ctrl-C during start-up is a graceful stop of the run that follows, and ``train`` uses the
@@ -66,6 +68,7 @@ class StopSignals:
 
     def __init__(self) -> None:
         self.requested = False
+        self._shielded = False
         self._previous: dict[int, Any] = {}
         self._users = 0
 
@@ -86,6 +89,9 @@ class StopSignals:
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
+        if self._shielded:
+            _warn_from_handler(0.0, "%s: already stopping (the actors are being stopped)", name)
+            return
         if self.requested:
             _warn_from_handler(SECOND_SIGNAL_WAIT, "second %s: stopping now", name)
             raise KeyboardInterrupt
@@ -93,6 +99,15 @@ class StopSignals:
         _warn_from_handler(
             0.0, "%s: stopping gracefully (final checkpoint); send it again to stop now", name
         )
+
+    @contextlib.contextmanager
+    def shielded(self) -> Iterator[None]:
+        """Run a shutdown whole: signals that land meanwhile are logged, not raised."""
+        self._shielded = True
+        try:
+            yield
+        finally:
+            self._shielded = False
 
     def install(self) -> StopSignals:
         """Install the handlers (main thread only)."""

@@ -16,13 +16,15 @@ from border_py.trainers.components import build_components
 from ..conftest import make_config
 
 
-def test_an_actor_that_dies_before_the_first_poll_is_counted_and_restarted(tmp_path, caplog):
+def _one_crashing_actor(tmp_path, *env_kwargs: str) -> ActorManager:
+    """An actor manager with one actor of ``CrashAfter-v0`` (``+env.kwargs.<key>=<value>``
+    overrides), started with the run's initial weights."""
     config = to_plain(
         make_config(
             tmp_path,
             "env=gym",
             "env.id=tests.crash_env:CrashAfter-v0",
-            "+env.kwargs.crash_after=250",  # 2 batches of 100, then the crash
+            *env_kwargs,
             "actor_manager.n_actors=1",
             "actor_manager.n_buffer=100",
             "actor_manager.max_restarts=1",
@@ -34,6 +36,12 @@ def test_an_actor_that_dies_before_the_first_poll_is_counted_and_restarted(tmp_p
     assert isinstance(manager, ActorManager)
     agent = parts.agent
     manager.start(Launch(config, parts.env_factory.spaces(), agent, agent.policy_state(), 0))
+    return manager
+
+
+def test_an_actor_that_dies_before_the_first_poll_is_counted_and_restarted(tmp_path, caplog):
+    # 2 batches of 100, then the crash
+    manager = _one_crashing_actor(tmp_path, "+env.kwargs.crash_after=250")
     try:
         deadline = time.monotonic() + 60
         while manager.alive() and time.monotonic() < deadline:  # no poll: the pipe keeps it all
@@ -46,4 +54,27 @@ def test_an_actor_that_dies_before_the_first_poll_is_counted_and_restarted(tmp_p
         assert "RuntimeError: injected crash" in caplog.text
     finally:
         manager.stop()
+    assert not [p for p in psutil.Process().children() if "border-actor" in p.name()]
+
+
+def test_a_dead_actor_whose_child_holds_its_pipe_is_replaced_without_waiting_for_it(tmp_path):
+    pid_file = tmp_path / "child.pid"
+    manager = _one_crashing_actor(
+        tmp_path, "+env.kwargs.crash_after=150", f"+env.kwargs.fork_pid_file={pid_file}"
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while manager.alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert manager.alive() == 0 and pid_file.is_file(), "the actor did not fork and crash"
+        child = psutil.Process(int(pid_file.read_text()))
+        assert child.is_running()  # it holds the dead actor's end of the notices pipe
+        start = time.monotonic()
+        manager.check()  # reads what the actor left, gives up on the EOF, restarts it
+        assert time.monotonic() - start < 10
+        assert manager.restarts() == 1 and manager.records[0].received >= 100
+    finally:
+        manager.stop()
+        if pid_file.is_file():
+            psutil.Process(int(pid_file.read_text())).kill()
     assert not [p for p in psutil.Process().children() if "border-actor" in p.name()]

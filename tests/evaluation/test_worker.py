@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import psutil
+import time
 
+import psutil
+import pytest
+
+from border_py.errors import RunError
 from border_py.evaluation.worker import EvalSettings, EvalWorker
 from border_py.overrides import to_plain
 from border_py.processes import forkserver_context
@@ -12,17 +16,23 @@ from border_py.trainers.components import build_components
 from ..conftest import make_config
 
 
-def test_a_result_sent_just_before_the_evaluator_died_is_delivered_after_its_restart(tmp_path):
-    config = to_plain(make_config(tmp_path, "agent.hidden_sizes=[16]"))
+def _evaluator(config: dict, episodes: int, max_restarts: int) -> tuple:
+    """The run's agent, and an evaluator process for it (episodes of at most 50 steps)."""
     agent = build_components(config, 0).agent
     worker = EvalWorker(
         forkserver_context(),
         config,
-        EvalSettings(episodes=2, seed=0, max_steps=50),
+        EvalSettings(episodes=episodes, seed=0, max_steps=50),
         agent.policy_state(),
-        max_restarts=1,
+        max_restarts=max_restarts,
         heartbeat_timeout=60,
     )
+    return agent, worker
+
+
+def test_a_result_sent_just_before_the_evaluator_died_is_delivered_after_its_restart(tmp_path):
+    config = to_plain(make_config(tmp_path, "agent.hidden_sizes=[16]"))
+    agent, worker = _evaluator(config, episodes=2, max_restarts=1)
     try:
         assert worker.request(7, 700, agent.policy_state(), lambda: ({}, {"opt": 7}))
         assert worker.results.poll(60), "no result from the evaluator"
@@ -36,6 +46,34 @@ def test_a_result_sent_just_before_the_evaluator_died_is_delivered_after_its_res
         assert len(outcome.result.episode_returns) == 2
         assert not worker.busy
         assert worker.poll(0.5) == []  # taken once, and never evaluated again
+    finally:
+        worker.close()
+    assert not [p for p in psutil.Process().children() if "border-evaluator" in p.name()]
+
+
+def test_an_os_error_of_the_evaluators_env_is_a_failure_with_its_traceback(tmp_path):
+    config = to_plain(
+        make_config(
+            tmp_path,
+            "agent.hidden_sizes=[16]",
+            "env=gym",
+            "env.id=tests.crash_env:CrashAfter-v0",
+            "+env.kwargs.crash_after=5",
+            "+env.kwargs.os_error=true",
+        )
+    )
+    agent, worker = _evaluator(config, episodes=1, max_restarts=2)
+    try:
+        assert worker.request(1, 100, agent.policy_state(), lambda: ({}, {"opt": 1}))
+        deadline = time.monotonic() + 60
+        with pytest.raises(RunError) as failed:  # not mistaken for the learner's pipe closing
+            while time.monotonic() < deadline:
+                worker.check()
+                time.sleep(0.05)
+        assert "failed (exit code 1) before delivering anything: OSError: injected crash" in str(
+            failed.value
+        )
+        assert worker.restarts() == 0
     finally:
         worker.close()
     assert not [p for p in psutil.Process().children() if "border-evaluator" in p.name()]

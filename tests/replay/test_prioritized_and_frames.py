@@ -13,7 +13,7 @@ from border_py.actors.sampler import Sampler, SampleStats
 from border_py.agents.dqn import DQN, dqn_targets
 from border_py.cli.train import check_overrides
 from border_py.envs.factory import GymEnvFactory
-from border_py.errors import ConfigError
+from border_py.errors import ConfigError, RunError
 from border_py.replay.prioritized import PrioritizedReplayBuffer
 from border_py.replay.sum_tree import BRANCHING, MinTree, SumTree
 from border_py.replay.uniform import UniformReplayBuffer
@@ -159,6 +159,22 @@ def test_overwritten_rows_take_the_new_rows_priorities():
     buf.push(rows([6]))  # no actor priority: the largest seen, 10, replaces row 2's 0.5
     np.testing.assert_allclose(buf.priorities(), [1.0, 2.0, 10.0, 0.5])
     assert buf._storage["reward"].tolist() == [4, 5, 6, 3]
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_priorities_are_refused_and_change_nothing(bad):
+    buf = PrioritizedReplayBuffer(capacity=8, seed=0, alpha=1.0, eps=0.5, priority_from_actors=True)
+    buf.push(rows([0, 1, 2, 3], priority=[0.5, 1.5, 2.5, 3.5]))
+    before = (buf.priorities().copy(), buf._storage["reward"].copy(), buf.max_priority, len(buf))
+    with pytest.raises(RunError, match=r"1 non-finite priorities from an actor: .* diverged"):
+        buf.push(rows([4, 5], priority=[1.0, bad]))  # one NaN would make every draw row 0
+    with pytest.raises(RunError, match=r"1 non-finite TD errors: .* diverged"):
+        buf.update_priorities(np.array([0, 1]), [bad, 1.0])
+    after = (buf.priorities(), buf._storage["reward"], buf.max_priority, len(buf))
+    np.testing.assert_array_equal(after[0], before[0])
+    np.testing.assert_array_equal(after[1], before[1])
+    assert after[2:] == before[2:] and buf._sum.total == pytest.approx(10.0)
+    assert sorted(set(buf.sample(64).index.tolist())) == [0, 1, 2, 3]  # still drawn by priority
 
 
 def test_prioritized_snapshot_round_trip_same_and_larger_capacity():

@@ -14,7 +14,14 @@ import torch
 
 from border_py import train
 from border_py.errors import ConfigError
-from border_py.runs.checkpoint import find_checkpoint, load_checkpoint
+from border_py.runs.checkpoint import (
+    REQUIRED,
+    find_checkpoint,
+    load_checkpoint,
+    periodic_checkpoints,
+    set_aside_newer,
+)
+from border_py.trainers.train import prepare
 
 from ..conftest import BORDER, make_config, run_border, scalar_tags
 
@@ -108,7 +115,9 @@ def test_async_resume_continues_counters_epsilon_and_tensorboard(tmp_path):
 
 
 @pytest.mark.slow
-def test_kill_9_then_resume_from_the_newest_complete_checkpoint(tmp_path):
+def test_a_live_run_refuses_a_resume_and_after_its_kill_9_resumes_from_its_newest_checkpoint(
+    tmp_path,
+):
     proc = subprocess.Popen(
         [
             *BORDER,
@@ -131,12 +140,20 @@ def test_kill_9_then_resume_from_the_newest_complete_checkpoint(tmp_path):
             if len(found) >= 2:
                 break
             time.sleep(0.2)
+        (run_dir,) = (tmp_path / "outputs").glob("*/*")
+        for args in ([f"resume={run_dir}"], [f"run_dir={run_dir}", "resume=auto"]):
+            out = run_border(["train", *args, "trainer.max_opts=9000000"], tmp_path, timeout=120)
+            lines = out.stderr.strip().splitlines()
+            assert out.returncode == 2 and len(lines) == 1, out.stderr  # the run is still live
+            assert f"another border session (pid {proc.pid}) is training this run" in lines[0]
+        assert proc.poll() is None  # untouched: nothing of its dir was set aside
+        assert not (run_dir / "checkpoints" / "abandoned").exists()
+        assert not (run_dir / "attempts").exists()
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
             proc.kill()
-    (run_dir,) = (tmp_path / "outputs").glob("*/*")
     newest = find_checkpoint(run_dir)
     done = load_checkpoint(newest).trainer_state["opt_steps"]
     out = run_border(["train", f"resume={run_dir}", f"trainer.max_opts={done + 200}"], tmp_path)
@@ -219,6 +236,38 @@ def test_resuming_an_older_checkpoint_sets_newer_ones_aside(tmp_path):
     assert [p.name for p in sorted(root.glob("0*"))] == ["000000150", "000000200"]
     assert sorted(p.name for p in (root / "abandoned").iterdir()) == ["000000300", "000000450"]
     assert find_checkpoint(tmp_path / "run") == root / "000000200"
+
+
+def test_a_timeline_abandoned_twice_keeps_both_checkpoints_of_a_step(tmp_path):
+    root = tmp_path / "checkpoints"
+
+    def save(step: int, session: str) -> None:  # a complete checkpoint, marked by its session
+        path = root / f"{step:09d}"
+        path.mkdir(parents=True)
+        for name in REQUIRED:
+            (path / name).write_text(session)
+
+    save(100, "first"), save(200, "first"), save(300, "first")
+    assert [p.name for p in set_aside_newer(root, 100)] == ["000000200", "000000300"]
+    save(200, "second")  # the resumed session reaches step 200 again; then a resume from 100
+    assert [p.name for p in set_aside_newer(root, 100)] == ["000000200.2"]
+    abandoned = {p.name: (p / "meta.json").read_text() for p in (root / "abandoned").iterdir()}
+    assert abandoned == {"000000200": "first", "000000300": "first", "000000200.2": "second"}
+    assert [p.name for p in periodic_checkpoints(root)] == ["000000100"]
+
+
+def test_a_resume_compares_its_groups_with_the_overrides_the_run_started_with(tmp_path):
+    run = tmp_path / "run"
+    train(make_config(tmp_path, *SERIAL, "trainer.max_opts=150"), overrides=["agent=dqn"])
+    assert json.loads((run / ".border_run").read_text())["overrides"] == ["agent=dqn"]
+    # a later attempt of a sweep job: Hydra rewrote .hydra/ with that attempt's command line
+    (run / ".hydra").mkdir()
+    (run / ".hydra" / "overrides.yaml").write_text("- agent=iqn\n")
+    resume = make_config(tmp_path, f"resume={run}", "trainer.max_opts=300")
+    with pytest.raises(ConfigError, match="agent=iqn: config groups cannot change"):
+        prepare(resume, ["agent=iqn", "trainer.max_opts=300"])
+    plan = prepare(resume, ["agent=dqn", "trainer.max_opts=300"])  # its own choice, repeated
+    assert plan.checkpoint is not None and plan.config["trainer"]["max_opts"] == 300
 
 
 def test_find_checkpoint_ignores_partial_ones(tmp_path):

@@ -60,6 +60,12 @@ def test_every_message_fits_one_atomic_pipe_write():
     assert len(data) <= MAX_NOTICE
     kept = decode(data)
     assert kept.error.startswith("...") and kept.exception == "RuntimeError: boom"
+    for text in ("é" * 2000, "あ" * 5000):  # 2 and 3 bytes a character: 3000 do not fit
+        wide = WorkerFailed(actor=0, incarnation=0, error=f"{text}\nValueError: {text[:40]}")
+        data = encode(wide)
+        assert len(data) <= MAX_NOTICE
+        kept = decode(data)
+        assert kept.exception == f"ValueError: {text[:40]}" and wide.error.endswith(kept.error[4:])
     many = EvalDone(
         opt_steps=1,
         env_steps=2,

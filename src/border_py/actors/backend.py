@@ -234,8 +234,9 @@ class ActorBackend(Protocol):
     def check(self) -> None:
         """Restart actors that died or went silent; raise :class:`ActorFailure` when one may not."""
 
-    def stop(self, deliver: Deliver | None = None) -> None:
-        """Staged, idempotent shutdown; batches drained meanwhile go to ``deliver``."""
+    def stop(self, deliver: Deliver | None = None, drain_timeout: float = 10.0) -> None:
+        """Staged, idempotent shutdown; batches drained meanwhile (up to ``drain_timeout``
+        seconds; 0: an immediate stop) go to ``deliver``."""
 
     def state(self) -> dict[str, Any]:
         """The actors' state for a checkpoint (plain data)."""

@@ -90,8 +90,8 @@ class InlineActor:
     def check(self) -> None:
         """Nothing to watch: the actor is this process."""
 
-    def stop(self, deliver: Deliver | None = None) -> None:
-        """Close the envs (idempotent)."""
+    def stop(self, deliver: Deliver | None = None, drain_timeout: float = 10.0) -> None:
+        """Close the envs (idempotent; nothing to drain)."""
         if self.sampler is not None:
             self.sampler.close()
 

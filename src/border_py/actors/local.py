@@ -47,6 +47,7 @@ log = logging.getLogger(__name__)
 
 MESSAGES_PER_POLL = 64  # messages taken from one actor per poll
 EXIT_GRACE_SECONDS = 2.0  # after the drain: how long an actor may take to exit before SIGTERM
+RETIRE_SECONDS = 2.0  # how long the messages of a dead actor are read before it is replaced
 
 
 @dataclass
@@ -249,8 +250,18 @@ class ActorManager(ActorSettings):
         """Retire a dead incarnation (taking what it left in its pipe) and start the next one."""
         run = self._running[index]
         assert run is not None
-        while not run.closed:
+        deadline = time.monotonic() + RETIRE_SECONDS
+        while not run.closed and time.monotonic() < deadline:  # up to its pipe's end
             self._read(index, self._deliver_late)
+            if not run.closed:
+                run.notices.poll(0.05)
+        if not run.closed:  # a process it forked holds the pipe's write end
+            log.warning(
+                "actor %d: its pipe is still open %.0f s after its death (a process it started"
+                " holds it); retiring it with what it sent",
+                index,
+                RETIRE_SECONDS,
+            )
         record = self.records[index]
         if not record.said_bye:
             record.end_incarnation(None)

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -33,6 +32,7 @@ from border_py.cli.aggregate import Band, Estimate, aggregate_curves, estimate
 from border_py.cli.errors import fail
 from border_py.errors import ConfigError
 from border_py.runs.results import RESULT_FILE, read_result
+from border_py.runs.resume import original_overrides
 
 CURVE_TAG = "eval/return_mean"
 EVAL_ENV_STEPS_TAG = "eval/env_steps"  # logged with each evaluation, at its opt step
@@ -175,14 +175,6 @@ def evaluations(
     return out
 
 
-def _overrides(run_dir: Path, result: dict[str, Any] | None) -> list[str]:
-    hydra_file = run_dir / ".hydra" / "overrides.yaml"
-    if hydra_file.is_file():
-        loaded = yaml.safe_load(hydra_file.read_text()) or []
-        return [str(o) for o in loaded]
-    return list((result or {}).get("overrides", []))
-
-
 def read_run(run_dir: Path, root: Path) -> RunRow:
     """Everything the report shows about one run."""
     result = read_result(run_dir)
@@ -191,7 +183,7 @@ def read_run(run_dir: Path, root: Path) -> RunRow:
     row = RunRow(
         job=str(run_dir.relative_to(root)) if run_dir != root else run_dir.name,
         path=run_dir,
-        overrides=_overrides(run_dir, result),
+        overrides=original_overrides(run_dir),
         status=result["status"] if result else "unfinished",
         evaluations=evaluations(scalars, started),
     )

@@ -23,7 +23,12 @@ from border_py.config import config_dir
 from border_py.errors import ConfigError, RunError
 from border_py.runs.checkpoint import find_checkpoint, run_dir_of_checkpoint
 from border_py.runs.results import read_result, write_result
-from border_py.runs.run_dir import RunCompleted, checkpoint_to_continue, start_afresh
+from border_py.runs.run_dir import (
+    RunCompleted,
+    checkpoint_to_continue,
+    refuse_if_in_use,
+    start_afresh,
+)
 from border_py.trainers.train import train
 
 log = logging.getLogger("border_py")
@@ -140,12 +145,14 @@ def _settle_resume(
                 "resume=auto: needs the dir to continue in: run_dir=<dir> (or hydra.run.dir=<dir>),"
                 " the same for every attempt of a requeued job"
             )
+        refuse_if_in_use(run_dir)
         checkpoint = checkpoint_to_continue(run_dir)
         target = "null" if checkpoint is None else str(checkpoint)
         args = [a for a in args if a.split("=", 1)[0] != "resume"] + [f"resume={target}"]
         if checkpoint is None:
             return args, run_dir
     run_dir = run_dir_of_checkpoint(find_checkpoint(target))
+    refuse_if_in_use(run_dir)
     return [*args, f"hydra.run.dir='{run_dir}'", "hydra.output_subdir=null"], fresh_in
 
 

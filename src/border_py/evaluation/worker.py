@@ -30,7 +30,7 @@ from border_py.errors import RunError
 from border_py.evaluation.evaluator import EvalResult, Evaluator
 from border_py.evaluation.service import EvalOutcome, Snapshot
 from border_py.processes import Context, Heartbeats, RestartPolicy, init_child, start_process
-from border_py.transport.channel import receive, send
+from border_py.transport.channel import LearnerGone, receive, send
 from border_py.transport.messages import EvalDone, EvalRequest, WorkerFailed
 from border_py.transport.weights import SharedWeights
 
@@ -93,16 +93,33 @@ def eval_main(config: dict[str, Any], settings: EvalSettings, links: EvalLinks) 
         evaluator.env = _Beating(evaluator.env, beat)
         while not links.stopping.value:
             beat()
-            if not links.requests.poll(REQUEST_POLL_SECONDS):
-                continue
-            for request in receive(links.requests, 1):
+            for request in _requests(links.requests):
                 _evaluate(request, agent, evaluator, links)
         evaluator.close()
-    except (EOFError, OSError):  # the learner is gone
+    except LearnerGone:
         return
     except Exception:
-        send(links.results, WorkerFailed(actor=-1, incarnation=0, error=traceback.format_exc()))
+        error = traceback.format_exc()
+        try:
+            send(links.results, WorkerFailed(actor=-1, incarnation=0, error=error))
+        except OSError:  # the learner is gone too: say it here (stderr) at least
+            log.error("the evaluator crashed:\n%s", error)
         raise SystemExit(1) from None
+
+
+def _requests(requests: Connection) -> list[EvalRequest]:
+    """The next request, if one comes within :data:`REQUEST_POLL_SECONDS`.
+
+    Raises:
+        LearnerGone: the learner closed its end (an error of the evaluator's own, e.g. an env's
+            OSError, is not mistaken for it).
+    """
+    try:
+        if not requests.poll(REQUEST_POLL_SECONDS):
+            return []
+        return receive(requests, 1)
+    except (EOFError, OSError):
+        raise LearnerGone("the learner closed the channel") from None
 
 
 def _evaluate(request: EvalRequest, agent: Any, evaluator: Evaluator, links: EvalLinks) -> None:
@@ -117,19 +134,20 @@ def _evaluate(request: EvalRequest, agent: Any, evaluator: Evaluator, links: Eva
         time.sleep(0.01)
     agent.load_policy_state(latest[2])
     result = evaluator.evaluate(agent)
-    send(
-        links.results,
-        EvalDone(
-            opt_steps=request.opt_steps,
-            env_steps=request.env_steps,
-            return_mean=result.return_mean,
-            return_std=result.return_std,
-            return_min=result.return_min,
-            return_max=result.return_max,
-            length_mean=result.length_mean,
-            returns=result.episode_returns,
-        ),
+    done = EvalDone(
+        opt_steps=request.opt_steps,
+        env_steps=request.env_steps,
+        return_mean=result.return_mean,
+        return_std=result.return_std,
+        return_min=result.return_min,
+        return_max=result.return_max,
+        length_mean=result.length_mean,
+        returns=result.episode_returns,
     )
+    try:
+        send(links.results, done)
+    except OSError:
+        raise LearnerGone("the learner closed the channel") from None
 
 
 @dataclass

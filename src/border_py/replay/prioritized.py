@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from border_py.config import flag, fraction, non_negative, positive
-from border_py.errors import ConfigError
+from border_py.errors import ConfigError, RunError
 from border_py.replay.sum_tree import MinTree, SumTree
 from border_py.replay.uniform import UniformReplayBuffer
 from border_py.transitions import Transitions
@@ -85,6 +85,17 @@ class PrioritizedReplayBuffer(UniformReplayBuffer):
         self._sum.set(idx, p)
         self._min.set(idx, np.where(p > 0, p, np.inf))
 
+    def push(self, batch: Transitions) -> None:
+        """Append a batch (see the uniform buffer) with its actors' priorities, if it has them.
+
+        Raises:
+            RunError: an actor sent a non-finite priority (its copy of the agent diverged); the
+                buffer is left as it was.
+        """
+        if self.priority_from_actors and batch.priority is not None:
+            _check_finite(batch.priority, "priorities from an actor")
+        super().push(batch)
+
     def _on_push(self, idx: np.ndarray, batch: Transitions, n: int) -> None:
         if self.priority_from_actors and batch.priority is not None:
             raw = np.abs(np.asarray(batch.priority, np.float64)[-n:]) + self.eps
@@ -132,12 +143,15 @@ class PrioritizedReplayBuffer(UniformReplayBuffer):
         return batch
 
     def update_priorities(self, index: np.ndarray, td_error: np.ndarray) -> None:
-        """Set the priorities of rows ``index`` to ``(|td_error| + eps) ** alpha``."""
+        """Set the priorities of rows ``index`` to ``(|td_error| + eps) ** alpha``.
+
+        Raises:
+            RunError: a non-finite TD error (the agent diverged); no priority is changed.
+        """
         td = np.asarray(td_error, dtype=np.float64).reshape(-1)
         if td.shape != np.shape(index):
             raise ValueError(f"td_error has shape {td.shape}, the sampled rows {np.shape(index)}")
-        if not np.isfinite(td).all():
-            raise RuntimeError("non-finite TD errors: the agent's values diverged")
+        _check_finite(td, "TD errors")
         raw = np.abs(td) + self.eps
         self.max_priority = max(self.max_priority, float(raw.max(initial=0.0)))
         self._set(index, np.where(self._frames_held(np.asarray(index)), raw**self.alpha, 0.0))
@@ -175,3 +189,13 @@ class PrioritizedReplayBuffer(UniformReplayBuffer):
         self._min.rebuild(np.where(leaves > 0, leaves, np.inf))
         self.samples = int(state["samples"])
         self.max_priority = float(state["max_priority"])
+
+
+def _check_finite(values: np.ndarray, what: str) -> None:
+    """Refuse NaN or infinite ``values``: one would make every priority sum NaN or infinite."""
+    bad = np.size(values) - int(np.count_nonzero(np.isfinite(values)))
+    if bad:
+        raise RunError(
+            f"{bad} non-finite {what}: the agent's values diverged (try a lower agent.lr or"
+            " agent.max_grad_norm)"
+        )

@@ -15,6 +15,7 @@ Everything is written into a hidden temporary directory that is renamed into pla
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -138,15 +139,22 @@ def prune(root: Path, keep: int) -> None:
 
 def set_aside_newer(root: Path, opt_steps: int) -> list[Path]:
     """Move periodic checkpoints newer than ``opt_steps`` to ``root/abandoned/`` (a run resumed
-    from an older checkpoint starts a new timeline; they would be mistaken for its newest)."""
+    from an older checkpoint starts a new timeline; they would be mistaken for its newest). A
+    name already taken there (a timeline abandoned earlier) gets a suffix: ``<step>.2``, ..."""
     moved = []
     for path in periodic_checkpoints(root):
         if int(path.name) > opt_steps:
+            (root / "abandoned").mkdir(exist_ok=True)
             target = root / "abandoned" / path.name
-            target.parent.mkdir(exist_ok=True)
-            shutil.rmtree(target, ignore_errors=True)
+            for k in itertools.count(2):
+                if not target.exists():
+                    break
+                target = root / "abandoned" / f"{path.name}.{k}"
             os.replace(path, target)
             moved.append(target)
+    if moved:
+        fsync_dir(root / "abandoned")
+        fsync_dir(root)
     return moved
 
 

@@ -6,15 +6,21 @@ continue it instead (``resume=<dir>``, or ``resume=auto``). ``resume=auto`` cont
 the dir if it holds a complete checkpoint, and otherwise starts fresh there after moving whatever
 an earlier attempt left (its log, TensorBoard files, result) into ``attempts/<n>/``: nothing of an
 earlier run is ever deleted or replaced.
+
+A session holds its run dir for as long as it trains (:func:`session_lock`): a resume started
+while the run still trains elsewhere is refused in one line instead of moving or deleting the
+live session's files.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +31,7 @@ from border_py.runs.results import read_result
 log = logging.getLogger(__name__)
 
 CLAIM = ".border_run"
+LOCK = ".border_lock"  # held (flock) by the session that trains the run
 # what a run leaves in its dir (Hydra's .hydra/ and train.log are written before a run starts)
 RUN_FILES = (CLAIM, "checkpoints", "tensorboard", "result.json", "mlflow_run.json", "wandb")
 ATTEMPTS = "attempts"
@@ -49,8 +56,12 @@ def refusal(run_dir: Path, key: str = "run_dir") -> ConfigError:
     )
 
 
-def claim(run_dir: Path) -> None:
-    """Make ``run_dir`` this run's (creating it), or raise the refusal if a run holds it."""
+def claim(run_dir: Path, overrides: list[str] | None = None) -> None:
+    """Make ``run_dir`` this run's (creating it), or raise the refusal if a run holds it.
+
+    The claim records the run's command-line ``overrides`` once, at its start: what a resume
+    compares its own with (Hydra rewrites ``.hydra/`` at each attempt of a sweep job).
+    """
     run_dir.mkdir(parents=True, exist_ok=True)
     if holds_run(run_dir):
         raise refusal(run_dir)
@@ -59,7 +70,57 @@ def claim(run_dir: Path) -> None:
     except FileExistsError:  # another run claimed it a moment ago
         raise refusal(run_dir) from None
     with os.fdopen(fd, "w") as handle:
-        json.dump({"pid": os.getpid(), "started": time.time()}, handle)
+        json.dump(
+            {"pid": os.getpid(), "started": time.time(), "overrides": list(overrides or [])},
+            handle,
+        )
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+@contextlib.contextmanager
+def session_lock(run_dir: Path) -> Iterator[None]:
+    """Hold ``run_dir`` for this session (creating the dir and its :data:`LOCK` file if needed;
+    nothing is written into it).
+
+    An advisory ``flock``: the kernel releases it when the process exits, however it ends
+    (``kill -9`` included), so a stale lock never outlives its session.
+
+    Raises:
+        ConfigError: another live session holds the dir (its pid is named where Linux says it).
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(run_dir / LOCK, os.O_RDONLY | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise ConfigError(
+                f"{run_dir}: another border session ({_lock_holder(fd)}) is training this run;"
+                " wait for it to end (or stop it) before resuming"
+            ) from None
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def refuse_if_in_use(run_dir: Path) -> None:
+    """Raise :func:`session_lock`'s refusal now if a live session trains the run in ``run_dir``
+    (a check before anything of the run is read or moved; the session takes the lock itself)."""
+    with session_lock(run_dir):
+        pass
+
+
+def _lock_holder(fd: int) -> str:
+    """``pid N`` of the process holding the flock on ``fd``'s file (from ``/proc/locks``)."""
+    st = os.fstat(fd)
+    file_id = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/locks").read_text().splitlines():
+            fields = line.split()
+            if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == file_id:
+                return f"pid {fields[4]}"
+    return "pid unknown"
 
 
 def fresh_dir(path: Path) -> Path:
@@ -91,7 +152,7 @@ def set_aside_attempt(run_dir: Path, keep: Collection[str] = ()) -> Path | None:
     log too, except the names in ``keep``) into ``attempts/<n>/``; return where, or None if it left
     nothing."""
     leftovers = (
-        [p for p in run_dir.iterdir() if p.name != ATTEMPTS and p.name not in keep]
+        [p for p in run_dir.iterdir() if p.name not in (ATTEMPTS, LOCK) and p.name not in keep]
         if run_dir.is_dir()
         else []
     )

@@ -8,6 +8,7 @@ service and gate the learning loop (:mod:`border_py.trainers.loop`) runs with. E
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -195,11 +196,13 @@ class LoopSettings:
             interrupted = learner.run() if started else True
             status = "interrupted" if interrupted else "completed"
         finally:
-            if wiring is not None:
-                wiring.backend.stop()
-                wiring.evaluation.close()
-            if book is not None:
-                book.close(status)
+            now = isinstance(sys.exc_info()[1], KeyboardInterrupt)  # a second Ctrl-C: no drain
+            with signals.shielded():  # each step is bounded; a third Ctrl-C must not cut one
+                if wiring is not None:
+                    wiring.backend.stop(drain_timeout=0.0 if now else 10.0)
+                    wiring.evaluation.close()
+                if book is not None:
+                    book.close(status)
         summary = book.summary() | {
             "opt_steps": state.opt_steps,
             "env_steps": state.env_steps,

@@ -21,10 +21,15 @@ from border_py.errors import ConfigError
 from border_py.overrides import to_plain
 from border_py.processes import StopSignals
 from border_py.recorders.console import PLAIN_FORMAT, summary_table
-from border_py.runs.checkpoint import Checkpoint, load_checkpoint, run_dir_of_checkpoint
+from border_py.runs.checkpoint import (
+    Checkpoint,
+    find_checkpoint,
+    load_checkpoint,
+    run_dir_of_checkpoint,
+)
 from border_py.runs.results import OBJECTIVES, objective_value, read_result, write_result
 from border_py.runs.resume import check_fits, resumed_config
-from border_py.runs.run_dir import RunCompleted, auto_resume, claim
+from border_py.runs.run_dir import RunCompleted, auto_resume, claim, session_lock
 from border_py.trainers.components import Components
 from border_py.trainers.run_book import EvalCallback, build_recorder, restore_agent
 
@@ -81,6 +86,13 @@ class Plan:
         if self.checkpoint is not None:
             return run_dir_of_checkpoint(self.checkpoint.path)
         return run_dir_of(self.config)
+
+
+def resumed_run_dir(resume: str, config: dict[str, Any]) -> Path:
+    """The dir of the run that ``resume=<resume>`` continues (``auto``: the run's own dir)."""
+    if resume == "auto":
+        return run_dir_of(config)
+    return run_dir_of_checkpoint(find_checkpoint(resume))
 
 
 def settle_auto_resume(config: dict[str, Any]) -> str | None:
@@ -168,20 +180,26 @@ def train(
     signals = StopSignals.acquire()
     try:
         config = to_plain(cfg)
-        if config.get("resume") == "auto":
-            try:
-                config["resume"] = settle_auto_resume(config)
-            except RunCompleted as done:
-                log.info("%s", done)
-                summary = dict(done.result.get("summary") or {})
-                summary["objective"] = objective_value(summary, config.get("objective", "best"))
-                return summary
-        plan = prepare(config, overrides)
-        run_dir = plan.run_dir()
-        if plan.checkpoint is None:
-            claim(run_dir)
-        with run_log(run_dir):
-            return _run(plan, run_dir, signals, overrides, on_eval)
+        with contextlib.ExitStack() as held:
+            resume = config.get("resume")
+            if resume:  # held before the run's files are read (or, for auto, moved aside)
+                held.enter_context(session_lock(resumed_run_dir(resume, config)))
+            if resume == "auto":
+                try:
+                    config["resume"] = settle_auto_resume(config)
+                except RunCompleted as done:
+                    log.info("%s", done)
+                    summary = dict(done.result.get("summary") or {})
+                    summary["objective"] = objective_value(summary, config.get("objective", "best"))
+                    return summary
+            plan = prepare(config, overrides)
+            run_dir = plan.run_dir()
+            if plan.checkpoint is None:
+                claim(run_dir, command_line_overrides() if overrides is None else overrides)
+            if not resume:
+                held.enter_context(session_lock(run_dir))
+            with run_log(run_dir):
+                return _run(plan, run_dir, signals, overrides, on_eval)
     finally:
         signals.release()
 

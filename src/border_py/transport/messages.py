@@ -119,8 +119,10 @@ def encode(message: Message) -> bytes:
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     if len(data) <= MAX_NOTICE:
         return data
-    if isinstance(message, WorkerFailed):
-        return encode(replace(message, error="...\n" + message.error[-TRACEBACK_CHARS:]))
+    if isinstance(message, WorkerFailed) and len(message.error) > 64:
+        error = message.error  # its tail, shorter each time (non-ASCII text takes more bytes)
+        keep = TRACEBACK_CHARS if len(error) > TRACEBACK_CHARS + 4 else len(error) // 2
+        return encode(replace(message, error="...\n" + error[-keep:]))
     if isinstance(message, EvalDone) and message.returns:
         return encode(replace(message, returns=message.returns[: len(message.returns) // 2]))
     raise ValueError(f"{type(message).__name__} needs {len(data)} bytes, more than {MAX_NOTICE}")
