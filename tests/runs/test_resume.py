@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -21,6 +24,7 @@ from border_py.runs.checkpoint import (
     periodic_checkpoints,
     set_aside_newer,
 )
+from border_py.runs.run_dir import session_lock
 from border_py.trainers.train import prepare
 
 from ..conftest import BORDER, make_config, run_border, scalar_tags
@@ -146,6 +150,8 @@ def test_a_live_run_refuses_a_resume_and_after_its_kill_9_resumes_from_its_newes
             lines = out.stderr.strip().splitlines()
             assert out.returncode == 2 and len(lines) == 1, out.stderr  # the run is still live
             assert f"another border session (pid {proc.pid}) is training this run" in lines[0]
+        looked = run_border(["train", f"resume={run_dir}", "--cfg", "job"], tmp_path, timeout=120)
+        assert looked.returncode == 0 and "resume: " in looked.stdout, looked.stderr
         assert proc.poll() is None  # untouched: nothing of its dir was set aside
         assert not (run_dir / "checkpoints" / "abandoned").exists()
         assert not (run_dir / "attempts").exists()
@@ -268,6 +274,23 @@ def test_a_resume_compares_its_groups_with_the_overrides_the_run_started_with(tm
         prepare(resume, ["agent=iqn", "trainer.max_opts=300"])
     plan = prepare(resume, ["agent=dqn", "trainer.max_opts=300"])  # its own choice, repeated
     assert plan.checkpoint is not None and plan.config["trainer"]["max_opts"] == 300
+
+
+def test_a_filesystem_without_flock_trains_unguarded_with_a_warning(tmp_path, monkeypatch, caplog):
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    with caplog.at_level(logging.WARNING), session_lock(tmp_path / "run"):
+        assert (tmp_path / "run" / ".border_lock").is_file()
+    assert "does not lock files (No locks available)" in caplog.text
+
+    def broken(fd: int, operation: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(fcntl, "flock", broken)
+    with pytest.raises(OSError, match="Input/output"), session_lock(tmp_path / "run"):
+        pass
 
 
 def test_find_checkpoint_ignores_partial_ones(tmp_path):

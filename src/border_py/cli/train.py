@@ -25,6 +25,7 @@ from border_py.runs.checkpoint import find_checkpoint, run_dir_of_checkpoint
 from border_py.runs.results import read_result, write_result
 from border_py.runs.run_dir import (
     RunCompleted,
+    RunInUse,
     checkpoint_to_continue,
     refuse_if_in_use,
     start_afresh,
@@ -84,7 +85,8 @@ def _job_failed(exc: Exception) -> float:
     reads the record back, see :mod:`border_py.cli.hydra_callbacks`)."""
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     log.error("job failed: %s", exc, exc_info=not isinstance(exc, (ConfigError, RunError)))
-    if read_result(run_dir) is None:  # train() records the failures of a started run itself
+    # train() records the failures of a started run itself; a live one's dir is not this job's
+    if read_result(run_dir) is None and not isinstance(exc, RunInUse):
         write_result(run_dir, "failed", error=exc, overrides=list(HydraConfig.get().overrides.task))
     return float("nan")
 
@@ -93,7 +95,8 @@ def train_command(args: list[str]) -> int:
     """``border train``: settle ``resume=``, validate the overrides, then hand over to Hydra."""
     parsed = get_args_parser().parse_args(args)
     try:
-        args, fresh_in = _settle_resume(args, parsed.overrides, parsed.multirun)
+        inspect_only = parsed.cfg or parsed.info or parsed.help or parsed.hydra_help
+        args, fresh_in = _settle_resume(args, parsed.overrides, parsed.multirun, not inspect_only)
     except ConfigError as exc:
         return fail(str(exc))
     except RunCompleted as done:
@@ -124,7 +127,7 @@ def train_command(args: list[str]) -> int:
 
 
 def _settle_resume(
-    args: list[str], overrides: list[str], multirun: bool
+    args: list[str], overrides: list[str], multirun: bool, training: bool = True
 ) -> tuple[list[str], Path | None]:
     """Turn ``resume=auto`` into ``resume=<newest checkpoint>`` or ``resume=null``, and point
     Hydra at a resumed run's own dir (keeping its ``.hydra/`` as the original run wrote it).
@@ -145,24 +148,32 @@ def _settle_resume(
                 "resume=auto: needs the dir to continue in: run_dir=<dir> (or hydra.run.dir=<dir>),"
                 " the same for every attempt of a requeued job"
             )
-        refuse_if_in_use(run_dir)
+        if training:
+            refuse_if_in_use(run_dir)
         checkpoint = checkpoint_to_continue(run_dir)
         target = "null" if checkpoint is None else str(checkpoint)
-        args = [a for a in args if a.split("=", 1)[0] != "resume"] + [f"resume={target}"]
+        settled = [f"resume={target}" if o.split("=", 1)[0] == "resume" else o for o in overrides]
+        args = _with_override(args, overrides, *settled, replace=True)
+        overrides = settled
         if checkpoint is None:
             return args, run_dir
     run_dir = run_dir_of_checkpoint(find_checkpoint(target))
-    refuse_if_in_use(run_dir)
-    return [*args, f"hydra.run.dir='{run_dir}'", "hydra.output_subdir=null"], fresh_in
+    if training:  # --cfg, --info and --help may look at a live run
+        refuse_if_in_use(run_dir)
+    own_dir = (f"hydra.run.dir='{run_dir}'", "hydra.output_subdir=null")
+    return _with_override(args, overrides, *overrides, *own_dir, replace=True), fresh_in
 
 
-def _with_override(args: list[str], overrides: list[str], extra: str) -> list[str]:
-    """``args`` with ``extra`` joining the overrides (Hydra takes them as one block)."""
+def _with_override(
+    args: list[str], overrides: list[str], *extra: str, replace: bool = False
+) -> list[str]:
+    """``args`` with ``extra`` joining the block of ``overrides`` (Hydra takes them as one block,
+    whatever flags come before or after it), before them, or in their place (``replace``)."""
     n = len(overrides)
     for i in range(len(args) - n + 1):
         if n and args[i : i + n] == overrides:
-            return [*args[:i], extra, *args[i:]]
-    return [*args, extra]
+            return [*args[:i], *extra, *args[i + n if replace else i :]]
+    return [*[a for a in args if not (replace and a in overrides)], *extra]
 
 
 def _resuming(overrides: list[str]) -> bool:

@@ -15,6 +15,7 @@ live session's files.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import logging
@@ -32,6 +33,14 @@ log = logging.getLogger(__name__)
 
 CLAIM = ".border_run"
 LOCK = ".border_lock"  # held (flock) by the session that trains the run
+# flock errors of filesystems that do not support it (some NFS and Lustre mounts): run unguarded
+NO_LOCKS = (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EBADF, errno.EINVAL)
+
+
+class RunInUse(ConfigError):
+    """Another live session trains the run (see :func:`session_lock`)."""
+
+
 # what a run leaves in its dir (Hydra's .hydra/ and train.log are written before a run starts)
 RUN_FILES = (CLAIM, "checkpoints", "tensorboard", "result.json", "mlflow_run.json", "wandb")
 ATTEMPTS = "attempts"
@@ -86,19 +95,30 @@ def session_lock(run_dir: Path) -> Iterator[None]:
     An advisory ``flock``: the kernel releases it when the process exits, however it ends
     (``kill -9`` included), so a stale lock never outlives its session.
 
+    On a filesystem without ``flock`` the session goes on unguarded, with a warning.
+
     Raises:
-        ConfigError: another live session holds the dir (its pid is named where Linux says it).
+        RunInUse: another live session holds the dir (its pid is named where Linux says it).
     """
     run_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(run_dir / LOCK, os.O_RDONLY | os.O_CREAT, 0o644)
+    fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)  # NFS locks need write access
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise ConfigError(
+            raise RunInUse(
                 f"{run_dir}: another border session ({_lock_holder(fd)}) is training this run;"
                 " wait for it to end (or stop it) before resuming"
             ) from None
+        except OSError as exc:
+            if exc.errno not in NO_LOCKS:
+                raise
+            log.warning(
+                "%s: its filesystem does not lock files (%s); nothing keeps a second session"
+                " from resuming this run while it trains",
+                run_dir,
+                exc.strerror,
+            )
         yield
     finally:
         os.close(fd)  # releases the lock
@@ -106,9 +126,11 @@ def session_lock(run_dir: Path) -> Iterator[None]:
 
 def refuse_if_in_use(run_dir: Path) -> None:
     """Raise :func:`session_lock`'s refusal now if a live session trains the run in ``run_dir``
-    (a check before anything of the run is read or moved; the session takes the lock itself)."""
-    with session_lock(run_dir):
-        pass
+    (a check before anything of the run is read or moved; the session takes the lock itself).
+    A dir without the lock file has no session: it is left as it is."""
+    if (run_dir / LOCK).is_file():
+        with session_lock(run_dir):
+            pass
 
 
 def _lock_holder(fd: int) -> str:

@@ -197,12 +197,12 @@ class LoopSettings:
             status = "interrupted" if interrupted else "completed"
         finally:
             now = isinstance(sys.exc_info()[1], KeyboardInterrupt)  # a second Ctrl-C: no drain
-            with signals.shielded():  # each step is bounded; a third Ctrl-C must not cut one
-                if wiring is not None:
+            if wiring is not None:
+                with signals.shielded():  # bounded steps: a third Ctrl-C must not cut one
                     wiring.backend.stop(drain_timeout=0.0 if now else 10.0)
                     wiring.evaluation.close()
-                if book is not None:
-                    book.close(status)
+            if book is not None:  # uploads (MLflow, W&B) have no time limit: Ctrl-C may cut them
+                book.close(status)
         summary = book.summary() | {
             "opt_steps": state.opt_steps,
             "env_steps": state.env_steps,

@@ -161,8 +161,10 @@ def train(
         cfg: the composed ``train`` config (a DictConfig from Hydra, or the same as plain data).
             With ``resume=<run or checkpoint dir>``, the run continues in its own run dir from
             its saved config.
-        overrides: for a resume, the ``key=value`` changes to the saved config (default: the
-            current Hydra job's command-line overrides).
+        overrides: for a resume, the ``key=value`` changes to the saved config; for a fresh run,
+            what its claim records as the overrides it started with, which later resumes
+            compare their config groups with (default: the current Hydra job's command-line
+            overrides).
         on_eval: called after each evaluation with (opt steps, env steps, ``eval/return_mean``);
             returning True stops the run gracefully (e.g. a tuner pruning a trial).
 
