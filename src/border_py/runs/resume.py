@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -17,7 +15,7 @@ from border_py.errors import ConfigError
 from border_py.overrides import parse_overrides, set_key, to_plain
 from border_py.runs.checkpoint import Checkpoint, run_dir_of_checkpoint
 from border_py.runs.results import read_result
-from border_py.runs.run_dir import CLAIM
+from border_py.runs.run_dir import claimed_overrides
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +34,9 @@ def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
 def original_overrides(run_dir: Path) -> list[str]:
     """The command-line overrides the run started with: recorded in its claim (``.border_run``),
     else (runs from before that record) ``.hydra/overrides.yaml``, else ``result.json``'s."""
-    with contextlib.suppress(OSError, ValueError):
-        claimed = json.loads((run_dir / CLAIM).read_text())
-        if isinstance(claimed, dict) and isinstance(claimed.get("overrides"), list):
-            return [str(o) for o in claimed["overrides"]]
+    claimed = claimed_overrides(run_dir)
+    if claimed is not None:
+        return claimed
     hydra_file = run_dir / ".hydra" / "overrides.yaml"
     if hydra_file.is_file():
         try:

@@ -87,6 +87,16 @@ def claim(run_dir: Path, overrides: list[str] | None = None) -> None:
         os.fsync(handle.fileno())
 
 
+def claimed_overrides(run_dir: Path) -> list[str] | None:
+    """The overrides :func:`claim` recorded for the run in ``run_dir`` (None: no such record, e.g.
+    a run claimed before claims recorded them)."""
+    with contextlib.suppress(OSError, ValueError):
+        claimed = json.loads((run_dir / CLAIM).read_text())
+        if isinstance(claimed, dict) and isinstance(claimed.get("overrides"), list):
+            return [str(o) for o in claimed["overrides"]]
+    return None
+
+
 @contextlib.contextmanager
 def session_lock(run_dir: Path) -> Iterator[None]:
     """Hold ``run_dir`` for this session (creating the dir and its :data:`LOCK` file if needed;

@@ -196,12 +196,13 @@ def train(
                     return summary
             plan = prepare(config, overrides)
             run_dir = plan.run_dir()
+            given = command_line_overrides() if overrides is None else overrides
             if plan.checkpoint is None:
-                claim(run_dir, command_line_overrides() if overrides is None else overrides)
+                claim(run_dir, given)
             if not resume:
                 held.enter_context(session_lock(run_dir))
             with run_log(run_dir):
-                return _run(plan, run_dir, signals, overrides, on_eval)
+                return _run(plan, run_dir, signals, given, on_eval)
     finally:
         signals.release()
 
@@ -210,13 +211,12 @@ def _run(
     plan: Plan,
     run_dir: Path,
     signals: StopSignals,
-    overrides: list[str] | None,
+    given: list[str],
     on_eval: EvalCallback | None,
 ) -> dict[str, Any]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small networks: one thread is as fast and leaves cores to the envs
     log.info("run dir: %s", run_dir)
-    given = command_line_overrides() if overrides is None else overrides
     if plan.checkpoint is not None:  # the run's first overrides stay; this session's are added
         earlier = read_result(run_dir) or {}
         given = list(earlier.get("overrides", [])) + [f"(resume) {o}" for o in given]
