@@ -1,5 +1,6 @@
-"""agents/inference.py: the fast acting path gives the torch network's outputs bit for bit, so the
-same weights give the same actions, also after an optimizer step and after load_policy_state."""
+"""agents/inference.py: the fast acting path (numpy on CPU) gives the torch network's outputs to
+float32 rounding and the same actions from the same weights, also after an optimizer step, after
+load_policy_state and after the parameters moved to other storage."""
 
 from __future__ import annotations
 
@@ -33,12 +34,18 @@ def _batch(seed: int, continuous: bool = False) -> Transitions:
     )
 
 
+def _assert_close(fast: np.ndarray, reference: np.ndarray) -> None:
+    """float32 outputs equal to the torch module's up to BLAS summation order."""
+    assert fast.dtype == np.float32 and fast.shape == reference.shape
+    np.testing.assert_allclose(fast, reference, rtol=1e-5, atol=1e-6)
+
+
 def _assert_dqn_matches_its_network(agent: DQN) -> None:
-    for n in (1, 16, 64):
+    for n in (1, 16, 64, 4096):
         obs = _obs(n, seed=n)
         with torch.no_grad():
             q = agent.q(torch.from_numpy(obs)).numpy()
-        np.testing.assert_array_equal(agent.q_values(obs), q)  # bit-identical Q-values
+        _assert_close(agent.q_values(obs), q)
         np.testing.assert_array_equal(agent.act(obs, explore=False), q.argmax(axis=1))
 
 
@@ -77,7 +84,8 @@ def test_uint8_vector_observations_take_the_fast_path_scaled():
     obs = np.random.default_rng(0).integers(0, 256, (8, 128), dtype=np.uint8)
     with torch.no_grad():
         q = agent.q(torch.from_numpy(obs)).numpy()
-    np.testing.assert_array_equal(agent.q_values(obs), q)
+    _assert_close(agent.q_values(obs), q)
+    np.testing.assert_array_equal(agent.act(obs, explore=False), q.argmax(axis=1))
 
 
 def test_networks_that_are_not_plain_mlps_keep_the_module_call():
@@ -99,10 +107,10 @@ def test_sac_acts_like_its_policy_before_and_after_learning_and_loading():
         with torch.no_grad():
             mean, log_std = sac.policy(torch.from_numpy(obs))
         fast_mean, fast_log_std = sac.policy_outputs(obs)
-        np.testing.assert_array_equal(fast_mean, mean.numpy())
-        np.testing.assert_array_equal(fast_log_std, log_std.numpy())
+        _assert_close(fast_mean, mean.numpy())
+        _assert_close(fast_log_std, log_std.numpy())
         greedy = sac.to_env(np.tanh(mean.numpy()))
-        np.testing.assert_array_equal(sac.act(obs, explore=False), greedy)
+        np.testing.assert_allclose(sac.act(obs, explore=False), greedy, rtol=1e-5, atol=1e-6)
 
     assert_matches(agent)
     for seed in range(3):

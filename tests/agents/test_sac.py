@@ -175,7 +175,7 @@ def test_actions_are_float32_and_scaled_to_the_bounds():
     greedy = agent.act(obs, explore=False)
     with torch.no_grad():
         mean, _ = agent.policy(torch.tensor(obs))
-    np.testing.assert_allclose(greedy, agent.to_env(np.tanh(mean.numpy())), rtol=1e-6)
+    np.testing.assert_allclose(greedy, agent.to_env(np.tanh(mean.numpy())), rtol=1e-6, atol=1e-6)
     assert np.array_equal(greedy, agent.act(obs, explore=False))  # greedy: deterministic
     assert agent.env_steps == 64  # only exploring steps count
 

@@ -41,6 +41,7 @@ class NStepProcessor:
         self.age_powers = self.powers[ages]
         self.count = np.zeros(n_envs, dtype=np.int64)  # pending entries per env
         self.clock = -1  # the time of the latest entry; its slot is clock % n_step
+        self.full_from = n_step - 1  # from this clock on, every env's window is full (until an end)
         self._obs: np.ndarray | None = None  # (n_envs, n_step, *obs), allocated on first use
         self._action: np.ndarray | None = None
         self._reward = np.zeros((n_envs, n_step))  # each entry's own reward (for checkpoints)
@@ -67,8 +68,18 @@ class NStepProcessor:
         self._reward[:, slot] = step.reward
         self._return[:, slot] = 0.0  # a new entry (the slot's old one, if any, was emitted)
         self._return += step.reward[:, None] * self.age_powers[slot]
-        self.count += 1
         oldest = (self.clock + 1) % n  # the oldest entry of a full window
+        if self.clock >= self.full_from and not (step.terminated.any() or step.truncated.any()):
+            # the steady state: every window is full, none ends, each emits its oldest entry (and
+            # keeps n - 1: count stays as it is)
+            return Transitions(
+                obs=self._obs[:, oldest].copy(),
+                action=self._action[:, oldest].copy(),
+                reward=self._return[:, oldest].astype(np.float32),
+                next_obs=step.next_obs,
+                discount=np.full(self.n_envs, self.powers[-1], dtype=np.float32),
+            )
+        self.count += 1
         full = self.count == n
         ended = step.terminated | step.truncated
         if not ended.any():  # the common step: every env whose window is full emits one
@@ -95,6 +106,7 @@ class NStepProcessor:
             terminal += [term] * c
         self.count[env_full] -= 1
         self.count[ended] = 0
+        self.full_from = max(self.full_from, self.clock + n)  # the ended envs' windows refill
         env, at = np.array(envs), np.array(slots)
         discount = np.where(terminal, 0.0, self.powers[lengths])
         return Transitions(
@@ -130,6 +142,8 @@ class NStepProcessor:
         """Restore :meth:`state`."""
         self.clock = self.n_step - 1
         self.count[:] = 0
+        shortest = min((len(window) for window in state), default=0)
+        self.full_from = self.clock + self.n_step - shortest  # its window fills then
         entries = [
             (e, j, entry) for e, window in enumerate(state) for j, entry in enumerate(window)
         ]

@@ -55,7 +55,7 @@ from border_py.actors.process import ActorSpec, build_sampler
 from border_py.actors.sampler import Sampler, SampleStats
 from border_py.config import positive, require
 from border_py.errors import ConfigError
-from border_py.processes import RestartPolicy
+from border_py.processes import RestartPolicy, one_thread_each
 from border_py.transport.batch import ReceivedBatch
 
 log = logging.getLogger(__name__)
@@ -92,7 +92,7 @@ class SamplerActor:
     """
 
     def __init__(self, spec: ActorSpec, config: dict[str, Any]) -> None:
-        torch.set_num_threads(1)
+        one_thread_each()
         self.spec, self.config = spec, config
         self.sampler: Sampler | None = None
         self.policy_opt_steps = 0

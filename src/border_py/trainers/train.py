@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
+from threadpoolctl import threadpool_limits
 
 from border_py.agents.networks import resolve_device
 from border_py.config import build, flag, positive, require
@@ -220,6 +221,7 @@ def _run(
     if plan.checkpoint is not None:  # the run's first overrides stay; this session's are added
         earlier = read_result(run_dir) or {}
         given = list(earlier.get("overrides", [])) + [f"(resume) {o}" for o in given]
+    blas = threadpool_limits(limits=1, user_api="blas")  # numpy's too (the serial trainer acts)
     try:
         summary = plan.trainer.run(
             plan.config, plan.parts, run_dir, plan.checkpoint, signals, on_eval
@@ -233,6 +235,7 @@ def _run(
         raise
     finally:
         torch.set_num_threads(threads)
+        blas.restore_original_limits()
     summary["objective"] = objective_value(summary, plan.config.get("objective", "best"))
     status = "interrupted" if summary["interrupted"] else "completed"
     write_result(run_dir, status, summary, overrides=given)
