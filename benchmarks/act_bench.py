@@ -6,18 +6,22 @@ shapes, 256x256), and batch sizes ``--batch-sizes`` (1 16 64), each option turns
 batch of observations into the network's numpy outputs:
 
 - ``module``: ``torch.no_grad()`` and the ``nn.Sequential`` call (the baseline, ratio 1);
-- ``MLPInference``: the shipped path, functional ops on detached views of the weights, no grad
-  mode context (:mod:`border_py.agents.inference`);
+- ``functional``: torch's functional ops (``F.linear``, ``torch.relu``) on detached views of the
+  weights, no grad-mode context (the path actors used before numpy);
 - ``preallocated``: ``torch.inference_mode`` and ``torch.addmm(..., out=...)`` into buffers kept
   per batch size;
-- ``numpy``: ``x @ W.T + b`` with numpy on views of the weights.
+- ``MLPInference``: the shipped path, numpy matmuls on views of the weights
+  (:mod:`border_py.agents.inference`).
 
-A column says whether each option's outputs are bit-identical to the module's (equal actions).
-One torch thread, as in actor processes. Each latency is the best mean over ``--repeats`` runs of
-``--calls`` calls. numpy's BLAS starts its own threads, which contend with other processes on a
-busy machine; run with ``OPENBLAS_NUM_THREADS=1`` to measure it as an actor would have to use it.
+A column says whether each option's outputs are bit-identical to the module's; numpy's are not
+(another BLAS sums in another order) and another column counts the rows of 4096 observations
+whose greedy action differs. A second table times the DQN options on 16 rows the way an actor
+calls them: each call between steps of 16 CartPole envs, which evict the policy's code from the
+CPU's caches. torch and numpy's BLAS run one thread each, as in actor processes
+(:func:`border_py.processes.one_thread_each`). Each latency is the best mean over ``--repeats``
+runs of ``--calls`` calls.
 
-    OPENBLAS_NUM_THREADS=1 python benchmarks/act_bench.py [--calls 2000] [--repeats 5] [--batch-sizes 1 16 64]
+    python benchmarks/act_bench.py [--calls 2000] [--repeats 5] [--batch-sizes 1 16 64]
 """
 
 from __future__ import annotations
@@ -29,11 +33,14 @@ from collections.abc import Callable
 import gymnasium as gym
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from border_py.agents.dqn import DQN
 from border_py.agents.inference import MLPInference
 from border_py.agents.sac import SAC
+from border_py.envs.vector import VectorEnv
+from border_py.processes import one_thread_each
 
 Forward = Callable[[np.ndarray], np.ndarray]
 
@@ -70,18 +77,16 @@ def preallocated(net: nn.Sequential) -> Forward:
     return forward
 
 
-def numpy_matmuls(net: nn.Sequential) -> Forward:
-    layers = [
-        (layer.weight.detach().numpy().T, layer.bias.detach().numpy()) for layer in linears(net)
-    ]
+def functional(net: nn.Sequential) -> Forward:
+    layers = [(layer.weight.detach(), layer.bias.detach()) for layer in linears(net)]
 
     def forward(obs: np.ndarray) -> np.ndarray:
-        x = obs
+        x = torch.from_numpy(obs)
         for i, (w, b) in enumerate(layers):
-            x = x @ w + b
+            x = F.linear(x, w, b)
             if i < len(layers) - 1:
-                np.maximum(x, 0, out=x)
-        return x
+                x = torch.relu(x)
+        return x.numpy()
 
     return forward
 
@@ -95,6 +100,23 @@ def latency(forward: Forward, obs: np.ndarray, calls: int, repeats: int) -> floa
         for _ in range(calls):
             forward(obs)
         best = min(best, (time.perf_counter() - start) / calls)
+    return best
+
+
+def latency_between_env_steps(forward: Forward, steps: int, repeats: int) -> float:
+    """Best mean seconds per call of ``forward`` on the observations of 16 CartPole envs, each
+    call followed by a step of the envs with its greedy actions (only the calls are timed)."""
+    env = VectorEnv([gym.make("CartPole-v1") for _ in range(16)], seed=0)
+    best = float("inf")
+    for _ in range(repeats):
+        spent = 0.0
+        for _ in range(steps):
+            start = time.perf_counter()
+            q = forward(env.obs)
+            spent += time.perf_counter() - start
+            env.step(q.argmax(axis=1))
+        best = min(best, spent / steps)
+    env.close()
     return best
 
 
@@ -116,25 +138,29 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 16, 64])
     args = parser.parse_args()
-    torch.set_num_threads(1)
+    one_thread_each()
     rng = np.random.default_rng(0)
     for name, (net, width) in networks().items():
         fast = MLPInference.of(net)
         assert fast is not None
         options: dict[str, Forward] = {
             "module": module_call(net),
-            "MLPInference": fast,
+            "functional": functional(net),
             "preallocated": preallocated(net),
-            "numpy": numpy_matmuls(net),
+            "MLPInference": fast,
         }
         batches = {b: rng.uniform(-1, 1, (b, width)).astype(np.float32) for b in args.batch_sizes}
+        many = rng.uniform(-1, 1, (4096, width)).astype(np.float32)
+        greedy = options["module"](many).argmax(axis=1)
         base = {
             b: latency(options["module"], obs, args.calls, args.repeats)
             for b, obs in batches.items()
         }
         print(f"\n{name}: per-call latency in microseconds (ratio to module)")
         print(
-            f"{'option':<14}" + "".join(f"{f'batch {b}':>22}" for b in batches) + "  bit-identical"
+            f"{'option':<14}"
+            + "".join(f"{f'batch {b}':>22}" for b in batches)
+            + "  bit-identical  other actions"
         )
         for option, forward in options.items():
             cells, identical = [], True
@@ -146,11 +172,18 @@ def main() -> None:
                     else latency(forward, obs, args.calls, args.repeats)
                 )
                 cells.append(f"{seconds * 1e6:9.1f} us ({seconds / base[batch]:4.2f}x)")
+            differ = int(np.count_nonzero(forward(many).argmax(axis=1) != greedy))
             print(
                 f"{option:<14}"
                 + "".join(f"{c:>22}" for c in cells)
-                + f"  {'yes' if identical else 'no'}"
+                + f"  {'yes' if identical else 'no':>13}  {differ:>8} / {len(many)}"
             )
+        if width == 4:  # CartPole's Q-network: also as an actor calls it
+            print("\n  16 rows, each call between steps of 16 CartPole envs (as in an actor):")
+            between = {o: latency_between_env_steps(f, args.calls, 3) for o, f in options.items()}
+            for option, seconds in between.items():
+                ratio = seconds / between["module"]
+                print(f"  {option:<14}{seconds * 1e6:9.1f} us ({ratio:4.2f}x)")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
+import pytest
 import torch
 
 from border_py.agents.dqn import DQN
@@ -70,6 +71,8 @@ def test_dqn_acts_like_its_q_network_before_and_after_learning_and_loading():
 def test_the_fast_path_follows_parameters_whose_storage_was_replaced():
     agent = DQN(OBS, FIVE, hidden_sizes=[16])
     agent.q_values(_obs(4))
+    agent.q[-1].share_memory()  # moves the last layer only (its old storage is freed)
+    _assert_dqn_matches_its_network(agent)
     agent.q.share_memory()  # moves every parameter into new (shared) storage
     other = DQN(OBS, FIVE, hidden_sizes=[16], seed=5)
     agent.load_policy_state(other.policy_state())
@@ -121,3 +124,15 @@ def test_sac_acts_like_its_policy_before_and_after_learning_and_loading():
     assert_matches(actor)
     obs = _obs(32, seed=8)
     np.testing.assert_array_equal(actor.act(obs, explore=False), agent.act(obs, explore=False))
+
+
+def test_observations_with_more_dimensions_are_flattened_and_a_bare_vector_is_refused():
+    grid = gym.spaces.Box(-1.0, 1.0, (2, 3), np.float32)
+    agent = DQN(grid, FIVE, hidden_sizes=[8])
+    for n in (0, 1, 5):
+        obs = np.random.default_rng(n).uniform(-1, 1, (n, 2, 3)).astype(np.float32)
+        with torch.no_grad():
+            q = agent.q(torch.from_numpy(obs)).numpy()
+        _assert_close(agent.q_values(obs), q)
+    with pytest.raises(ValueError, match=r"shape \(6,\): expected a batch"):
+        agent.q_values(np.zeros(6, np.float32))

@@ -18,6 +18,7 @@ from border_py.transport.channel import (
     BatchLayout,
     BatchSender,
     LearnerGone,
+    Readable,
     SlotRing,
     hand_back,
     receive,
@@ -161,16 +162,19 @@ def test_credits_give_back_pressure_and_the_learners_exit_is_seen():
         sender.wait_for_slot(lambda: True, 0.01)
 
 
-def test_a_writers_last_messages_are_read_before_its_eof():
+@pytest.mark.parametrize("registered", [False, True])  # Connection.poll, or a Readable
+def test_a_writers_last_messages_are_read_before_its_eof(registered):
     reader, writer = CTX.Pipe(duplex=False)
+    readable = Readable(reader) if registered else None
+    assert receive(reader, 10, readable) == []  # nothing yet: no wait
     send(writer, _notice(slot=0))
     send(writer, WorkerFailed(actor=1, incarnation=0, error="RuntimeError: boom"))
     writer.close()  # the actor exited before the learner looked
-    last = receive(reader, 10)
+    last = receive(reader, 10, readable)
     assert [type(m) for m in last] == [BatchReady, WorkerFailed]
     assert last[1].exception == "RuntimeError: boom"
     with pytest.raises(EOFError):
-        receive(reader, 10)
+        receive(reader, 10, readable)
 
 
 def _write_notices_forever(conn) -> None:
@@ -181,11 +185,13 @@ def _write_notices_forever(conn) -> None:
 
 
 @pytest.mark.slow
-def test_a_writer_killed_mid_stream_leaves_only_whole_messages():
+@pytest.mark.parametrize("registered", [False, True])  # Connection.poll, or a Readable
+def test_a_writer_killed_mid_stream_leaves_only_whole_messages(registered):
     """Kill a process that writes notices as fast as it can while the learner reads: the reader
     gets whole messages, in order, then EOF; it never blocks on half a message."""
     for delay in (0.0, 0.01, 0.05, 0.1, 0.2):
         reader, writer = CTX.Pipe(duplex=False)
+        readable = Readable(reader) if registered else None
         child = CTX.Process(target=_write_notices_forever, args=(writer,))
         child.start()
         writer.close()
@@ -197,7 +203,7 @@ def test_a_writer_killed_mid_stream_leaves_only_whole_messages():
         while time.monotonic() < deadline:
             try:
                 if reader.poll(1.0):
-                    rows += [m.rows for m in receive(reader, 10_000)]
+                    rows += [m.rows for m in receive(reader, 10_000, readable)]
             except EOFError:
                 break
         else:

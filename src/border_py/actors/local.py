@@ -11,9 +11,11 @@ a fresh incarnation, ends the run in one line when a restart cannot help
 from __future__ import annotations
 
 import logging
+import math
 import multiprocessing as mp
 import multiprocessing.connection
 import os
+import select
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -39,7 +41,7 @@ from border_py.processes import (
     lower_priority,
     start_process,
 )
-from border_py.transport.channel import BatchLayout, SlotRing, hand_back, receive
+from border_py.transport.channel import BatchLayout, Readable, SlotRing, hand_back, receive
 from border_py.transport.messages import ActorDone, BatchReady, WorkerFailed
 from border_py.transport.weights import SharedWeights
 
@@ -58,6 +60,9 @@ class _Incarnation:
     notices: Connection  # the learner reads
     credits: Connection  # the learner writes
     closed: bool = False  # the notices pipe reached EOF
+
+    def __post_init__(self) -> None:
+        self.readable = Readable(self.notices)
 
 
 @dataclass(eq=False)
@@ -92,6 +97,9 @@ class ActorManager(ActorSettings):
         self._policies: list[RestartPolicy] = []
         self._ctx: Context | None = None
         self._stopped = False
+        self._poller = select.poll()  # the notices pipes of self._polled (see poll)
+        self._polled: dict[Connection, int] = {}
+        self._by_fd: dict[int, int] = {}
 
     def context(self) -> Context:
         """The multiprocessing context every child of the run starts from."""
@@ -185,10 +193,14 @@ class ActorManager(ActorSettings):
             if timeout > 0:
                 time.sleep(min(timeout, 0.05))
             return 0
-        ready = multiprocessing.connection.wait(list(links), timeout)
+        if links != self._polled:  # an actor started or ended: register the pipes anew
+            self._poller = select.poll()
+            for conn in links:
+                self._poller.register(conn.fileno(), select.POLLIN)
+            self._polled, self._by_fd = links, {conn.fileno(): i for conn, i in links.items()}
         delivered = 0
-        for conn in ready:
-            delivered += self._read(links[conn], deliver)  # type: ignore[index]
+        for fd, _ in self._poller.poll(math.ceil(timeout * 1000)):  # a message, EOF or an error
+            delivered += self._read(self._by_fd[fd], deliver)
         return delivered
 
     def _read(self, index: int, deliver: Deliver | None) -> int:
@@ -196,7 +208,7 @@ class ActorManager(ActorSettings):
         run = self._running[index]
         assert run is not None
         try:
-            messages = receive(run.notices, MESSAGES_PER_POLL)
+            messages = receive(run.notices, MESSAGES_PER_POLL, run.readable)
         except (EOFError, OSError):
             run.closed = True
             return 0

@@ -142,8 +142,7 @@ class NStepProcessor:
         """Restore :meth:`state`."""
         self.clock = self.n_step - 1
         self.count[:] = 0
-        shortest = min((len(window) for window in state), default=0)
-        self.full_from = self.clock + self.n_step - shortest  # its window fills then
+        self.full_from = self.clock + self.n_step  # no entry pending: every window fills anew
         entries = [
             (e, j, entry) for e, window in enumerate(state) for j, entry in enumerate(window)
         ]
@@ -162,3 +161,4 @@ class NStepProcessor:
                 self._reward[e, s] = r
                 rewards_from_j = [later for _, _, later in window[j:]]
                 self._return[e, s] = np.dot(rewards_from_j, self.powers[: c - j])
+        self.full_from = self.clock + self.n_step - int(self.count.min())  # the last window fills

@@ -20,6 +20,8 @@ where processes share cores (:func:`border_py.processes.one_thread_each`).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -46,20 +48,27 @@ class MLPInference:
     def _refresh(self) -> None:
         """Detached views of the layers' parameters (they share the parameters' storage)."""
         self.views = [(layer.weight.detach(), layer.bias.detach()) for layer in self.layers]
-        self.address = self.views[0][0].data_ptr()
+        self.addresses = self._addresses()
         self.device = self.views[0][0].device
         self.on_cpu = self.device.type == "cpu"
         if self.on_cpu:  # W.T as a view: BLAS takes the transposed layout as it is
             self.arrays = [(weight.numpy().T, bias.numpy()) for weight, bias in self.views]
 
+    def _addresses(self) -> list[int]:
+        """Where every parameter's data lives now (0 for one set to None). Read from
+        ``_parameters``: ``Module.__getattr__`` alone would cost a fifth of a call."""
+        return [
+            0 if param is None else param.data_ptr()
+            for layer in self.layers
+            for param in (layer._parameters["weight"], layer._parameters["bias"])
+        ]
+
     def _stale(self) -> bool:
-        """Whether the module's parameters were replaced or moved to other storage (``.to()``,
-        ``share_memory()``, ``load_state_dict(assign=True)``: all of them at once) since the views
-        were taken. The first weight's address tells: ``share_memory()`` moves the storage that
-        the views share, which torch views follow but numpy arrays do not. The parameter is read
-        from ``_parameters``: ``Module.__getattr__`` alone would cost a fifth of a call."""
-        first = self.layers[0]._parameters["weight"]
-        return first is None or first.data_ptr() != self.address
+        """Whether any parameter was replaced or moved to other storage (``.to()``,
+        ``share_memory()``, ``load_state_dict(assign=True)``) since the views were taken.
+        Addresses tell: ``share_memory()`` moves the storage that the views share, which torch
+        views follow but numpy arrays do not (they would read freed memory)."""
+        return self._addresses() != self.addresses
 
     @classmethod
     def of(cls, net: nn.Module) -> MLPInference | None:
@@ -99,7 +108,9 @@ class MLPInference:
         """The forward pass with numpy on the CPU weights (each step writes into a new array)."""
         x = obs
         if x.ndim != 2:  # what VectorInput does: flatten, float32, scale
-            x = x.reshape(len(x), -1)
+            if x.ndim < 2:
+                raise ValueError(f"observations of shape {x.shape}: expected a batch (B, ...)")
+            x = x.reshape(len(x), math.prod(x.shape[1:]))
         if x.dtype != np.float32:
             x = x.astype(np.float32)
         if self.encoder.scale != 1.0:
