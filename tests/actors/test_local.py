@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 import psutil
@@ -16,14 +17,16 @@ from border_py.trainers.components import build_components
 from ..conftest import make_config
 
 
-def _one_crashing_actor(tmp_path, *env_kwargs: str) -> ActorManager:
-    """An actor manager with one actor of ``CrashAfter-v0`` (``+env.kwargs.<key>=<value>``
+def _one_crashing_actor(
+    tmp_path, *env_kwargs: str, env_id: str = "tests.crash_env:CrashAfter-v0"
+) -> ActorManager:
+    """An actor manager with one actor of ``env_id`` (``+env.kwargs.<key>=<value>``
     overrides), started with the run's initial weights."""
     config = to_plain(
         make_config(
             tmp_path,
             "env=gym",
-            "env.id=tests.crash_env:CrashAfter-v0",
+            f"env.id={env_id}",
             *env_kwargs,
             "actor_manager.n_actors=1",
             "actor_manager.n_buffer=100",
@@ -77,4 +80,24 @@ def test_a_dead_actor_whose_child_holds_its_pipe_is_replaced_without_waiting_for
         manager.stop()
         if pid_file.is_file():
             psutil.Process(int(pid_file.read_text())).kill()
+    assert not [p for p in psutil.Process().children() if "border-actor" in p.name()]
+
+
+def test_a_poll_with_a_negative_timeout_returns_at_once(tmp_path):
+    """select.poll waits forever on a negative timeout; the manager's poll must not."""
+    manager = _one_crashing_actor(
+        tmp_path,
+        "+env.kwargs.hang_after=1",  # its first step hangs: its pipe stays open and empty
+        f"+env.kwargs.flag={tmp_path / 'hung'}",
+        env_id="tests.hang_env:HangOnce-v0",
+    )
+    try:
+        delivered: list[int] = []
+        poller = threading.Thread(target=lambda: delivered.append(manager.poll(-0.5, print)))
+        poller.start()
+        poller.join(10)
+        assert not poller.is_alive(), "poll(-0.5) is still waiting"
+        assert delivered == [0]
+    finally:
+        manager.stop(drain_timeout=0)
     assert not [p for p in psutil.Process().children() if "border-actor" in p.name()]

@@ -194,12 +194,14 @@ class ActorManager(ActorSettings):
                 time.sleep(min(timeout, 0.05))
             return 0
         if links != self._polled:  # an actor started or ended: register the pipes anew
-            self._poller = select.poll()
+            poller = select.poll()
             for conn in links:
-                self._poller.register(conn.fileno(), select.POLLIN)
-            self._polled, self._by_fd = links, {conn.fileno(): i for conn, i in links.items()}
+                poller.register(conn.fileno(), select.POLLIN)
+            by_fd = {conn.fileno(): i for conn, i in links.items()}
+            self._poller, self._polled, self._by_fd = poller, links, by_fd
         delivered = 0
-        for fd, _ in self._poller.poll(math.ceil(timeout * 1000)):  # a message, EOF or an error
+        wait_ms = math.ceil(timeout * 1000) if timeout > 0 else 0  # poll waits forever below 0
+        for fd, _ in self._poller.poll(wait_ms):  # a message, EOF or an error
             delivered += self._read(self._by_fd[fd], deliver)
         return delivered
 
@@ -281,6 +283,7 @@ class ActorManager(ActorSettings):
         run.credits.close()
         run.notices.close()
         self._running[index] = None
+        self._polled = {}  # its fd may come back as another pipe's: register anew
         record.restart_or_fail(index, self._policies[index], cause, error, exitcode)
         self._spawn(index)
 
@@ -333,6 +336,7 @@ class ActorManager(ActorSettings):
             run.credits.close()
             run.notices.close()
             self._running[index] = None
+            self._polled = {}
 
     # -- reporting ---------------------------------------------------------------------------
 
