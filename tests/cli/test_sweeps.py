@@ -149,11 +149,13 @@ def test_objective_picks_what_train_returns(tmp_path):
 
 @pytest.mark.slow
 def test_non_tty_console_prints_plain_progress_lines(tmp_path):
-    shown = run_border(["train", "trainer=serial", "progress_interval=0.2", *TINY], tmp_path)
+    # 1500 opt steps: a few seconds, several of the view's refreshes (TINY's 300 take half of one)
+    longer = [*TINY, "trainer.max_opts=1500", "trainer.eval_interval=750"]
+    shown = run_border(["train", "trainer=serial", "progress_interval=0.2", *longer], tmp_path)
     assert shown.returncode == 0, shown.stderr
     lines = [line for line in shown.stderr.splitlines() if "progress: opt" in line]
     assert lines, shown.stderr
-    assert re.search(r"progress: opt \d+/300 \(\d+%\) \| .* samples/s \| \d+ opt/s \|", lines[-1])
+    assert re.search(r"progress: opt \d+/1500 \(\d+%\) \| .* samples/s \| \d+ opt/s \|", lines[-1])
     assert "buffer" in lines[-1]  # (no ETA: it waits for 2 s of optimizing, see test_console)
     assert "\x1b[" not in shown.stderr  # no terminal escapes in a log
     (run_dir,) = (tmp_path / "outputs").glob("*/*")
