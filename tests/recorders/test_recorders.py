@@ -276,3 +276,28 @@ def test_tensorboard_infers_the_hparams_experiment_of_a_sweep_from_its_runs(tmp_
     assert lr.differs and not infos["seed"].differs
     metrics = {m.name.tag for m in experiment.metric_infos}
     assert {"eval/return_mean", "hparams/best_return", "hparams/final_return"} <= metrics
+
+
+def test_tensorboard_writes_each_record_as_one_event_of_every_scalar(tmp_path):
+    from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
+
+    recorder = TensorBoardRecorder()
+    recorder.open(tmp_path, {"seed": 0}, resume_step=None)
+    recorder.scalars({"loss": 1.0, "perf/rate": 2.5}, 3)
+    recorder.scalars({"loss": 4.0, "perf/rate": 0.5}, 7)
+    recorder.close()
+    (path,) = (tmp_path / "tensorboard").glob("events.out.tfevents.*")
+    events = [e for e in LegacyEventFileLoader(str(path)).Load() if e.HasField("summary")]
+    points = [
+        (e.step, [(v.tag, v.simple_value) for v in e.summary.value])
+        for e in events
+        if all(v.HasField("simple_value") for v in e.summary.value)
+    ]
+    assert points == [
+        (3, [("loss", 1.0), ("perf/rate", 2.5)]),
+        (7, [("loss", 4.0), ("perf/rate", 0.5)]),
+    ]
+    assert scalar_tags(tmp_path) == {
+        "loss": [(3, 1.0), (7, 4.0)],
+        "perf/rate": [(3, 2.5), (7, 0.5)],
+    }

@@ -30,7 +30,7 @@ from border_py.errors import RunError
 from border_py.evaluation.evaluator import EvalResult, Evaluator
 from border_py.evaluation.service import EvalOutcome, Snapshot
 from border_py.processes import Context, Heartbeats, RestartPolicy, init_child, start_process
-from border_py.transport.channel import LearnerGone, receive, send
+from border_py.transport.channel import LearnerGone, Readable, receive, send
 from border_py.transport.messages import EvalDone, EvalRequest, WorkerFailed
 from border_py.transport.weights import SharedWeights
 
@@ -202,6 +202,7 @@ class EvalWorker:
         start_process(self.ctx, self.process)
         requests_r.close()
         results_w.close()
+        self.readable = Readable(self.results)
         self.delivered, self.error = 0, None
         if self.pending is not None:  # the restarted evaluator takes over the request in flight
             send(self.requests, self.pending.request)
@@ -234,18 +235,24 @@ class EvalWorker:
         return True
 
     def poll(self, timeout: float = 0.0) -> list[EvalOutcome]:
-        """Finished evaluations (at most one), waiting up to ``timeout`` for it."""
+        """Finished evaluations (at most one), waiting up to ``timeout`` for it.
+
+        With none in flight it returns at once without a look at the pipe (the learner asks every
+        opt step): an idle evaluator sends nothing but its traceback, which :meth:`check` reads.
+        """
         if self._late:  # its evaluator died after sending it: check() read it
             late, self._late = self._late, []
             return late
+        if self.pending is None:
+            return []
         return self._read(timeout)
 
     def _read(self, timeout: float) -> list[EvalOutcome]:
         """What the evaluator sent: its results (as outcomes) and its traceback (logged)."""
-        if self._closed or not self.results.poll(timeout):
+        if self._closed or not self.readable(timeout):
             return []
         try:
-            messages = receive(self.results, 4)
+            messages = receive(self.results, 4, self.readable)
         except (EOFError, OSError):
             return []  # it died: check() restarts it
         done = []

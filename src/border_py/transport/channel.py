@@ -230,16 +230,19 @@ def send(conn: Connection, message: Message) -> None:
 
 
 class Readable:
-    """Whether ``conn`` has something to read now (a message, or its EOF): one ``select.poll``
-    registered once, about a microsecond a call, where ``Connection.poll(0)`` builds a selector
-    every time (about 10 us: a learner asks at least twice per batch)."""
+    """Whether ``conn`` has something to read (a message, or its EOF): one ``select.poll``
+    registered once, about a microsecond a call, where ``Connection.poll`` builds a selector
+    every time (10 us on an idle machine, 50-70 us while actors load every core: a learner asks
+    at least twice per batch, and once per opt step for its evaluator's results)."""
 
     def __init__(self, conn: Connection) -> None:
         self._poll = select.poll()
         self._poll.register(conn.fileno(), select.POLLIN)
 
-    def __call__(self) -> bool:
-        return bool(self._poll.poll(0))
+    def __call__(self, timeout: float = 0.0) -> bool:
+        """Whether there is something to read, waiting up to ``timeout`` seconds for it."""
+        wait_ms = math.ceil(timeout * 1000) if timeout > 0 else 0  # poll waits forever below 0
+        return bool(self._poll.poll(wait_ms))
 
 
 def receive(conn: Connection, limit: int, readable: Readable | None = None) -> list[Any]:
