@@ -129,14 +129,17 @@ def sampling_rate(config: dict, n_actors: int, n_envs: int, seconds: float) -> t
 
 def actor_breakdown(config: dict, n_envs: int, steps: int = 3000) -> dict[str, float] | None:
     """Microseconds per transition of each part of an actor's vector step, as the sampler runs
-    them one after the other (a part's cost includes the cache misses the others leave it);
+    them one after the other (a part's cost includes the cache misses the others leave it): the
+    n-step part adds every step and takes once per ``n_buffer`` transitions, as an actor does;
     None for an agent other than DQN (whose parts these are)."""
-    spec = ActorSpec(0, 0, n_envs, config["actor_manager"]["n_buffer"], None, 0)
+    n_buffer = config["actor_manager"]["n_buffer"]
+    spec = ActorSpec(0, 0, n_envs, n_buffer, None, 0)
     sampler = build_sampler(spec, config)
     agent, env, processor = sampler.agent, sampler.env, sampler.processor
     if not isinstance(agent, DQN):
         sampler.close()
         return None
+    block = -(-n_buffer // n_envs)  # steps per batch sent
     times = dict.fromkeys(("policy", "exploration", "env", "n-step"), 0.0)
     for i in range(steps + 200):  # the first 200 warm up
         obs = env.obs
@@ -147,7 +150,9 @@ def actor_breakdown(config: dict, n_envs: int, steps: int = 3000) -> dict[str, f
         t2 = time.perf_counter()
         step = env.step(action)
         t3 = time.perf_counter()
-        processor.process(obs, action, step)
+        processor.add(obs, action, step)
+        if (i + 1) % block == 0:
+            processor.take()
         t4 = time.perf_counter()
         if i >= 200:
             for key, seconds in zip(times, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):

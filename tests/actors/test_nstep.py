@@ -26,14 +26,21 @@ def _step(reward, terminated=False, truncated=False, next_obs=0.0) -> VectorStep
     )
 
 
+def _process(proc: NStepProcessor, obs, action, step: VectorStep) -> Transitions | None:
+    """One step added and taken at once (as the serial trainer's sampler does)."""
+    proc.add(obs, action, step)
+    return proc.take()
+
+
+@pytest.mark.parametrize("take_every", [1, 2, 5])
 @pytest.mark.parametrize("truncated", [False, True])
-def test_n_step_returns_across_an_episode_end(truncated):
+def test_n_step_returns_across_an_episode_end(truncated, take_every):
     # gamma 0.5, n 3; rewards 1..5 from obs 0..4, the fifth step ends the episode in obs 5.
     proc = NStepProcessor(n_envs=1, n_step=3, gamma=0.5)
     out = []
     for k in range(5):
         last = k == 4
-        batch = proc.process(
+        proc.add(
             np.array([[k]], np.float32),
             np.array([k]),
             _step(
@@ -43,6 +50,7 @@ def test_n_step_returns_across_an_episode_end(truncated):
                 next_obs=k + 1,
             ),
         )
+        batch = proc.take() if (k + 1) % take_every == 0 or last else None
         if batch is not None:
             out.append(batch)
     t = Transitions.concat(out)
@@ -66,7 +74,7 @@ def test_n_step_keeps_envs_apart():
         [],
         [],
     )
-    first = proc.process(obs, np.array([0, 0]), step)
+    first = _process(proc, obs, np.array([0, 0]), step)
     assert first.obs[:, 0].tolist() == [10.0] and first.discount.tolist() == [0.0]  # env 1 ended
     step2 = VectorStep(
         obs + 2,
@@ -77,7 +85,7 @@ def test_n_step_keeps_envs_apart():
         [],
         [],
     )
-    second = proc.process(obs + 1, np.array([1, 1]), step2)
+    second = _process(proc, obs + 1, np.array([1, 1]), step2)
     assert second.obs[:, 0].tolist() == [0.0]  # env 0's first 2-step window: 1 + 2
     assert second.reward.tolist() == [3.0] and second.next_obs[:, 0].tolist() == [2.0]
 
@@ -100,48 +108,36 @@ def test_truncation_bootstraps_from_the_final_observation_of_a_real_env():
 
 
 def _reference_windows(n_envs, n_step, gamma, steps):
-    """Plain per-env n-step transitions (one list per env): the definition, step by step."""
+    """Plain per-env n-step transitions, the definition step by step: for each step, the
+    transitions it finishes as ``(start step, env, obs, action, return, next_obs, discount)``."""
     windows = [[] for _ in range(n_envs)]
     out = []
-    for obs, action, reward, terminated, truncated, next_obs in steps:
-        full, ended = [], []
+    for t, (obs, action, reward, terminated, truncated, next_obs) in enumerate(steps):
+        finished = []
         for e in range(n_envs):
-            windows[e].append((obs[e], action[e], reward[e]))
-            if terminated[e] or truncated[e]:
-                ended.append(e)
-            elif len(windows[e]) == n_step:
-                full.append(e)
-        rows = []
-        for e in full:
-            rows.append((e, windows[e], 1.0))
-        for e in ended:
-            rows += [
-                (e, windows[e][j:], 0.0 if terminated[e] else 1.0) for j in range(len(windows[e]))
-            ]
-        for e, window, end in rows:
-            ret = sum(gamma**k * r for k, (_, _, r) in enumerate(window))
-            out.append((window[0][0], window[0][1], ret, next_obs[e], end * gamma ** len(window)))
-        for e in full:
-            windows[e].pop(0)
-        for e in ended:
-            windows[e] = []
+            windows[e].append((t, obs[e], action[e], reward[e]))
+            ended = terminated[e] or truncated[e]
+            if not ended and len(windows[e]) < n_step:
+                continue
+            starts = range(len(windows[e])) if ended else [0]  # an end empties the window
+            for j in starts:
+                window = windows[e][j:]
+                ret = sum(gamma**k * r for k, (*_, r) in enumerate(window))
+                discount = 0.0 if terminated[e] else gamma ** len(window)
+                start, o, a, _ = window[0]
+                finished.append((start, e, o, a, ret, next_obs[e], discount))
+            windows[e] = [] if ended else windows[e][1:]
+        out.append(finished)
     return out
 
 
-@pytest.mark.parametrize("n_step", [2, 3, 5])
-@pytest.mark.parametrize("end_rate", [0.14, 0.01])  # often, and mostly steady (every window full)
-def test_n_step_matches_the_definition_on_random_episodes_and_survives_a_checkpoint(
-    n_step, end_rate
-):
-    rng = np.random.default_rng(n_step)
-    n_envs, gamma = 6, 0.9
+def _random_steps(rng, n_envs, n_steps, end_rate):
     steps = []
-    for _ in range(300):
-        obs = rng.normal(size=(n_envs, 2)).astype(np.float32)
+    for _ in range(n_steps):
         ends = rng.random(n_envs)
         steps.append(
             (
-                obs,
+                rng.normal(size=(n_envs, 2)).astype(np.float32),
                 rng.integers(0, 4, n_envs),
                 rng.normal(size=n_envs).astype(np.float32),
                 ends < end_rate / 2,
@@ -149,22 +145,63 @@ def test_n_step_matches_the_definition_on_random_episodes_and_survives_a_checkpo
                 rng.normal(size=(n_envs, 2)).astype(np.float32),
             )
         )
+    return steps
+
+
+@pytest.mark.parametrize("n_step", [1, 2, 3, 5])
+@pytest.mark.parametrize("end_rate", [0.5, 0.14, 0.01])  # mostly ends, often, mostly full windows
+def test_n_step_matches_the_definition_on_random_blocks_and_survives_checkpoints(n_step, end_rate):
+    rng = np.random.default_rng(n_step)
+    n_envs, gamma = 6, 0.9
+    steps = _random_steps(rng, n_envs, 400, end_rate)
     expected = _reference_windows(n_envs, n_step, gamma, steps)
     proc = NStepProcessor(n_envs, n_step, gamma)
-    got = []
-    for t, (obs, action, reward, terminated, truncated, next_obs) in enumerate(steps):
-        if t == 150:  # a checkpoint: a new processor continues from the old one's state
+    t = takes = 0
+    while t < len(steps):
+        block = int(rng.integers(1, 12))  # a take after 1 to 11 steps
+        for obs, action, reward, terminated, truncated, next_obs in steps[t : t + block]:
+            proc.add(
+                obs, action, VectorStep(next_obs, next_obs, reward, terminated, truncated, [], [])
+            )
+        batch = proc.take()
+        # exactly what the block's steps finished, by start step, then env
+        want = sorted(row for finished in expected[t : t + block] for row in finished)
+        t, takes = t + block, takes + 1
+        assert (0 if batch is None else len(batch)) == len(want)
+        if batch is not None:
+            for got, (_, _, o, a, r, nxt, d) in zip(
+                zip(*batch.arrays().values(), strict=True), want, strict=True
+            ):
+                np.testing.assert_array_equal(got[0], o)
+                assert got[1] == a
+                assert got[2] == pytest.approx(r, rel=1e-5, abs=1e-6)
+                np.testing.assert_array_equal(got[3], nxt)
+                assert got[4] == pytest.approx(d, rel=1e-6)
+        if takes % 5 == 0:  # a checkpoint: a new processor continues from the old one's state
             state = proc.state()
             proc = NStepProcessor(n_envs, n_step, gamma)
             proc.load_state(state, np.dtype(np.float32))
-        step = VectorStep(next_obs, next_obs, reward, terminated, truncated, [], [])
-        batch = proc.process(obs, action, step)
-        if batch is not None:
-            got += zip(*batch.arrays().values(), strict=True)
-    assert len(got) == len(expected)
-    for (o, a, r, nxt, d), (eo, ea, er, enxt, ed) in zip(got, expected, strict=True):
-        np.testing.assert_array_equal(o, eo)
-        assert a == ea
-        assert r == pytest.approx(er, rel=1e-5, abs=1e-6)
-        np.testing.assert_array_equal(nxt, enxt)
-        assert d == pytest.approx(ed, rel=1e-6)
+
+
+def test_the_windows_are_saved_only_between_takes_and_keep_the_actions_taken():
+    proc = NStepProcessor(n_envs=1, n_step=2, gamma=1.0)
+    action = np.array([3])
+    proc.add(np.zeros((1, 1), np.float32), action, _step(1.0, next_obs=1.0))
+    action[0] = 7  # an agent that reuses its action buffer
+    with pytest.raises(RuntimeError, match="take"):
+        proc.state()
+    assert proc.take() is None
+    assert proc.state() == [[([0.0], 3, 1.0)]]
+    batch = _process(proc, np.ones((1, 1), np.float32), action, _step(2.0, next_obs=2.0))
+    assert batch.action.tolist() == [3] and batch.reward.tolist() == [3.0]
+
+
+def test_a_sampled_batch_fits_the_transport_slot_of_its_actor():
+    # episodes of at most 2 steps end all the time: windows empty at once, several per env step
+    factory = GymEnvFactory("CartPole-v1", max_episode_steps=2)
+    agent = DQN(*factory.spaces(), n_step=3, eps_start=1.0, eps_final=1.0)
+    sampler = Sampler(factory, agent, n_envs=4, seed=0)
+    sizes = [len(sampler.sample(10, SampleStats())) for _ in range(200)]
+    sampler.close()
+    assert min(sizes) >= 10
+    assert max(sizes) <= 10 + 4 * 3  # the slot's rows: n_buffer + n_envs * n_step

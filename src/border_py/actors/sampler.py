@@ -82,9 +82,8 @@ class Sampler:
             elif priorities:  # the agent scores full stacks: keep them alongside the frame ids
                 self.stack_processor = NStepProcessor(n_envs, agent.n_step, agent.gamma)
 
-    def _step(self, stats: SampleStats) -> tuple[Transitions | None, Transitions | None]:
-        """One batched policy call and one step of every env: (transitions to send, the same
-        transitions with full observations for the agent to score, when it must)."""
+    def _step(self, stats: SampleStats) -> None:
+        """One batched policy call and one step of every env, added to the n-step windows."""
         obs = self.env.obs
         if self.scorer is not None:
             action = self.scorer.act(obs)
@@ -95,19 +94,26 @@ class Sampler:
         stats.episode_returns += step.episode_returns
         stats.episode_lengths += step.episode_lengths
         if self.frames is None:
-            out = self.processor.process(obs, action, step)
-            return out, out
+            self.processor.add(obs, action, step)
+            return
         obs_ids = self.frames.ids
         done = step.terminated | step.truncated
         next_ids = self.frames.observe(obs, step.next_obs, done, step.obs)
         if self.scorer is not None and done.any():
             self.scorer.episodes_ended(np.flatnonzero(done), next_ids, step)
-        out = self.processor.process(obs_ids, action, replace(step, next_obs=next_ids))
-        scored = None
+        self.processor.add(obs_ids, action, replace(step, next_obs=next_ids))
         if self.stack_processor is not None:
-            scored = self.stack_processor.process(obs, action, step)
+            self.stack_processor.add(obs, action, step)
+
+    def _take(self) -> tuple[Transitions | None, Transitions | None]:
+        """The transitions the steps since the last take finished: (to send, the same with full
+        observations for the agent to score, when it must)."""
+        out = self.processor.take()
+        if self.frames is None:
+            return out, out
+        scored = None if self.stack_processor is None else self.stack_processor.take()
         if out is not None:  # frames travel with (or before) the first transitions using them
-            out.frames = self.frames.take(obs)
+            out.frames = self.frames.take(self.env.obs)
         return out, scored
 
     def _score(self, batch: Transitions | None, scored: Transitions | None) -> Transitions | None:
@@ -121,7 +127,8 @@ class Sampler:
 
     def step(self, stats: SampleStats) -> Transitions | None:
         """One batched policy call and one step of every env; returns finished transitions."""
-        return self._score(*self._step(stats))
+        self._step(stats)
+        return self._score(*self._take())
 
     def sample(
         self,
@@ -130,15 +137,18 @@ class Sampler:
         on_step: Callable[[], object] | None = None,
     ) -> Transitions:
         """Step until at least ``min_transitions`` transitions are ready; return them in one batch
-        (with priorities, scored in one call). ``on_step`` is called after every env step (an
-        actor's heartbeat)."""
+        (with priorities, scored in one call). Steps go by blocks of as many as the missing
+        transitions need (one per env and step), turned into transitions once per block.
+        ``on_step`` is called after every env step (an actor's heartbeat)."""
         parts: list[Transitions] = []
         scored: list[Transitions] = []
         ready = 0
         while ready < min_transitions:
-            out, full = self._step(stats)
-            if on_step is not None:
-                on_step()
+            for _ in range(-(-(min_transitions - ready) // self.env.num_envs)):
+                self._step(stats)
+                if on_step is not None:
+                    on_step()
+            out, full = self._take()
             if out is not None:
                 parts.append(out)
                 if full is not None and self.frames is not None:

@@ -105,20 +105,19 @@ class VectorEnv:
         truncated = np.array(truncs, dtype=bool)
         self.episode_returns += reward
         self.episode_lengths += 1
-        ended = [
-            i for i, (term, trunc) in enumerate(zip(terms, truncs, strict=True)) if term or trunc
-        ]
+        if not (any(terms) or any(truncs)):  # no episode ended: the next observations are acted on
+            self.obs = next_obs
+            return VectorStep(next_obs, next_obs, reward, terminated, truncated, [], [])
+        obs = next_obs.copy()  # the first observations of new episodes replace the final ones
         returns: list[float] = []
         lengths: list[int] = []
-        obs = next_obs  # the next observations are the ones to act on, but after an episode's end
-        if ended:
-            obs = next_obs.copy()
-            for i in ended:
+        for i, (term, trunc) in enumerate(zip(terms, truncs, strict=True)):
+            if term or trunc:
                 obs[i] = self.envs[i].reset()[0]
-            returns = self.episode_returns[ended].tolist()
-            lengths = self.episode_lengths[ended].tolist()
-            self.episode_returns[ended] = 0.0
-            self.episode_lengths[ended] = 0
+                returns.append(float(self.episode_returns[i]))
+                lengths.append(int(self.episode_lengths[i]))
+                self.episode_returns[i] = 0.0
+                self.episode_lengths[i] = 0
         self.obs = obs
         return VectorStep(next_obs, obs, reward, terminated, truncated, returns, lengths)
 
