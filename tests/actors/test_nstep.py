@@ -180,7 +180,7 @@ def test_n_step_matches_the_definition_on_random_blocks_and_survives_checkpoints
         if takes % 5 == 0:  # a checkpoint: a new processor continues from the old one's state
             state = proc.state()
             proc = NStepProcessor(n_envs, n_step, gamma)
-            proc.load_state(state, np.dtype(np.float32))
+            proc.load_state(state, np.dtype(np.float32), np.dtype(np.int64))
 
 
 def test_the_windows_are_saved_only_between_takes_and_keep_the_actions_taken():
@@ -205,3 +205,12 @@ def test_a_sampled_batch_fits_the_transport_slot_of_its_actor():
     sampler.close()
     assert min(sizes) >= 10
     assert max(sizes) <= 10 + 4 * 3  # the slot's rows: n_buffer + n_envs * n_step
+
+
+def test_restored_windows_keep_the_action_dtype_and_refuse_a_longer_n_step():
+    proc = NStepProcessor(n_envs=1, n_step=2, gamma=1.0)
+    proc.load_state([[([0.0], [0.5], 1.0)]], np.dtype(np.float32), np.dtype(np.float32))
+    batch = _process(proc, np.ones((1, 1), np.float32), np.ones((1, 1), np.float32), _step(2.0))
+    assert batch.action.dtype == np.float32 and batch.action.tolist() == [[0.5]]
+    with pytest.raises(ValueError, match="n_step=2"):  # a window of a 4-step agent
+        proc.load_state([[([0.0], 0, 1.0)] * 3], np.dtype(np.float32), np.dtype(np.int64))

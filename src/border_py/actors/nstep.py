@@ -77,6 +77,8 @@ class NStepProcessor:
         if not self._next_obs:
             return None
         n, kept, rows = self.n_step, self.kept, len(self._obs)
+        if not kept:  # one-step transitions: every env's step is one (a sampler's step() per step)
+            return self._one_step()
         reward, terminated = np.array(self._reward), np.array(self._terminated)
         done = terminated | np.array(self._truncated)
         row = np.arange(rows)[:, None]
@@ -110,6 +112,19 @@ class NStepProcessor:
         self._next_obs = []
         return transitions
 
+    def _one_step(self) -> Transitions:
+        discount = np.where(np.concatenate(self._terminated), 0.0, self.gamma)
+        transitions = Transitions(
+            obs=np.concatenate(self._obs),
+            action=np.concatenate(self._action),
+            reward=np.concatenate(self._reward),
+            next_obs=np.concatenate(self._next_obs),
+            discount=discount.astype(np.float32),
+        )
+        self._obs, self._action, self._reward = [], [], []
+        self._terminated, self._truncated, self._next_obs = [], [], []
+        return transitions
+
     def state(self) -> list[list[tuple[list, Any, float]]]:
         """The pending windows as plain data, each env's oldest entry first (for checkpoints).
 
@@ -133,17 +148,32 @@ class NStepProcessor:
             )
         return windows
 
-    def load_state(self, state: list[list[tuple[list, Any, float]]], obs_dtype: np.dtype) -> None:
-        """Restore :meth:`state` (steps added and not taken are dropped)."""
+    def load_state(
+        self,
+        state: list[list[tuple[list, Any, float]]],
+        obs_dtype: np.dtype,
+        action_dtype: np.dtype,
+    ) -> None:
+        """Restore :meth:`state` (steps added and not taken are dropped); the dtypes are those of
+        the observations and actions :meth:`add` takes.
+
+        Raises:
+            ValueError: a window longer than ``n_step - 1`` entries (saved with a larger n_step).
+        """
+        kept = self.kept
+        if any(len(window) > kept for window in state):
+            raise ValueError(
+                f"the checkpoint's n-step windows hold up to {max(map(len, state))} entries, more"
+                f" than n_step={self.n_step} keeps: was it saved with another agent.n_step?"
+            )
         self.pending[:] = [len(window) for window in state]
         self._obs, self._action, self._reward = [], [], []
         self._terminated, self._truncated, self._next_obs = [], [], []
         entries = [entry for window in state for entry in window]
         if not entries:  # the next add lays out empty rows
             return
-        kept, (first_obs, first_action, _) = self.kept, entries[0]
+        first_obs, first_action, _ = entries[0]
         obs = np.zeros((kept, self.n_envs, *np.shape(first_obs)), dtype=obs_dtype)
-        action_dtype = np.asarray(first_action).dtype
         action = np.zeros((kept, self.n_envs, *np.shape(first_action)), dtype=action_dtype)
         reward = np.zeros((kept, self.n_envs), dtype=np.float32)
         for e, window in enumerate(state):

@@ -174,14 +174,14 @@ class Sampler:
     def restore(self, state: dict[str, Any]) -> None:
         """Put envs and pending n-step windows back as :meth:`state` saw them."""
         self.env.restore(state["env"])
-        dtype = self.env.obs.dtype
+        dtype, action_dtype = self.env.obs.dtype, np.dtype(self.env.action_space.dtype)
         if self.frames is None:
-            self.processor.load_state(state["pending"], dtype)
+            self.processor.load_state(state["pending"], dtype, action_dtype)
             return
-        self.processor.load_state(state["pending"], np.dtype(np.int64))
+        self.processor.load_state(state["pending"], np.dtype(np.int64), action_dtype)
         self.frames.load_state(state["frames"], dtype)
         if self.stack_processor is not None:
-            self.stack_processor.load_state(state["pending_stacks"], dtype)
+            self.stack_processor.load_state(state["pending_stacks"], dtype, action_dtype)
         if self.scorer is not None:
             self.scorer.load_state(state["values"])
 

@@ -61,6 +61,8 @@ class TensorBoardRecorder:
         an event as its tag's point): a tenth of the learner's time of one ``add_scalar`` call
         per tag, whose events the writer's thread serializes one by one under the GIL."""
         self.last_step = max(self.last_step, step)
+        if not values:
+            return
         points = [Summary.Value(tag=tag, simple_value=float(v)) for tag, v in values.items()]
         self._summary(Summary(value=points), step)
 

@@ -60,8 +60,10 @@ class Column:
 class BatchLayout:
     """The arrays of one slot, sized for the largest batch an actor can emit.
 
-    An actor sends once it holds ``n_buffer`` transitions; the step that gets it there may add up
-    to ``n_envs * n_step`` more (envs ending at once flush their n-step windows). With frame
+    An actor sends once it holds ``n_buffer`` transitions; the block of steps that gets it there
+    (one step per missing transition and env, :meth:`~border_py.actors.sampler.Sampler.sample`) may
+    add up to ``n_envs * n_step - 1`` more (the pending n-step windows, and envs ending at once
+    flush theirs). With frame
     storage, each env step registers at most two frames per env (the next frame, and the first of
     a new episode).
     """
