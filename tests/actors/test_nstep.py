@@ -150,7 +150,10 @@ def _random_steps(rng, n_envs, n_steps, end_rate):
 
 @pytest.mark.parametrize("n_step", [1, 2, 3, 5])
 @pytest.mark.parametrize("end_rate", [0.5, 0.14, 0.01])  # mostly ends, often, mostly full windows
-def test_n_step_matches_the_definition_on_random_blocks_and_survives_checkpoints(n_step, end_rate):
+@pytest.mark.parametrize("longest_block", [1, 11])  # a take after every step (step()), or 1-11
+def test_n_step_matches_the_definition_on_random_blocks_and_survives_checkpoints(
+    n_step, end_rate, longest_block
+):
     rng = np.random.default_rng(n_step)
     n_envs, gamma = 6, 0.9
     steps = _random_steps(rng, n_envs, 400, end_rate)
@@ -158,7 +161,7 @@ def test_n_step_matches_the_definition_on_random_blocks_and_survives_checkpoints
     proc = NStepProcessor(n_envs, n_step, gamma)
     t = takes = 0
     while t < len(steps):
-        block = int(rng.integers(1, 12))  # a take after 1 to 11 steps
+        block = int(rng.integers(1, longest_block + 1))
         for obs, action, reward, terminated, truncated, next_obs in steps[t : t + block]:
             proc.add(
                 obs, action, VectorStep(next_obs, next_obs, reward, terminated, truncated, [], [])

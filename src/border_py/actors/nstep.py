@@ -79,6 +79,10 @@ class NStepProcessor:
         n, kept, rows = self.n_step, self.kept, len(self._obs)
         if not kept:  # one-step transitions: every env's step is one (a sampler's step() per step)
             return self._one_step()
+        if rows == n and self.pending.min() == kept:  # one step after full windows (step())
+            step_ended = self._terminated[-1] | self._truncated[-1]
+            if not step_ended.any():
+                return self._slide()
         reward, terminated = np.array(self._reward), np.array(self._terminated)
         done = terminated | np.array(self._truncated)
         row = np.arange(rows)[:, None]
@@ -109,6 +113,21 @@ class NStepProcessor:
         self._reward = self._reward[rows - kept :]
         # a pending entry never ended (and rows before it are past every window that is open)
         self._terminated, self._truncated = [self._no_end] * kept, [self._no_end] * kept
+        self._next_obs = []
+        return transitions
+
+    def _slide(self) -> Transitions:
+        """Every env's window full and none ended: each emits its oldest entry (row 0)."""
+        rewards = np.array(self._reward)
+        transitions = Transitions(
+            obs=self._obs[0].copy(),
+            action=self._action[0].copy(),
+            reward=(self.powers[: self.n_step] @ rewards).astype(np.float32),
+            next_obs=self._next_obs[0],
+            discount=np.full(self.n_envs, self.powers[-1], dtype=np.float32),
+        )
+        self._obs, self._action, self._reward = self._obs[1:], self._action[1:], self._reward[1:]
+        self._terminated, self._truncated = self._terminated[1:], self._truncated[1:]
         self._next_obs = []
         return transitions
 
