@@ -49,9 +49,8 @@ class NStepProcessor:
         self._reward: list[np.ndarray] = []
         self._terminated: list[np.ndarray] = []
         self._truncated: list[np.ndarray] = []
-        self._next_obs: list[
-            np.ndarray
-        ] = []  # the added steps' only (kept rows never end a window)
+        # the added steps' next observations only (a kept row never ends a window)
+        self._next_obs: list[np.ndarray] = []
 
     def add(self, obs: np.ndarray, action: np.ndarray, step: VectorStep) -> None:
         """Record that ``action`` was taken in ``obs`` and ``step`` followed (arrays the caller
