@@ -11,7 +11,6 @@ a fresh incarnation, ends the run in one line when a restart cannot help
 from __future__ import annotations
 
 import logging
-import math
 import multiprocessing as mp
 import multiprocessing.connection
 import os
@@ -41,7 +40,14 @@ from border_py.processes import (
     lower_priority,
     start_process,
 )
-from border_py.transport.channel import BatchLayout, Readable, SlotRing, hand_back, receive
+from border_py.transport.channel import (
+    BatchLayout,
+    Readable,
+    SlotRing,
+    hand_back,
+    poll_milliseconds,
+    receive,
+)
 from border_py.transport.messages import ActorDone, BatchReady, WorkerFailed
 from border_py.transport.weights import SharedWeights
 
@@ -200,8 +206,7 @@ class ActorManager(ActorSettings):
             by_fd = {conn.fileno(): i for conn, i in links.items()}
             self._poller, self._polled, self._by_fd = poller, links, by_fd
         delivered = 0
-        wait_ms = math.ceil(timeout * 1000) if timeout > 0 else 0  # poll waits forever below 0
-        for fd, _ in self._poller.poll(wait_ms):  # a message, EOF or an error
+        for fd, _ in self._poller.poll(poll_milliseconds(timeout)):  # a message, EOF or an error
             delivered += self._read(self._by_fd[fd], deliver)
         return delivered
 

@@ -63,9 +63,8 @@ class BatchLayout:
     An actor sends once it holds ``n_buffer`` transitions; the block of steps that gets it there
     (one step per missing transition and env, :meth:`~border_py.actors.sampler.Sampler.sample`) may
     add up to ``n_envs * n_step - 1`` more (the pending n-step windows, and envs ending at once
-    flush theirs). With frame
-    storage, each env step registers at most two frames per env (the next frame, and the first of
-    a new episode).
+    flush theirs). With frame storage, each env step registers at most two frames per env (the
+    next frame, and the first of a new episode).
     """
 
     columns: tuple[Column, ...]
@@ -231,6 +230,12 @@ def send(conn: Connection, message: Message) -> None:
     conn.send_bytes(encode(message))
 
 
+def poll_milliseconds(timeout: float) -> int:
+    """``timeout`` seconds as ``select.poll``'s argument: whole milliseconds, rounded up, and 0 for
+    a negative timeout (``poll`` waits forever on a negative one)."""
+    return math.ceil(timeout * 1000) if timeout > 0 else 0
+
+
 class Readable:
     """Whether ``conn`` has something to read (a message, or its EOF): one ``select.poll``
     registered once, about a microsecond a call, where ``Connection.poll`` builds a selector
@@ -243,8 +248,7 @@ class Readable:
 
     def __call__(self, timeout: float = 0.0) -> bool:
         """Whether there is something to read, waiting up to ``timeout`` seconds for it."""
-        wait_ms = math.ceil(timeout * 1000) if timeout > 0 else 0  # poll waits forever below 0
-        return bool(self._poll.poll(wait_ms))
+        return bool(self._poll.poll(poll_milliseconds(timeout)))
 
 
 def receive(conn: Connection, limit: int, readable: Readable | None = None) -> list[Any]:
