@@ -167,7 +167,9 @@ def test_an_agent_written_from_scratch_trains_resumes_and_evaluates(tmp_path, wa
 
     changes = [f"agent.{key}={value}" for key, value in change.items()]
     out = run_border(
-        ["train", f"resume={run_dir}", "trainer.max_opts=180", *changes], tmp_path, env=env
+        ["train", f"resume={run_dir}", "trainer.max_opts=180", *changes, "trust=[my_agents]"],
+        tmp_path,
+        env=env,
     )
     assert out.returncode == 0, out.stderr
     result = json.loads((run_dir / "result.json").read_text())
@@ -175,7 +177,9 @@ def test_an_agent_written_from_scratch_trains_resumes_and_evaluates(tmp_path, wa
     built = records(record)
     assert built and all(kwargs == expected | change for kwargs in built), built
 
-    out = run_border(["eval", str(run_dir), "eval.n_episodes=3"], tmp_path, env=env)
+    out = run_border(
+        ["eval", str(run_dir), "eval.n_episodes=3", "trust=[my_agents]"], tmp_path, env=env
+    )
     assert out.returncode == 0, out.stderr
     (written,) = (run_dir / "checkpoints" / "best").glob("eval_*.json")
     assert len(json.loads(written.read_text())["episode_returns"]) == 3

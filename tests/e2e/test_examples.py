@@ -39,15 +39,24 @@ def test_tiny_q_solves_corridor_resumes_and_evaluates(tmp_path, trainer):
     assert first["best_return"] == pytest.approx(BEST) and first["solved_at"] is not None
 
     more = first["opt_steps"] + 250
-    out = run_border(
-        ["train", f"resume={run_dir}", "trainer.target_return=null", f"trainer.max_opts={more}"],
-        tmp_path,
-        env=EXAMPLES,
+    resume = [
+        "train",
+        f"resume={run_dir}",
+        "trainer.target_return=null",
+        f"trainer.max_opts={more}",
+    ]
+    out = run_border(resume, tmp_path, env=EXAMPLES)  # a run dir is data: its code is not trusted
+    assert out.returncode == 2
+    assert (
+        "agent._target_=tiny_rl.agent.TinyQ in " in out.stderr and "trust=[tiny_rl]" in out.stderr
     )
+    out = run_border([*resume, "trust=[tiny_rl]"], tmp_path, env=EXAMPLES)
     assert out.returncode == 0, out.stderr
     assert summary(run_dir)["opt_steps"] == more
 
-    out = run_border(["eval", str(run_dir), "eval.n_episodes=3"], tmp_path, env=EXAMPLES)
+    evaluate = ["eval", str(run_dir), "eval.n_episodes=3"]
+    assert run_border(evaluate, tmp_path, env=EXAMPLES).returncode == 2
+    out = run_border([*evaluate, "trust=[tiny_rl]"], tmp_path, env=EXAMPLES)
     assert out.returncode == 0, out.stderr
     (written,) = (run_dir / "checkpoints" / "best").glob("eval_*.json")
     assert json.loads(written.read_text())["episode_returns"] == pytest.approx([BEST] * 3)
@@ -60,7 +69,9 @@ def test_a_video_of_an_env_without_rgb_array_rendering_is_refused_in_one_line(tm
     short += ["trainer.eval_interval=10", "trainer.eval_episodes=1", f"hydra.run.dir={run_dir}"]
     out = run_border(["train", *RECIPE, *short], tmp_path, env=EXAMPLES)
     assert out.returncode == 0, out.stderr
-    out = run_border(["eval", str(run_dir), "eval.video=true"], tmp_path, env=EXAMPLES)
+    out = run_border(
+        ["eval", str(run_dir), "eval.video=true", "trust=[tiny_rl]"], tmp_path, env=EXAMPLES
+    )
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
         "border: error: eval.video=true: tiny_rl:Corridor-v0 does not render rgb_array frames"

@@ -2,7 +2,8 @@
 
 For a run dir the ``best`` checkpoint is used (the newest periodic one if there is no best).
 Overrides (``key=value``) apply to the ``eval`` settings below and to the run's ``env`` config,
-e.g. ``eval.n_episodes=20 eval.seed=7 eval.video=true env.kwargs.render_mode=...``.
+e.g. ``eval.n_episodes=20 eval.seed=7 eval.video=true env.kwargs.render_mode=...``; ``trust=[my_pkg]``
+lets the saved config import the user's own code (see :mod:`border_py.runs.trust`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from border_py.errors import ConfigError
 from border_py.evaluation.evaluator import EvalResult, Evaluator
 from border_py.overrides import parse_overrides, set_key, to_plain
 from border_py.runs.checkpoint import Checkpoint, is_complete, load_checkpoint
+from border_py.runs.trust import Trust, literal
 from border_py.seeding import derive_seed
 
 EVAL_DEFAULTS: dict[str, Any] = {
@@ -42,7 +44,9 @@ usage: border eval <run dir | checkpoint dir> [overrides]
 Plays greedy episodes with a saved policy (a run dir: its best checkpoint; eval.epsilon: random
 actions with that probability, by default the env's: 0.001 on Atari, else 0), prints a table and
 writes eval_<timestamp>.json next to the checkpoint. Overrides: eval.<key>=value (defaults:
-{", ".join(f"{k}={v}" for k, v in EVAL_DEFAULTS.items())}) and env.<key>=value.
+{", ".join(f"{k}={v}" for k, v in EVAL_DEFAULTS.items())}), env.<key>=value, and
+trust=[my_pkg]: the packages, modules or classes of your own that the run's config may import
+(a run dir is data: border imports only its own and gymnasium's components unless you trust more).
 """
 
 
@@ -53,20 +57,32 @@ def pick_checkpoint(path: str) -> Checkpoint:
 
 
 def eval_settings(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, Any]:
-    """``{"eval": ..., "env": ...}``: the defaults and the run's env config, with ``overrides``."""
-    settings = OmegaConf.create({"eval": EVAL_DEFAULTS, "env": checkpoint.config["env"]})
-    parsed = parse_overrides(overrides)
-    for ov in parsed:
+    """``{"eval": ..., "env": ...}``: the defaults and the run's env config, with ``overrides``.
+
+    Raises:
+        ConfigError: a bad override, or a saved config importing what the command does not
+            trust (see :mod:`border_py.runs.trust`).
+    """
+    settings = OmegaConf.create({"eval": EVAL_DEFAULTS, "env": literal(checkpoint.config["env"])})
+    typed = OmegaConf.create({})  # what this command names itself
+    for ov in parse_overrides(overrides):
         key = ov.key_or_group
         top, _, rest = key.partition(".")
+        if key == "trust":
+            set_key(typed, key, ov.value(), add=True)
+            continue
         if top not in ("eval", "env") or not rest:
-            raise ConfigError(f"{key}: border eval takes eval.* and env.* overrides only")
+            raise ConfigError(f"{key}: border eval takes eval.*, env.* and trust overrides only")
         if top == "eval" and rest not in EVAL_DEFAULTS:
             raise ConfigError(
                 f"{key}: unknown key{closest(rest, EVAL_DEFAULTS)}; valid: {', '.join(EVAL_DEFAULTS)}"
             )
         set_key(settings, key, ov.value(), add=top == "env")
+        if top == "env":
+            set_key(typed, key, ov.value(), add=True)
     plain = to_plain(settings)
+    saved = {k: v for k, v in checkpoint.config.items() if k != "env"} | {"env": plain["env"]}
+    Trust.of(to_plain(typed)).check_imports(saved, checkpoint.path / "config.json")
     cfg = plain["eval"]
     positive("eval.n_episodes", cfg["n_episodes"], int)
     positive("eval.max_steps", cfg["max_steps"], int)

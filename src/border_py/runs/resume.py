@@ -16,10 +16,11 @@ from border_py.overrides import parse_overrides, set_key, to_plain
 from border_py.runs.checkpoint import Checkpoint, run_dir_of_checkpoint
 from border_py.runs.results import read_result
 from border_py.runs.run_dir import claimed_overrides
+from border_py.runs.trust import Trust, literal
 
 log = logging.getLogger(__name__)
 
-NOT_CARRIED = ("resume", "run_dir")  # keys of a new invocation, never taken from the saved config
+NOT_CARRIED = ("resume", "run_dir", "trust")  # keys of this command, never from the saved config
 
 
 def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
@@ -46,15 +47,28 @@ def original_overrides(run_dir: Path) -> list[str]:
     return [o for o in (read_result(run_dir) or {}).get("overrides", []) if "(resume)" not in o]
 
 
-def resumed_config(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, Any]:
+def resumed_config(
+    checkpoint: Checkpoint, overrides: list[str], trust: Trust | None = None
+) -> dict[str, Any]:
     """The checkpoint's saved config with the command line's ``key=value`` overrides on top.
 
     Config groups cannot change on resume (the state would not fit): a ``group=option`` override
     is accepted only as the run's own original choice (a requeued job repeats its command line).
-    Every difference is logged.
+    Every difference is logged. The saved config is data: its strings are never resolved as
+    interpolations, and what it imports must be trusted (see :mod:`border_py.runs.trust`).
+
+    Args:
+        checkpoint: the checkpoint to continue from.
+        overrides: the command line's overrides.
+        trust: what the resuming command trusts (default: only border-py's and gymnasium's own
+            components).
+
+    Raises:
+        ConfigError: one line: a group changed, a sweep, a deletion, or an untrusted import.
     """
+    trust = trust or Trust()
     saved = {k: v for k, v in checkpoint.config.items() if k not in NOT_CARRIED}
-    merged = OmegaConf.create(saved)
+    merged = OmegaConf.create(literal(saved))
     parsed = parse_overrides(overrides)
     original = set(original_overrides(run_dir_of_checkpoint(checkpoint.path)))
     for ov in parsed:
@@ -74,6 +88,7 @@ def resumed_config(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, An
             raise ConfigError(f"~{key}: keys cannot be deleted when resuming")
         set_key(merged, key, ov.value(), add=ov.type is not OverrideType.CHANGE)
     config = to_plain(merged)
+    trust.check(config, checkpoint.path / "config.json")
     before, after = _flatten(saved), _flatten(config)
     for key in sorted(set(before) | set(after)):
         if before.get(key) != after.get(key):
@@ -81,6 +96,7 @@ def resumed_config(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, An
     return config | {
         "resume": str(checkpoint.path),
         "run_dir": str(run_dir_of_checkpoint(checkpoint.path)),
+        "trust": list(trust.entries),
     }
 
 

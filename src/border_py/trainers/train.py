@@ -31,6 +31,7 @@ from border_py.runs.checkpoint import (
 from border_py.runs.results import OBJECTIVES, objective_value, read_result, write_result
 from border_py.runs.resume import check_fits, resumed_config
 from border_py.runs.run_dir import RunCompleted, auto_resume, claim, session_lock
+from border_py.runs.trust import Trust, check_trust_list
 from border_py.trainers.components import Components
 from border_py.trainers.run_book import EvalCallback, build_recorder, restore_agent
 
@@ -68,6 +69,7 @@ def check(config: dict[str, Any]) -> tuple[Any, Components]:
     progress = config.get("progress", True)
     flag("progress", progress)
     positive("progress_interval", config.get("progress_interval", 30))
+    check_trust_list(config.get("trust") or [])
     build_recorder(config)  # settings only: nothing is opened or written
     trainer = build("trainer", config["trainer"])
     return trainer, trainer.check(config)
@@ -119,9 +121,8 @@ def prepare(cfg: DictConfig | dict[str, Any], overrides: list[str] | None = None
     checkpoint = None
     if config.get("resume"):
         checkpoint = load_checkpoint(config["resume"])
-        config = resumed_config(
-            checkpoint, command_line_overrides() if overrides is None else overrides
-        )
+        given = command_line_overrides() if overrides is None else overrides
+        config = resumed_config(checkpoint, given, Trust.of(config))
     trainer, parts = check(config)
     if checkpoint is not None:
         done = int(checkpoint.trainer_state["opt_steps"])
