@@ -3,7 +3,8 @@
 The learner handles SIGINT/SIGTERM (:class:`StopSignals`); its children never do. A child is
 started with SIGINT ignored (:func:`start_process`; an ignored signal stays ignored across fork and
 exec, and Python keeps it so), so it cannot be interrupted at any moment of its life, startup
-included. With the forkserver, the server is started that way and its children inherit it; with
+included. With the forkserver, the server is started that way (SIGTERM ignored too: a SIGTERM to
+the process group must not end it, and with it its children) and its children inherit it; with
 spawn, the learner ignores SIGINT for the few milliseconds of each child's start (a Ctrl-C that
 lands exactly then is lost: press it again). A child dies with the learner
 whoever its parent is (with the forkserver, its parent is the server): a thread waits on the
@@ -38,6 +39,7 @@ LEARNER_GONE_EXIT = 3  # exit status of a child whose learner died
 
 
 SECOND_SIGNAL_WAIT = 1.0  # how long the second signal's line may take before the stop goes on
+SIGNAL_DEBOUNCE = 0.5  # seconds after the first stop signal within which another is the same stop
 
 
 def _warn_from_handler(wait: float, message: str, *args: object) -> None:
@@ -58,6 +60,12 @@ class StopSignals:
     shutdown that follows (:meth:`shielded`: bounded by its timeouts) further ones are only logged,
     so that no step of it (killing hung actors, closing the evaluator and the recorders) is skipped.
 
+    Signals that arrive together are one: a second one sooner than :data:`SIGNAL_DEBOUNCE` after
+    the first is logged (once) as part of the same stop. ``timeout -s INT`` signals the command,
+    then its whole process group (the command again); a terminal's Ctrl-C reaches the group while
+    a wrapper script forwards it. The time is the handler's, which Python runs between bytecodes:
+    a signal that lands during a long call into C is handled when the call returns.
+
     One instance per process (:meth:`acquire`): the ``border`` command installs it first thing, so
     a Ctrl-C during start-up is a graceful stop of the run that follows, and ``train`` uses the
     same one. Poll :attr:`requested`. Outside the main thread (where handlers cannot be installed)
@@ -68,6 +76,8 @@ class StopSignals:
 
     def __init__(self) -> None:
         self.requested = False
+        self._requested_at = 0.0  # time.monotonic() of the first signal
+        self._echoed = False  # a signal that came with the first one was logged
         self._shielded = False
         self._previous: dict[int, Any] = {}
         self._users = 0
@@ -93,9 +103,18 @@ class StopSignals:
             _warn_from_handler(0.0, "%s: already stopping (the actors are being stopped)", name)
             return
         if self.requested:
-            _warn_from_handler(SECOND_SIGNAL_WAIT, "second %s: stopping now", name)
-            raise KeyboardInterrupt
+            after = time.monotonic() - self._requested_at
+            if after >= SIGNAL_DEBOUNCE:
+                _warn_from_handler(SECOND_SIGNAL_WAIT, "second %s: stopping now", name)
+                raise KeyboardInterrupt
+            if not self._echoed:
+                self._echoed = True
+                _warn_from_handler(
+                    0.0, "%s %.0f ms after the first: the same stop", name, after * 1e3
+                )
+            return
         self.requested = True
+        self._requested_at = time.monotonic()
         _warn_from_handler(
             0.0, "%s: stopping gracefully (final checkpoint); send it again to stop now", name
         )
@@ -117,7 +136,11 @@ class StopSignals:
         return self
 
     def restore(self) -> None:
-        """Put the previous handlers back (idempotent)."""
+        """Put the previous handlers back (idempotent); after a stop signal, not before
+        :data:`SIGNAL_DEBOUNCE` has passed since: one that came with it (after a stop that quick)
+        is still part of the stop, not a Ctrl-C that kills the process as it exits."""
+        if self._previous and self.requested:
+            time.sleep(max(0.0, self._requested_at + SIGNAL_DEBOUNCE - time.monotonic()))
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
@@ -130,33 +153,45 @@ class StopSignals:
 
 
 @contextlib.contextmanager
-def sigint_ignored() -> Iterator[None]:
-    """Ignore SIGINT in this process for the duration (main thread only; elsewhere a no-op): a
-    child started meanwhile inherits the ignored disposition."""
+def signals_ignored(*signums: int) -> Iterator[None]:
+    """Ignore ``signums`` in this process for the duration (main thread only; elsewhere a no-op):
+    a child started meanwhile inherits the ignored dispositions."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in signums}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def start_process(ctx: BaseContext, process: Any) -> None:
     """Start ``process`` (of context ``ctx``) with SIGINT ignored from its first instruction on.
 
-    With the forkserver only the server's own start needs it (a no-op once it runs): the children
-    it forks take the server's dispositions.
+    With the forkserver only the server's own start needs it (:func:`_ensure_forkserver`): the
+    children it forks take the server's dispositions.
     """
     with _own_start_method(ctx):
         if ctx.get_start_method() == "forkserver":
-            with sigint_ignored():
-                forkserver.ensure_running()
+            _ensure_forkserver()
             process.start()
         else:
-            with sigint_ignored():
+            with signals_ignored(signal.SIGINT):
                 process.start()
+
+
+def _ensure_forkserver() -> None:
+    """Start the forkserver unless it runs, with SIGINT and SIGTERM ignored.
+
+    A stop signal sent to the process group (a terminal's Ctrl-C, ``timeout``'s SIGTERM) is the
+    learner's to handle. The server ignores SIGINT itself, but not SIGTERM, and its death would
+    kill the children it forked (their parent-death signal) in the middle of the graceful stop.
+    Its children take both dispositions; :func:`init_child` then installs their SIGTERM handler.
+    """
+    with signals_ignored(signal.SIGINT, signal.SIGTERM):
+        forkserver.ensure_running()
 
 
 STDLIB_METHODS = ("fork", "spawn", "forkserver")
@@ -177,12 +212,11 @@ def forkserver_context() -> ForkServerContext:
 
 
 def warm_forkserver() -> None:
-    """Start the forkserver now (SIGINT ignored, see :func:`start_process`), so that it imports
-    torch and the children's modules on another core while the learner imports its own."""
+    """Start the forkserver now (see :func:`_ensure_forkserver`), so that it imports torch and
+    the children's modules on another core while the learner imports its own."""
     if "forkserver" in multiprocessing.get_all_start_methods():
         forkserver_context()
-        with sigint_ignored():
-            forkserver.ensure_running()
+        _ensure_forkserver()
 
 
 @contextlib.contextmanager

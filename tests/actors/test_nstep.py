@@ -90,6 +90,39 @@ def test_n_step_keeps_envs_apart():
     assert second.reward.tolist() == [3.0] and second.next_obs[:, 0].tolist() == [2.0]
 
 
+def _two_envs(reward: list[float]) -> VectorStep:
+    obs = np.zeros((2, 1), np.float32)
+    no = np.array([False, False])
+    return VectorStep(obs, obs, np.array(reward, np.float32), no, no, [], [])
+
+
+def test_a_non_finite_reward_stays_in_the_returns_that_sum_it():
+    """The block maths: the episode that ended first keeps its return, the next one's -inf stays
+    in its own (rewards outside a window are left out: inf * 0 would be nan)."""
+    proc = NStepProcessor(n_envs=1, n_step=3, gamma=0.5)
+    obs, action = np.zeros((1, 1), np.float32), np.array([0])
+    proc.add(obs, action, _step(1.0, terminated=True))
+    proc.add(obs, action, _step(-np.inf))
+    assert proc.take().reward.tolist() == [1.0]
+    proc.add(obs, action, _step(0.0))
+    proc.add(obs, action, _step(0.0))
+    assert proc.take().reward.tolist() == [-np.inf]  # the window of the -inf step, now full
+
+
+@pytest.mark.parametrize("n_step", [1, 3])
+def test_the_fast_paths_keep_a_non_finite_reward_in_its_env(n_step):
+    """One-step transitions, and the serial trainer's steady state (one step taken after full
+    windows): one env's -inf does not reach the other's returns."""
+    proc = NStepProcessor(n_envs=2, n_step=n_step, gamma=0.5)
+    obs, action = np.zeros((2, 1), np.float32), np.array([0, 0])
+    out = [_process(proc, obs, action, _two_envs([1.0, 1.0])) for _ in range(n_step - 1)]
+    out += [_process(proc, obs, action, _two_envs([1.0, -np.inf]))]
+    out += [_process(proc, obs, action, _two_envs([1.0, 1.0])) for _ in range(n_step - 1)]
+    rewards = np.array([t.reward for t in out if t is not None])  # one row per take, one per env
+    assert rewards[:, 0].tolist() == [sum(0.5**k for k in range(n_step))] * n_step
+    assert np.isneginf(rewards[:, 1]).all()
+
+
 def test_truncation_bootstraps_from_the_final_observation_of_a_real_env():
     factory = GymEnvFactory("CartPole-v1", max_episode_steps=5)
     agent = DQN(*factory.spaces(), gamma=0.9, eps_start=0.0, eps_final=0.0)

@@ -4,6 +4,7 @@ of build_agent, per-env fixed epsilons, Adam's epsilon and hyper-parameter valid
 from __future__ import annotations
 
 import copy
+import logging
 
 import gymnasium as gym
 import numpy as np
@@ -134,6 +135,45 @@ def test_per_env_epsilons_must_fit_the_batch_and_lie_in_0_1():
 
 
 # -- Adam's epsilon and hyper-parameter validation -------------------------------------------------
+
+
+# agent -> (a builder, its optimizers by name with the key of each one's lr)
+OPTIMIZED = {
+    "dqn": (lambda **kw: DQN(BOX, THREE, hidden_sizes=[8], **kw), {"q": "lr"}),
+    "iqn": (
+        lambda **kw: IQN(BOX, THREE, hidden_sizes=[8], n_tau=2, n_tau_prime=2, k=2, **kw),
+        {"z": "lr"},
+    ),
+    "sac": (
+        lambda **kw: SAC(BOX, ACT, hidden_sizes=[8], **kw),
+        {"actor": "actor_lr", "critic": "critic_lr", "alpha": "alpha_lr"},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZED))
+def test_a_loaded_state_keeps_the_configured_lrs_and_eps(name, caplog):
+    """A resume's ``agent.lr=...`` (or ``actor_lr``, ``adam_eps``...) is what trains: the config
+    wins over the checkpoint's values, and the change is logged."""
+    build, lr_keys = OPTIMIZED[name]
+    saved = build(**dict.fromkeys(lr_keys.values(), 1e-3), adam_eps=1e-8).state_dict()
+    configured = {key: 1e-4 * (i + 1) for i, key in enumerate(lr_keys.values())}
+    agent = build(**configured, adam_eps=1.5e-4)
+    with caplog.at_level(logging.INFO, logger="border_py.agents.optim"):
+        agent.load_state_dict(saved)
+    for optimizer, key in lr_keys.items():
+        assert (agent.optimizers[optimizer].lr, agent.optimizers[optimizer].eps) == (
+            configured[key],
+            1.5e-4,
+        )
+        assert f"optimizer {optimizer}: lr 0.001 -> {configured[key]:g} (the config's)" in (
+            caplog.text
+        )
+        assert f"optimizer {optimizer}: eps 1e-08 -> 0.00015 (the config's)" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="border_py.agents.optim"):
+        build(**dict.fromkeys(lr_keys.values(), 1e-3), adam_eps=1e-8).load_state_dict(saved)
+    assert "optimizer" not in caplog.text  # nothing changed, nothing said
 
 
 @pytest.mark.slow

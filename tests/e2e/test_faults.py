@@ -11,6 +11,7 @@ import signal
 import subprocess
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psutil
@@ -33,7 +34,8 @@ def _start(args: list[str], cwd: Path, marker: str, **popen: object) -> subproce
         **os.environ,
         "BORDER_TEST_MARKER": marker,
         "PYTHONUNBUFFERED": "1",
-        "PYTHONPATH": str(REPO),
+        # the repo (tests' own modules) and the caller's (a worktree's src/ before the install)
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
     }
     return subprocess.Popen(
         [*BORDER, *args],
@@ -475,3 +477,68 @@ def test_ctrl_c_at_any_moment_stops_cleanly(tmp_path, band):
         assert (run / "checkpoints" / f"{opt_steps:09d}" / "agent.pt").is_file()
     _gone_within(marker, 5.0)
     print(f"Ctrl-C at {delay:.2f} s: exit 130 after {seconds:.2f} s, {opt_steps} opt steps")
+
+
+def _one_stop_on_two_signals(tmp_path: Path, index: int) -> str:
+    """Train until the first periodic checkpoint, then at a random moment send SIGINT to border and
+    to its process group: back to back in even runs (``timeout -s INT`` does that), ``gap``
+    seconds apart in odd ones (a wrapper forwarding a Ctrl-C that the terminal also sent to the
+    group). Check that it was one graceful stop; return a line on it."""
+    marker = f"sigint2-{uuid.uuid4().hex}"
+    run = tmp_path / f"run{index}"
+    proc = _start(
+        [
+            "train",
+            *SMALL,
+            "trainer.max_opts=1000000",
+            "trainer.replay_ratio=1",  # the learner waits for data, as with a slow env
+            "trainer.save_interval=20",  # the first checkpoint: opt steps were made
+            "trainer.eval_interval=200",
+            f"run_dir={run}",
+        ],
+        tmp_path,
+        marker,
+        start_new_session=True,  # its own process group, which the test runner is outside of
+    )
+    gap = 0.0 if index % 2 == 0 else random.uniform(0.001, TWO_SIGNALS_MAX_GAP)
+    try:
+        _wait_for(lambda: any(run.glob("checkpoints/0*")), 120, "the first periodic checkpoint")
+        delay = random.uniform(0.0, 2.0)
+        time.sleep(delay)
+        os.kill(proc.pid, signal.SIGINT)
+        if gap:
+            time.sleep(gap)
+        os.killpg(proc.pid, signal.SIGINT)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    what = f"run {index}: signals {gap * 1000:.0f} ms apart, {delay:.2f} s after the 1st checkpoint"
+    assert proc.returncode == 130, f"{what}: exit {proc.returncode}\n{output}"
+    assert "stopping now" not in output and "Traceback" not in output, f"{what}:\n{output}"
+    result = json.loads((run / "result.json").read_text())
+    summary = result.get("summary")
+    assert result["status"] == "interrupted" and summary, f"{what}: {result}"
+    final = max(run.glob("checkpoints/0*"))
+    meta = json.loads((final / "meta.json").read_text())
+    assert final.name == f"{summary['opt_steps']:09d}", f"{what}: {final.name}, {summary}"
+    assert meta["opt_steps"] == summary["opt_steps"] > 0, f"{what}: {meta}, {summary}"
+    _gone_within(marker, 5.0)
+    handled = "handled twice" if "the same stop" in output else "handled once"
+    return f"{what}: {handled}, {summary['opt_steps']} opt steps"
+
+
+RUNS_OF_TWO_SIGNALS = 20
+TWO_SIGNALS_MAX_GAP = 0.2  # seconds; the debounce is 0.5 s: room for a loaded machine's delays
+
+
+@pytest.mark.slow
+def test_sigint_to_border_and_its_group_at_once_is_one_graceful_stop(tmp_path):
+    """20 runs, 2 at a time: every one exits 130 after a graceful stop, its final checkpoint at
+    the summary's opt steps, no process left."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        lines = list(
+            pool.map(lambda i: _one_stop_on_two_signals(tmp_path, i), range(RUNS_OF_TWO_SIGNALS))
+        )
+    print("\n".join(lines))

@@ -67,6 +67,19 @@ def test_checkpoints_hold_the_full_state_and_load_without_pickle(tmp_path):
     assert set(policy) == {k for k in ckpt.agent_state["q"]}
 
 
+def test_a_resume_trains_with_the_lr_and_eps_it_was_given(tmp_path, caplog):
+    train(make_config(tmp_path, *SERIAL, "trainer.max_opts=150", "agent.lr=1e-3"))
+    with caplog.at_level(logging.INFO):
+        train(
+            make_config(tmp_path, "resume=" + str(tmp_path / "run")),
+            overrides=["trainer.max_opts=300", "agent.lr=3e-4", "agent.adam_eps=1.5e-4"],
+        )
+    group = load_checkpoint(tmp_path / "run").agent_state["optimizer"]["param_groups"][0]
+    assert load_checkpoint(tmp_path / "run").trainer_state["opt_steps"] == 300
+    assert (group["lr"], group["eps"]) == (3e-4, 1.5e-4)  # what the resumed session trained with
+    assert "optimizer q: lr 0.001 -> 0.0003 (the config's)" in caplog.text
+
+
 @pytest.mark.slow
 def test_serial_resume_is_exact(tmp_path):
     full = tmp_path / "full"

@@ -33,7 +33,7 @@ from border_py.transport.messages import (
     decode,
     encode,
 )
-from border_py.transport.weights import SharedWeights
+from border_py.transport.weights import OPT_STEPS, VERSION, SharedWeights
 
 CTX = mp.get_context("spawn")
 
@@ -228,6 +228,23 @@ def test_weights_are_read_whole_or_not_at_all():
     weights.publish({"a": state["a"] * 2, "b": state["b"]}, opt_steps=9)
     version, opt_steps, got = weights.read()
     assert (version, opt_steps) == (2, 9) and torch.equal(got["a"], state["a"] * 2)
+
+
+def test_weights_are_read_only_under_the_version_and_opt_steps_they_were_published_with():
+    """A weakly ordered CPU may load the header after the copy: a whole copy of one publication
+    under the next one's version and opt steps must not be accepted (the CRC covers them)."""
+    state = {"a": torch.arange(6.0).view(2, 3)}
+    weights = SharedWeights.create(CTX, state)
+    weights.publish(state, opt_steps=5)
+    assert weights.read()[:2] == (1, 5)
+    header = weights._header
+    header[VERSION] = 2  # another label over the same weights
+    assert weights.read(attempts=3) is None
+    header[VERSION], header[OPT_STEPS] = 1, 9
+    assert weights.read(attempts=3) is None
+    header[OPT_STEPS] = 5  # its own label again
+    version, opt_steps, got = weights.read()
+    assert (version, opt_steps) == (1, 5) and torch.equal(got["a"], state["a"])
 
 
 def test_a_slow_reader_skips_versions_and_never_blocks_the_writer():

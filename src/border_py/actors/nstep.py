@@ -98,7 +98,8 @@ class NStepProcessor:
             summed = end - start + 1
             window = np.minimum(start[:, None] + np.arange(n), rows - 1)
             in_window = np.arange(n) < summed[:, None]
-            ret = (reward[window, env[:, None]] * in_window) @ self.powers[:n]
+            # rewards outside a window are left out, not multiplied by 0 (inf * 0 is nan)
+            ret = np.where(in_window, reward[window, env[:, None]], 0.0) @ self.powers[:n]
             discount = np.where(terminated[end, env], 0.0, self.powers[summed])
             transitions = Transitions(
                 obs=np.array(self._obs)[start, env],

@@ -232,7 +232,7 @@ class DQN(EpsilonGreedy):
         """Restore :meth:`state_dict`."""
         self.q.load_state_dict(state["q"])
         self.q_target.load_state_dict(state["q_target"])
-        self.optimizers["q"].load_state_dict(state["optimizer"])
+        self.optimizers.load_state_dict({"q": state["optimizer"]})  # the config's lr, eps
         self.env_steps = int(state["env_steps"])
         self.opt_steps = int(state["opt_steps"])
         self.rng.bit_generator.state = state["rng"]

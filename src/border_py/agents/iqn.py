@@ -271,7 +271,7 @@ class IQN(EpsilonGreedy):
         """Restore :meth:`state_dict`."""
         self.z.load_state_dict(state["z"])
         self.z_target.load_state_dict(state["z_target"])
-        self.optimizers["z"].load_state_dict(state["optimizer"])
+        self.optimizers.load_state_dict({"z": state["optimizer"]})  # the config's lr, eps
         self.env_steps = int(state["env_steps"])
         self.opt_steps = int(state["opt_steps"])
         self.rng.bit_generator.state = state["rng"]

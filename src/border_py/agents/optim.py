@@ -17,11 +17,14 @@ use larger ones: 1.5e-4 with lr 6.25e-5 for Rainbow and for IQN matched to Rainb
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 from torch.optim.adam import adam
+
+log = logging.getLogger(__name__)
 
 CLIP_EPS = 1e-6  # added to the norm before dividing, as torch.nn.utils.clip_grad_norm_ does
 
@@ -161,7 +164,9 @@ class Optimizers(dict[str, Adam]):
         return {name: optimizer.state_dict() for name, optimizer in self.items()}
 
     def load_state_dict(self, state: Mapping[str, Mapping[str, Any]]) -> None:
-        """Restore :meth:`state_dict` (the same names).
+        """Restore :meth:`state_dict` (the same names), except that each optimizer keeps its own
+        learning rate and epsilon: the agent's config wins over the saved ones (a resume with
+        ``agent.lr=...`` trains with that lr), and a difference is logged.
 
         Raises:
             KeyError: the saved names differ from this agent's.
@@ -169,4 +174,10 @@ class Optimizers(dict[str, Adam]):
         if set(state) != set(self):
             raise KeyError(f"optimizers {sorted(state)}, the agent has {sorted(self)}")
         for name, optimizer in self.items():
+            configured = {"lr": optimizer.lr, "eps": optimizer.eps}
             optimizer.load_state_dict(state[name])
+            for key, value in configured.items():
+                saved = getattr(optimizer, key)
+                if saved != value:
+                    log.info("optimizer %s: %s %g -> %g (the config's)", name, key, saved, value)
+                setattr(optimizer, key, value)

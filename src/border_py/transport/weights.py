@@ -1,16 +1,19 @@
 """Weight publication through shared memory: one flat float32 buffer and a small header, no lock.
 
 The learner (the only writer) makes the header's sequence number odd, writes the weights, records
-the new version, the opt steps and the CRC-32 of the weights, and makes the sequence even again.
-A reader copies the weights and keeps the copy only if the sequence was even and unchanged around
-the copy and the copy's CRC matches: it never blocks the writer, a torn copy (a publication under
-way, on any memory model) is never used, and a reader killed mid-copy leaves nothing behind (no
-lock to stay taken). Actors compare the version with the one they hold and copy only when it
+the new version, the opt steps and the CRC-32 of those two and the weights together, and makes the
+sequence even again. A reader copies the weights and keeps the copy only if the sequence was even
+and unchanged around the copy and the CRC of the version and opt steps it read and of its copy
+matches: it never blocks the writer, a torn copy (a publication under way, on any memory model)
+is never used, nor a whole copy under another publication's version and opt steps (a weakly
+ordered CPU may reorder the header's loads around the copy), and a reader killed mid-copy leaves
+nothing behind (no lock to stay taken). Actors compare the version with the one they hold and copy only when it
 changed; nothing is pickled per actor and nothing queues up: a slow actor simply skips versions.
 """
 
 from __future__ import annotations
 
+import struct
 import time
 import zlib
 from multiprocessing.context import BaseContext
@@ -21,6 +24,12 @@ import torch
 
 Layout = tuple[tuple[str, tuple[int, ...]], ...]
 SEQ, VERSION, OPT_STEPS, CRC = range(4)
+_LABEL = struct.Struct("=qq")  # (version, opt steps), as the CRC covers them
+
+
+def _checksum(version: int, opt_steps: int, data: memoryview) -> int:
+    """CRC-32 of a publication's label (version, opt steps) and its weights, together."""
+    return zlib.crc32(data, zlib.crc32(_LABEL.pack(version, opt_steps)))
 
 
 def layout_of(state: dict[str, torch.Tensor]) -> Layout:
@@ -64,13 +73,14 @@ class SharedWeights:
         flat = torch.cat([state[key].detach().reshape(-1).float().cpu() for key, _ in self.layout])
         values = flat.numpy()
         header = self._header
+        version = int(header[VERSION]) + 1
         header[SEQ] += 1  # odd: a write is under way
         self._data[:] = values
-        header[VERSION] += 1
+        header[VERSION] = version
         header[OPT_STEPS] = opt_steps
-        header[CRC] = zlib.crc32(values.data)
+        header[CRC] = _checksum(version, opt_steps, values.data)
         header[SEQ] += 1  # even: consistent
-        return int(header[VERSION])
+        return version
 
     def read(self, attempts: int = 20) -> tuple[int, int, dict[str, torch.Tensor]] | None:
         """(version, opt_steps, state) of the latest weights; None if no consistent copy could be
@@ -80,7 +90,11 @@ class SharedWeights:
             seq = int(header[SEQ])
             version, opt_steps, crc = (int(header[i]) for i in (VERSION, OPT_STEPS, CRC))
             copy = self._data.copy()
-            if seq % 2 == 0 and int(header[SEQ]) == seq and zlib.crc32(copy.data) == crc:
+            if (
+                seq % 2 == 0
+                and int(header[SEQ]) == seq
+                and _checksum(version, opt_steps, copy.data) == crc
+            ):
                 return version, opt_steps, self._unflatten(torch.from_numpy(copy))
             time.sleep(0.0002 * (attempt + 1))
         return None
