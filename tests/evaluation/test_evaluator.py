@@ -3,8 +3,6 @@ and the seed; the env's default evaluation epsilon; ``border eval``'s ``eval.eps
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 
@@ -110,9 +108,8 @@ def test_border_eval_takes_eval_epsilon(tmp_path):
     )
     run = str(tmp_path / "run")
     *_, default = evaluate_checkpoint(run, ["eval.n_episodes=2"])
-    assert json.loads(default.read_text())["eval"]["epsilon"] == 0.0  # CartPole's default
-    *_, random = evaluate_checkpoint(run, ["eval.n_episodes=2", "eval.epsilon=1", "eval.seed=3"])
-    record = json.loads(random.read_text())
+    assert default["eval"]["epsilon"] == 0.0  # CartPole's default
+    *_, record = evaluate_checkpoint(run, ["eval.n_episodes=2", "eval.epsilon=1", "eval.seed=3"])
     assert record["eval"]["epsilon"] == 1
     assert record["episode_returns"] == _evaluate_seeded_random(3)
     with pytest.raises(ConfigError, match=r"^eval.epsilon=2: must be in \[0, 1\]$"):

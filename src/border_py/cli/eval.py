@@ -23,8 +23,9 @@ from border_py.agents.factory import build_agent
 from border_py.cli.errors import fail
 from border_py.config import closest, flag, fraction, positive, require
 from border_py.envs.factory import build_env_factory
-from border_py.errors import ConfigError
+from border_py.errors import ConfigError, RunError
 from border_py.evaluation.evaluator import EvalResult, Evaluator
+from border_py.files import make_dir, write_file
 from border_py.overrides import parse_overrides, set_key, to_plain
 from border_py.runs.checkpoint import Checkpoint, is_complete, load_checkpoint
 from border_py.runs.trust import Trust, literal
@@ -36,6 +37,7 @@ EVAL_DEFAULTS: dict[str, Any] = {
     "max_steps": 10000,  # step cap per episode
     "epsilon": None,  # probability of a random action per step (None: the env's default, 0.001 on Atari)
     "video": False,  # record mp4 videos next to the checkpoint (needs the [video] extra)
+    "out": None,  # the dir eval_<timestamp>.json and videos go to (None: the checkpoint's dir)
 }
 
 EVAL_USAGE = f"""\
@@ -43,7 +45,8 @@ usage: border eval <run dir | checkpoint dir> [overrides]
 
 Plays greedy episodes with a saved policy (a run dir: its best checkpoint; eval.epsilon: random
 actions with that probability, by default the env's: 0.001 on Atari, else 0), prints a table and
-writes eval_<timestamp>.json next to the checkpoint. Overrides: eval.<key>=value (defaults:
+writes eval_<timestamp>.json next to the checkpoint (eval.out=<dir>: there instead, videos too).
+Overrides: eval.<key>=value (defaults:
 {", ".join(f"{k}={v}" for k, v in EVAL_DEFAULTS.items())}), env.<key>=value, and
 trust=[my_pkg]: the packages, modules or classes of your own that the run's config may import
 (a run dir is data: border imports only its own and gymnasium's components unless you trust more).
@@ -90,6 +93,8 @@ def eval_settings(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, Any
     seed_ok = seed is None or (isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0)
     require("eval.seed", seed_ok, "null or a non-negative int", seed)
     flag("eval.video", cfg["video"])
+    out = cfg["out"]
+    require("eval.out", out is None or (isinstance(out, str) and out != ""), "null or a dir", out)
     if cfg["epsilon"] is not None:
         fraction("eval.epsilon", cfg["epsilon"])
     return plain
@@ -144,8 +149,13 @@ def _first_line(exc: Exception) -> str:
 
 def evaluate_checkpoint(
     path: str, overrides: list[str]
-) -> tuple[Checkpoint, dict[str, Any], EvalResult, Path]:
-    """Run the evaluation; return the checkpoint, the settings, the result and the JSON written."""
+) -> tuple[Checkpoint, dict[str, Any], EvalResult, Path, dict[str, Any]]:
+    """Run the evaluation; return the checkpoint, the settings, the result, where its record
+    goes (``eval_<timestamp>.json``, see :func:`write_record`) and the record.
+
+    Raises:
+        RunError: the video dir could not be made (said before any episode is played).
+    """
     checkpoint = pick_checkpoint(path)
     settings = eval_settings(checkpoint, overrides)
     cfg = settings["eval"]
@@ -159,22 +169,32 @@ def evaluate_checkpoint(
             f"{checkpoint.path}: the policy does not fit the env ({str(exc).splitlines()[0]})"
         ) from None
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    video_dir = checkpoint.path / f"videos_{stamp}" if cfg["video"] else None
+    out_dir = Path(cfg["out"]).expanduser().absolute() if cfg["out"] else checkpoint.path
+    video_dir = out_dir / f"videos_{stamp}" if cfg["video"] else None
     if video_dir is not None:
         check_video(env_factory)
+        try:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            make_dir(video_dir)
+        except OSError as exc:
+            raise RunError(
+                f"{out_dir}: cannot record videos there ({exc.strerror or exc}); choose where"
+                " border eval writes with eval.out=<dir>"
+            ) from None
     seed = cfg["seed"] if cfg["seed"] is not None else derive_seed(config["seed"], "eval")
     epsilon = cfg["epsilon"] if cfg["epsilon"] is not None else env_factory.eval_epsilon
     try:
-        evaluator = Evaluator(
-            env_factory, cfg["n_episodes"], seed, cfg["max_steps"], video_dir, epsilon
-        )
+        with warnings.catch_warnings():  # the video dir is new: made just above
+            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+            evaluator = Evaluator(
+                env_factory, cfg["n_episodes"], seed, cfg["max_steps"], video_dir, epsilon
+            )
     except ConfigError as exc:
         raise ConfigError(f"eval.{exc}") from None
     try:
         result = evaluator.evaluate(agent)
     finally:
         evaluator.close()
-    out = checkpoint.path / f"eval_{stamp}.json"
     record = {
         "checkpoint": str(checkpoint.path),
         "opt_steps": checkpoint.meta.get("opt_steps"),
@@ -184,14 +204,28 @@ def evaluate_checkpoint(
         "episode_returns": result.episode_returns,
         "videos": str(video_dir) if video_dir else None,
     }
-    out.write_text(json.dumps(record, indent=2))
-    return checkpoint, settings, result, out
+    return checkpoint, settings, result, out_dir / f"eval_{stamp}.json", record
 
 
-def print_result(
-    checkpoint: Checkpoint, settings: dict[str, Any], result: EvalResult, out: Path
-) -> None:
-    """The result as a rich table, and where it was written."""
+def write_record(out: Path, record: dict[str, Any]) -> Path:
+    """Write the evaluation's ``record`` to ``out`` (see :func:`~border_py.files.write_file`),
+    creating its dir; return it.
+
+    Raises:
+        RunError: it could not be written (one line naming the dir, and ``eval.out``).
+    """
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        return write_file(out, json.dumps(record, indent=2).encode())
+    except OSError as exc:
+        raise RunError(
+            f"{out.parent}: cannot write {out.name} there ({exc.strerror or exc}); the result is"
+            " printed above: write it elsewhere with eval.out=<dir>"
+        ) from None
+
+
+def print_result(checkpoint: Checkpoint, settings: dict[str, Any], result: EvalResult) -> None:
+    """The result as a rich table."""
     table = Table(
         title=f"{checkpoint.path} (opt step {checkpoint.meta.get('opt_steps')}, {settings['env']['id']})"
     )
@@ -204,18 +238,21 @@ def print_result(
         f"{result.return_max:.2f}",
         f"{result.length_mean:.1f}",
     )
-    console = Console()
-    console.print(table)
-    console.print(f"written: {out}")
+    Console().print(table)
 
 
 def eval_command(args: list[str]) -> int:
-    """``border eval``: evaluate a checkpoint and print a table."""
+    """``border eval``: evaluate a checkpoint, print a table, then write the record (a write that
+    fails is one line after the table, exit status 1)."""
     if not args or args[0] in ("-h", "--help"):
         print(EVAL_USAGE)
         return 0 if args else 2
     try:
-        print_result(*evaluate_checkpoint(args[0], args[1:]))
+        checkpoint, settings, result, out, record = evaluate_checkpoint(args[0], args[1:])
+        print_result(checkpoint, settings, result)
+        print(f"written: {write_record(out, record)}", flush=True)
     except ConfigError as exc:
         return fail(str(exc))
+    except RunError as exc:
+        return fail(str(exc), 1)
     return 0

@@ -18,6 +18,7 @@ from omegaconf import DictConfig, read_write
 
 from border_py.cli.errors import fail
 from border_py.errors import ConfigError
+from border_py.runs.links import refuse_links
 from border_py.runs.results import read_result
 from border_py.runs.run_dir import fresh_dir, holds_run, refusal
 
@@ -55,6 +56,10 @@ class RunDirs(Callback):
                 explicit = _explicit(config, "hydra.run.dir")
             run_dir = Path(str(config.hydra.run.dir)).expanduser().resolve()
             if explicit:
+                try:  # before Hydra opens train.log or writes .hydra/ in it
+                    refuse_links(run_dir)
+                except ConfigError as exc:
+                    _refuse(exc)
                 if holds_run(run_dir):
                     key = "run_dir" if config.get("run_dir") else "hydra.run.dir"
                     _refuse(refusal(run_dir, key))

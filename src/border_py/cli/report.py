@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -29,8 +30,9 @@ from rich.text import Text
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from border_py.cli.aggregate import Band, Estimate, aggregate_curves, estimate
-from border_py.cli.errors import fail
+from border_py.cli.errors import fail, printable
 from border_py.errors import ConfigError
+from border_py.files import write_file
 from border_py.runs.results import RESULT_FILE, read_result
 from border_py.runs.resume import original_overrides
 
@@ -124,12 +126,13 @@ def is_run(path: Path) -> bool:
 
 
 def find_runs(root: Path) -> list[Path]:
-    """Run dirs at or under ``root`` (never inside another run), in natural order (2 before 10)."""
+    """Run dirs at or under ``root`` (never inside another run, never through a symlinked dir), in
+    natural order (2 before 10)."""
     if is_run(root):
         return [root]
     found: list[Path] = []
     for child in root.iterdir():
-        if child.is_dir() and not child.name.startswith("."):
+        if child.is_dir() and not child.is_symlink() and not child.name.startswith("."):
             found += find_runs(child)
     return sorted(found, key=lambda p: _natural(str(p.relative_to(root))))
 
@@ -176,32 +179,42 @@ def evaluations(
 
 
 def read_run(run_dir: Path, root: Path) -> RunRow:
-    """Everything the report shows about one run."""
-    result = read_result(run_dir)
+    """Everything the report shows about one run (text from its files with control characters
+    escaped, numbers only where numbers go)."""
+    result = read_result(run_dir) or {}
     scalars, started = _events(run_dir)
-    summary = (result or {}).get("summary", {})
+    summary = result.get("summary")
+    summary = summary if isinstance(summary, dict) else {}
     row = RunRow(
-        job=str(run_dir.relative_to(root)) if run_dir != root else run_dir.name,
+        job=printable(str(run_dir.relative_to(root)) if run_dir != root else run_dir.name),
         path=run_dir,
-        overrides=original_overrides(run_dir),
-        status=result["status"] if result else "unfinished",
+        overrides=[printable(o) for o in original_overrides(run_dir)],
+        status=printable(str(result["status"])) if "status" in result else "unfinished",
         evaluations=evaluations(scalars, started),
     )
     curve = row.curve("opt_steps")
     if "final_return" in summary:  # exact; TensorBoard keeps float32
-        row.best_return, row.final_return = summary["best_return"], summary["final_return"]
+        row.best_return = _number(summary.get("best_return"))
+        row.final_return = _number(summary["final_return"])
     elif curve:
         row.best_return = max(v for _, v in curve)
         row.final_return = curve[-1][1]
     env = scalars.get(ENV_STEPS_TAG, [])
-    row.env_steps = summary.get("env_steps", int(env[-1][1]) if env else None)
+    row.env_steps = _number(summary.get("env_steps", int(env[-1][1]) if env else None))
     steps = [s for tag in scalars.values() for s, _, _ in tag]
-    row.opt_steps = summary.get("opt_steps", max(steps) if steps else None)
+    row.opt_steps = _number(summary.get("opt_steps", max(steps) if steps else None))
     walls = [w for tag in scalars.values() for _, _, w in tag]
-    row.seconds = summary.get("seconds", max(walls) - min(walls) if walls else None)
-    if result and "error" in result:
-        row.error = f"{result['error']['type']}: {result['error']['message']}"
+    row.seconds = _number(summary.get("seconds", max(walls) - min(walls) if walls else None))
+    error = result.get("error")
+    if isinstance(error, dict):
+        row.error = printable(f"{error.get('type')}: {error.get('message')}")
     return row
+
+
+def _number(value: Any) -> Any:
+    """``value`` if it is a number, else None (a crafted ``result.json`` may hold anything)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return value if ok else None
 
 
 def collect(path: str | Path) -> tuple[Path, list[RunRow]]:
@@ -244,7 +257,7 @@ def table(root: Path, rows: list[RunRow]) -> Table:
     common = shared_overrides(rows)
     out = Table(
         title=f"{root} ({len(rows)} runs)",
-        caption=f"every run: {' '.join(common)}" if common else None,
+        caption=Text(f"every run: {' '.join(common)}") if common else None,
     )
     out.add_column("job", overflow="fold")
     out.add_column("overrides", overflow="fold", ratio=1)
@@ -268,11 +281,16 @@ def table(root: Path, rows: list[RunRow]) -> Table:
 
 def write_csv(rows: list[RunRow], path: Path) -> None:
     """The table as CSV (one line per run, :data:`COLUMNS`)."""
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=COLUMNS)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow(row.values())
+    _write_csv(path, COLUMNS, [row.values() for row in rows])
+
+
+def _write_csv(path: Path, columns: tuple[str, ...], lines: list[dict[str, Any]]) -> None:
+    """``lines`` as CSV with a header, published by :func:`~border_py.files.write_file`."""
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(lines)
+    write_file(path, text.getvalue().encode())
 
 
 # --- groups of seeds -----------------------------------------------------------------------------
@@ -386,11 +404,7 @@ def group_table(root: Path, groups: list[Group], common: list[str]) -> Table:
 
 def write_group_csv(groups: list[Group], path: Path) -> None:
     """The group table as CSV (one line per group, :data:`GROUP_COLUMNS`)."""
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=GROUP_COLUMNS)
-        writer.writeheader()
-        for group in groups:
-            writer.writerow(group.values())
+    _write_csv(path, GROUP_COLUMNS, [group.values() for group in groups])
 
 
 # --- plots ---------------------------------------------------------------------------------------
@@ -415,11 +429,17 @@ def _axes(title: str, axis: str) -> tuple[Any, Any]:
 
 
 def _save(fig: Any, path: Path) -> None:
+    """Render ``fig`` in memory (in the format ``path``'s suffix names, else PNG), then publish it
+    with :func:`~border_py.files.write_file` (never through a symlink)."""
     from matplotlib import pyplot as plt
 
     fig.tight_layout()
-    fig.savefig(path, dpi=200)
-    plt.close(fig)
+    image = io.BytesIO()
+    try:
+        fig.savefig(image, format=path.suffix.lstrip(".") or "png", dpi=200)
+    finally:
+        plt.close(fig)
+    write_file(path, image.getvalue())
 
 
 def plot(root: Path, rows: list[RunRow], path: Path, axis: str = "env_steps") -> bool:

@@ -33,6 +33,7 @@ import yaml
 from border_py.cli.errors import fail
 from border_py.config import build, closest, config_dir, positive, require
 from border_py.errors import ConfigError
+from border_py.files import LogFile, make_dir, write_file
 from border_py.processes import StopSignals
 
 log = logging.getLogger("border_py.tune")
@@ -307,9 +308,9 @@ def run_trial(task: TrialTask) -> None:
         nonlocal interrupted
         trial.set_user_attr("launch", task.launch)
         run_dir = Path(task.study_dir) / "trials" / str(trial.number)
-        run_dir.mkdir(parents=True, exist_ok=True)
+        make_dir(run_dir)  # never a symlink
         trial.set_user_attr("run_dir", str(run_dir))
-        handler = logging.FileHandler(run_dir / "train.log")
+        handler = LogFile(run_dir / "train.log")
         handler.setFormatter(logging.Formatter(PLAIN_FORMAT))
         logging.getLogger().addHandler(handler)
         logging.getLogger().setLevel(logging.INFO)
@@ -540,10 +541,7 @@ class Tuner:
                 "best_run_dir": best.user_attrs.get("run_dir"),
                 "best_command": " ".join(["border train", *self.overrides, *params]),
             }
-        path = self.study_dir / BEST_FILE
-        tmp = path.with_suffix(".yaml.tmp")
-        tmp.write_text(yaml.safe_dump(record, sort_keys=False))
-        os.replace(tmp, path)
+        write_file(self.study_dir / BEST_FILE, yaml.safe_dump(record, sort_keys=False).encode())
 
 
 def tune(

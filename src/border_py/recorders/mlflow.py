@@ -16,6 +16,7 @@ from hydra.types import RunMode
 
 from border_py.config import require
 from border_py.errors import ConfigError
+from border_py.files import write_file
 from border_py.recorders.base import hyperparameters
 
 RUN_ID_FILE = "mlflow_run.json"  # in the run dir: a resumed run continues the same MLflow run
@@ -120,7 +121,7 @@ class MlflowRecorder:
         params = [Param(k, str(v)) for k, v in hyperparameters(config).items()]
         for i in range(0, len(params), BATCH):
             self.client.log_batch(self.run_id, params=params[i : i + BATCH])
-        id_file.write_text(json.dumps({"tracking_uri": uri, "run_id": self.run_id}))
+        write_file(id_file, json.dumps({"tracking_uri": uri, "run_id": self.run_id}).encode())
 
     def scalars(self, values: dict[str, Any], step: int) -> None:
         """Log each ``tag: value`` at ``step`` in one batch."""

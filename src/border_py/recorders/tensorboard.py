@@ -12,6 +12,7 @@ from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2, summ
 from torch.utils.tensorboard import SummaryWriter
 
 from border_py.config import positive
+from border_py.files import make_dir
 from border_py.recorders.base import hyperparameters
 
 STATUS = {
@@ -42,7 +43,7 @@ class TensorBoardRecorder:
 
     def open(self, run_dir: Path, config: dict[str, Any], resume_step: int | None) -> None:
         """Create the writer; a new run also writes its config and hyper-parameters."""
-        self.log_dir = Path(run_dir) / "tensorboard"
+        self.log_dir = make_dir(Path(run_dir) / "tensorboard")  # never a symlink
         _after_existing_files(self.log_dir)
         purge = None if resume_step is None else resume_step + 1
         self.writer = SummaryWriter(str(self.log_dir), purge_step=purge, flush_secs=self.flush_secs)

@@ -12,6 +12,7 @@ from hydra.types import RunMode
 
 from border_py.config import require
 from border_py.errors import ConfigError, RunError
+from border_py.files import write_file
 from border_py.recorders.base import NOT_HPARAMS
 
 log = logging.getLogger(__name__)
@@ -114,9 +115,8 @@ class WandbRecorder:
             ) from None
         self.run.define_metric(STEP_METRIC)
         self.run.define_metric("*", step_metric=STEP_METRIC)
-        id_file.write_text(
-            json.dumps({"id": self.run.id, "project": self.run.project, "entity": where["entity"]})
-        )
+        record = {"id": self.run.id, "project": self.run.project, "entity": where["entity"]}
+        write_file(id_file, json.dumps(record).encode())
         log.info("W&B run %s (%s) in %s", self.run.id, self.run.settings.mode, run_dir / "wandb")
 
     def scalars(self, values: dict[str, Any], step: int) -> None:

@@ -22,15 +22,16 @@ import re
 import shutil
 import tempfile
 import zipfile
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import torch
 
 from border_py.errors import ConfigError, RunError
+from border_py.files import create_file, dir_mode, fsync_dir, make_dir
+from border_py.runs.links import refuse_links
 
 REQUIRED = ("policy.pt", "agent.pt", "trainer.pt", "config.json", "meta.json")
 BUFFER_FILE = "replay_buffer.npz"
@@ -57,23 +58,26 @@ def save_checkpoint(
 
     Every file is written into a hidden temporary dir and fsynced, the dir too, before the rename
     that publishes it (and the parent after it): a crash or power loss leaves the old checkpoint
-    or the new one, never a torn one.
+    or the new one, never a torn one. Files and dirs get the umask's modes (see
+    :mod:`border_py.files`).
 
     Raises:
         RunError: a file could not be written (disk full, permissions, a file size limit); the
             earlier checkpoints are intact and no temporary dir is left.
+        ConfigError: ``root`` is a symlink.
     """
     tmp: Path | None = None
     try:
-        root.mkdir(parents=True, exist_ok=True)
+        make_dir(root)
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=root))
-        _write(tmp / "policy.pt", lambda f: torch.save(policy, f))
-        _write(tmp / "agent.pt", lambda f: torch.save(agent_state, f))
-        _write(tmp / "trainer.pt", lambda f: torch.save(trainer_state, f))
-        _write(tmp / "config.json", lambda f: f.write(json.dumps(config, indent=2).encode()))
+        create_file(tmp / "policy.pt", lambda f: torch.save(policy, f))
+        create_file(tmp / "agent.pt", lambda f: torch.save(agent_state, f))
+        create_file(tmp / "trainer.pt", lambda f: torch.save(trainer_state, f))
+        create_file(tmp / "config.json", json.dumps(config, indent=2).encode())
         if buffer is not None:
-            _write(tmp / BUFFER_FILE, lambda f: np.savez(f, **buffer))  # type: ignore[arg-type]
-        _write(tmp / "meta.json", lambda f: f.write(json.dumps(meta, indent=2).encode()))
+            create_file(tmp / BUFFER_FILE, lambda f: np.savez(f, **buffer))  # type: ignore[arg-type]
+        create_file(tmp / "meta.json", json.dumps(meta, indent=2).encode())
+        os.chmod(tmp, dir_mode())  # mkdtemp's 0700 would stay with the checkpoint
         fsync_dir(tmp)
         return _publish(tmp, root, name)
     except OSError as exc:
@@ -85,23 +89,6 @@ def save_checkpoint(
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _write(path: Path, write: Callable[[BinaryIO], object]) -> None:
-    """Write a file with ``write`` and fsync it."""
-    with path.open("wb") as handle:
-        write(handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a dir's entries (files created, renamed into it) durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _publish(tmp: Path, root: Path, name: str) -> Path:
@@ -138,24 +125,44 @@ def prune(root: Path, keep: int) -> None:
 
 
 def set_aside_newer(root: Path, opt_steps: int) -> list[Path]:
-    """Move periodic checkpoints newer than ``opt_steps`` to ``root/abandoned/`` (a run resumed
-    from an older checkpoint starts a new timeline; they would be mistaken for its newest). A
-    name already taken there (a timeline abandoned earlier) gets a suffix: ``<step>.2``, ..."""
+    """Move checkpoints newer than ``opt_steps`` to ``root/abandoned/`` (a run resumed from an
+    older checkpoint starts a new timeline): the periodic ones, which would be mistaken for its
+    newest, and ``best`` when it was saved later (the new timeline would replace it at its first
+    evaluation above the older best). A name already taken there (a timeline abandoned earlier)
+    gets a suffix: ``<step>.2``, ``best.2``, ...
+
+    Raises:
+        ConfigError: ``root/abandoned`` is a symlink (nothing is moved).
+    """
+    newer = [path for path in periodic_checkpoints(root) if int(path.name) > opt_steps]
+    best = root / "best"
+    if best.is_dir() and _saved_after(best, opt_steps):
+        newer.append(best)
+    if not newer:
+        return []
+    abandoned = make_dir(root / "abandoned")
     moved = []
-    for path in periodic_checkpoints(root):
-        if int(path.name) > opt_steps:
-            (root / "abandoned").mkdir(exist_ok=True)
-            target = root / "abandoned" / path.name
-            for k in itertools.count(2):
-                if not target.exists():
-                    break
-                target = root / "abandoned" / f"{path.name}.{k}"
-            os.replace(path, target)
-            moved.append(target)
-    if moved:
-        fsync_dir(root / "abandoned")
-        fsync_dir(root)
+    for path in newer:
+        target = abandoned / path.name
+        for k in itertools.count(2):
+            if not os.path.lexists(target):
+                break
+            target = abandoned / f"{path.name}.{k}"
+        os.replace(path, target)
+        moved.append(target)
+    fsync_dir(abandoned)
+    fsync_dir(root)
     return moved
+
+
+def _saved_after(checkpoint: Path, opt_steps: int) -> bool:
+    """Whether ``checkpoint``'s ``meta.json`` says it was saved after ``opt_steps`` (one that
+    does not say counts as later: set aside rather than replaced)."""
+    try:
+        saved = json.loads((checkpoint / "meta.json").read_text()).get("opt_steps")
+    except (OSError, ValueError, AttributeError):
+        return True
+    return not isinstance(saved, int) or saved > opt_steps
 
 
 def recover(root: Path) -> None:
@@ -181,15 +188,23 @@ def is_complete(path: Path) -> bool:
 def find_checkpoint(path: str | Path) -> Path:
     """The checkpoint a user points at: a checkpoint dir itself, or a run dir's newest complete one.
 
+    The run it belongs to (or, for a checkpoint dir outside a run, the checkpoint) must hold no
+    symlink (see :func:`~border_py.runs.links.refuse_links`): checked as the user named it and
+    once links in the user's own path are resolved.
+
     Raises:
-        ConfigError: missing path, not a border-py run, or no complete checkpoint.
+        ConfigError: missing path, not a border-py run, no complete checkpoint, or a symlink in
+            the run.
     """
-    path = Path(path).expanduser().resolve()
+    given = Path(os.path.abspath(Path(path).expanduser()))
+    path = given.resolve()
     if not path.exists():
         raise ConfigError(f"{path}: no such file or directory")
     if is_complete(path):
+        _refuse_links(given, path)
         return path
     if (path / "checkpoints").is_dir():
+        _refuse_links(given, path)
         newest = periodic_checkpoints(path / "checkpoints")
         if newest:
             return newest[-1]
@@ -200,6 +215,14 @@ def find_checkpoint(path: str | Path) -> Path:
     raise ConfigError(
         f"{path}: not a border-py run or checkpoint directory (no checkpoints/ inside)"
     )
+
+
+def _refuse_links(given: Path, found: Path) -> None:
+    """:func:`~border_py.runs.links.refuse_links` for the run of ``given`` (a run or checkpoint
+    dir as the user named it) and of ``found`` (the same, the user's own links resolved)."""
+    runs = [p.parent.parent if p.parent.name == "checkpoints" else p for p in (given, found)]
+    for run in dict.fromkeys(runs):
+        refuse_links(run)
 
 
 def run_dir_of_checkpoint(checkpoint: Path) -> Path:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import traceback
 from pathlib import Path
 from typing import Any
+
+from border_py.files import write_file
 
 RESULT_FILE = "result.json"
 OBJECTIVES = ("best", "final", "mean")  # best | final (last evaluation) | mean of all evaluations
@@ -43,9 +44,13 @@ def write_result(
     error: BaseException | None = None,
     overrides: list[str] | None = None,
 ) -> Path:
-    """Write ``result.json`` atomically and durably (fsynced before the rename that publishes
-    it): status, the run summary, the error (type, message, traceback) and the command-line
-    overrides."""
+    """Write ``result.json`` atomically and durably (:func:`~border_py.files.write_file`: never
+    through a link): status, the run summary, the error (type, message, traceback) and the
+    command-line overrides.
+
+    Raises:
+        OSError: it could not be written (e.g. a full disk); the earlier one, if any, is intact.
+    """
     record: dict[str, Any] = {"status": status, "overrides": list(overrides or [])}
     if summary is not None:
         record["summary"] = _plain(summary)
@@ -56,19 +61,9 @@ def write_result(
             "message": lines[0] if lines else type(error).__name__,
             "traceback": "".join(traceback.format_exception(error)),
         }
-    path = Path(run_dir) / RESULT_FILE
-    tmp = path.with_suffix(".json.tmp")
-    with tmp.open("w") as handle:
-        handle.write(json.dumps(record, indent=2, default=str))
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    return path
+    return write_file(
+        Path(run_dir) / RESULT_FILE, json.dumps(record, indent=2, default=str).encode()
+    )
 
 
 def read_result(run_dir: Path) -> dict[str, Any] | None:

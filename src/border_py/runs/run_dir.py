@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import itertools
 import json
 import logging
 import os
@@ -26,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from border_py.errors import ConfigError
+from border_py.files import create_file, fsync_dir, link_refusal, make_dir
 from border_py.runs.checkpoint import is_complete, periodic_checkpoints
+from border_py.runs.links import refuse_links
 from border_py.runs.results import read_result
 
 log = logging.getLogger(__name__)
@@ -69,22 +72,19 @@ def claim(run_dir: Path, overrides: list[str] | None = None) -> None:
     """Make ``run_dir`` this run's (creating it), or raise the refusal if a run holds it.
 
     The claim records the run's command-line ``overrides`` once, at its start: what a resume
-    compares its own with (Hydra rewrites ``.hydra/`` at each attempt of a sweep job).
+    compares its own with (Hydra rewrites ``.hydra/`` at each attempt of a sweep job). A dir with
+    a symlink in it is refused (see :func:`~border_py.runs.links.refuse_links`).
     """
     run_dir.mkdir(parents=True, exist_ok=True)
+    refuse_links(run_dir)
     if holds_run(run_dir):
         raise refusal(run_dir)
+    record = {"pid": os.getpid(), "started": time.time(), "overrides": list(overrides or [])}
     try:
-        fd = os.open(run_dir / CLAIM, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        create_file(run_dir / CLAIM, json.dumps(record).encode())
     except FileExistsError:  # another run claimed it a moment ago
         raise refusal(run_dir) from None
-    with os.fdopen(fd, "w") as handle:
-        json.dump(
-            {"pid": os.getpid(), "started": time.time(), "overrides": list(overrides or [])},
-            handle,
-        )
-        handle.flush()
-        os.fsync(handle.fileno())
+    fsync_dir(run_dir)
 
 
 def claimed_overrides(run_dir: Path) -> list[str] | None:
@@ -99,8 +99,8 @@ def claimed_overrides(run_dir: Path) -> list[str] | None:
 
 @contextlib.contextmanager
 def session_lock(run_dir: Path) -> Iterator[None]:
-    """Hold ``run_dir`` for this session (creating the dir and its :data:`LOCK` file if needed;
-    nothing is written into it).
+    """Hold ``run_dir`` for this session (creating the dir and its :data:`LOCK` file if needed,
+    never through a symlink; nothing is written into it).
 
     An advisory ``flock``: the kernel releases it when the process exits, however it ends
     (``kill -9`` included), so a stale lock never outlives its session.
@@ -109,9 +109,16 @@ def session_lock(run_dir: Path) -> Iterator[None]:
 
     Raises:
         RunInUse: another live session holds the dir (its pid is named where Linux says it).
+        ConfigError: :data:`LOCK` is a symlink.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)  # NFS locks need write access
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC  # NFS locks need write access
+    try:
+        fd = os.open(run_dir / LOCK, flags, 0o666)  # the umask decides (a group may share runs)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise link_refusal(run_dir / LOCK) from None
+        raise
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -181,8 +188,12 @@ def newest_checkpoint(run_dir: Path) -> Path | None:
 
 def set_aside_attempt(run_dir: Path, keep: Collection[str] = ()) -> Path | None:
     """Move what an attempt without a checkpoint left in ``run_dir`` (its files, Hydra's and the
-    log too, except the names in ``keep``) into ``attempts/<n>/``; return where, or None if it left
-    nothing."""
+    log too, except the names in ``keep``) into ``attempts/<n>/`` (``n``: one more than the
+    highest there); return where, or None if it left nothing.
+
+    Raises:
+        ConfigError: ``attempts/`` is a symlink (nothing is moved).
+    """
     leftovers = (
         [p for p in run_dir.iterdir() if p.name not in (ATTEMPTS, LOCK) and p.name not in keep]
         if run_dir.is_dir()
@@ -190,13 +201,17 @@ def set_aside_attempt(run_dir: Path, keep: Collection[str] = ()) -> Path | None:
     )
     if not any(p.name in RUN_FILES for p in leftovers):
         return None
-    attempts = run_dir / ATTEMPTS
-    attempts.mkdir(exist_ok=True)
-    n = 1 + sum(1 for p in attempts.iterdir() if p.name.isdigit())
-    target = attempts / str(n)
-    target.mkdir()
+    attempts = make_dir(run_dir / ATTEMPTS)
+    numbers = [int(p.name) for p in attempts.iterdir() if p.name.isascii() and p.name.isdigit()]
+    for n in itertools.count(max(numbers, default=0) + 1):
+        target = attempts / str(n)
+        with contextlib.suppress(FileExistsError):  # taken since (or a link by that name)
+            target.mkdir()
+            break
     for path in leftovers:
         os.replace(path, target / path.name)
+    for changed in (target, attempts, run_dir):
+        fsync_dir(changed)
     return target
 
 
@@ -217,7 +232,9 @@ def checkpoint_to_continue(run_dir: Path) -> Path | None:
 
     Raises:
         RunCompleted: the run in ``run_dir`` has completed.
+        ConfigError: the run holds a symlink (see :func:`~border_py.runs.links.refuse_links`).
     """
+    refuse_links(run_dir)
     checkpoint = newest_checkpoint(run_dir) if run_dir.is_dir() else None
     if checkpoint is not None:
         result = read_result(run_dir) or {}

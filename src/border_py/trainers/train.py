@@ -18,7 +18,8 @@ from threadpoolctl import threadpool_limits
 
 from border_py.agents.networks import resolve_device
 from border_py.config import build, flag, positive, require
-from border_py.errors import ConfigError
+from border_py.errors import ConfigError, RunError
+from border_py.files import LogFile
 from border_py.overrides import to_plain
 from border_py.processes import StopSignals
 from border_py.recorders.console import PLAIN_FORMAT, summary_table
@@ -28,7 +29,13 @@ from border_py.runs.checkpoint import (
     load_checkpoint,
     run_dir_of_checkpoint,
 )
-from border_py.runs.results import OBJECTIVES, objective_value, read_result, write_result
+from border_py.runs.results import (
+    OBJECTIVES,
+    RESULT_FILE,
+    objective_value,
+    read_result,
+    write_result,
+)
 from border_py.runs.resume import check_fits, resumed_config
 from border_py.runs.run_dir import RunCompleted, auto_resume, claim, session_lock
 from border_py.runs.trust import Trust, check_trust_list
@@ -239,8 +246,14 @@ def _run(
         blas.restore_original_limits()
     summary["objective"] = objective_value(summary, plan.config.get("objective", "best"))
     status = "interrupted" if summary["interrupted"] else "completed"
-    write_result(run_dir, status, summary, overrides=given)
     log.info("run summary:\n%s", summary_table(summary))
+    try:
+        write_result(run_dir, status, summary, overrides=given)
+    except OSError as exc:  # e.g. the disk is full: the checkpoints and the log have the run
+        raise RunError(
+            f"{run_dir / RESULT_FILE}: could not be written ({exc.strerror or exc}); the run's"
+            " checkpoints are intact and its summary is in train.log"
+        ) from exc
     return summary
 
 
@@ -263,17 +276,19 @@ def refuse_in_child_bootstrap() -> None:
 
 @contextlib.contextmanager
 def run_log(run_dir: Path) -> Iterator[None]:
-    """Log to ``<run dir>/train.log`` for the run, unless a handler already writes there (Hydra's)."""
-    path = (run_dir / "train.log").resolve()
+    """Log to ``<run dir>/train.log`` for the run (never through a symlink), unless a handler
+    already writes there (Hydra's)."""
+    path = run_dir.resolve() / "train.log"
     root = logging.getLogger()
     writes_there = any(
-        isinstance(h, logging.FileHandler) and Path(h.baseFilename).resolve() == path
+        isinstance(h, logging.FileHandler)
+        and Path(h.baseFilename).parent.resolve() / Path(h.baseFilename).name == path
         for h in root.handlers
     )
     if writes_there:
         yield
         return
-    handler = logging.FileHandler(path)
+    handler = LogFile(path)
     handler.setFormatter(logging.Formatter(PLAIN_FORMAT))
     previous_level = root.level
     if root.level > logging.INFO or root.level == logging.NOTSET:
