@@ -301,3 +301,19 @@ def test_tensorboard_writes_each_record_as_one_event_of_every_scalar(tmp_path):
         "loss": [(3, 1.0), (7, 4.0)],
         "perf/rate": [(3, 2.5), (7, 0.5)],
     }
+
+
+def test_an_event_file_named_in_the_future_never_holds_up_a_resume(tmp_path, caplog):
+    """A new event file waits for its name to sort last, but never on a crafted name's word (a
+    stamp a year ahead made a resume sleep for a year)."""
+    import time
+
+    (tmp_path / "tensorboard").mkdir()
+    ahead = int(time.time()) + 365 * 24 * 3600
+    (tmp_path / "tensorboard" / f"events.out.tfevents.{ahead}.host.1.0").write_bytes(b"")
+    recorder = TensorBoardRecorder()
+    start = time.monotonic()
+    recorder.open(tmp_path, {"seed": 0}, resume_step=10)
+    recorder.close()
+    assert time.monotonic() - start < 10
+    assert "named 31536" in caplog.text and "in the future" in caplog.text

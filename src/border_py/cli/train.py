@@ -87,7 +87,11 @@ def _job_failed(exc: Exception) -> float:
     log.error("job failed: %s", exc, exc_info=not isinstance(exc, (ConfigError, RunError)))
     # train() records the failures of a started run itself; a live one's dir is not this job's
     if read_result(run_dir) is None and not isinstance(exc, RunInUse):
-        write_result(run_dir, "failed", error=exc, overrides=list(HydraConfig.get().overrides.task))
+        try:
+            overrides = list(HydraConfig.get().overrides.task)
+            write_result(run_dir, "failed", error=exc, overrides=overrides)
+        except OSError as write_error:  # e.g. a full disk: the sweep goes on, the job is failed
+            log.error("result.json could not be written: %s", write_error)
     return float("nan")
 
 

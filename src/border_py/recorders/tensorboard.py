@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,10 @@ from torch.utils.tensorboard import SummaryWriter
 from border_py.config import positive
 from border_py.files import make_dir
 from border_py.recorders.base import hyperparameters
+
+log = logging.getLogger(__name__)
+
+MAX_WAIT = 2.0  # seconds a new event file waits for its name to sort last (a second, with margin)
 
 STATUS = {
     "completed": "STATUS_SUCCESS",
@@ -108,5 +113,13 @@ def _after_existing_files(log_dir: Path) -> None:
         stamp = path.name.split(".")[3]
         if stamp.isdigit():
             stamps.append(int(stamp))
-    if stamps:
-        time.sleep(max(0.0, max(stamps) + 1 - time.time()))
+    wait = max(stamps) + 1 - time.time() if stamps else 0.0
+    if wait > MAX_WAIT:  # a clock set back, or a crafted name: never wait on a file's word
+        log.warning(
+            "%s: an event file is named %.0f s in the future; TensorBoard may read this"
+            " session's events before it",
+            log_dir,
+            wait,
+        )
+    elif wait > 0:
+        time.sleep(wait)
