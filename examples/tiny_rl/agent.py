@@ -77,6 +77,7 @@ class TinyQ:
                 nn.Linear(hidden, self.n_actions),
             ).to(self.device)
         self.target = copy.deepcopy(self.q).requires_grad_(False)
+        self.lr = lr
         self.optimizer = torch.optim.Adam(self.q.parameters(), lr=lr)
         self.rng = np.random.default_rng(seed)
         self.env_steps = 0  # exploring env steps acted: the epsilon schedule's position
@@ -157,6 +158,8 @@ class TinyQ:
         self.q.load_state_dict(state["q"])
         self.target.load_state_dict(state["target"])
         self.optimizer.load_state_dict(state["optimizer"])
+        for group in self.optimizer.param_groups:  # torch restores the saved lr: the config wins
+            group["lr"] = self.lr
         self.env_steps = int(state["env_steps"])
         self.updates = int(state["updates"])
         self.rng.bit_generator.state = state["rng"]

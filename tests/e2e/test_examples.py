@@ -99,3 +99,20 @@ def test_the_python_script_trains_with_every_start_method(tmp_path, start_method
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[0].startswith("returns      best 0.94")
     assert summary(tmp_path / "run")["best_return"] == pytest.approx(BEST)
+
+
+def test_tiny_q_resumes_with_the_lr_it_is_given(monkeypatch):
+    """The example agent keeps its configured lr after loading a state (docs/agents.md)."""
+    import gymnasium as gym
+
+    monkeypatch.syspath_prepend(str(REPO / "examples"))
+    from tiny_rl.agent import TinyQ
+
+    spaces = {
+        "observation_space": gym.spaces.Box(-1, 1, (3,)),
+        "action_space": gym.spaces.Discrete(2),
+    }
+    saved = TinyQ(**spaces, lr=1e-3).state_dict()
+    resumed = TinyQ(**spaces, lr=3e-4)
+    resumed.load_state_dict(saved)
+    assert [g["lr"] for g in resumed.optimizer.param_groups] == [3e-4]
