@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from border_py.secrets import redact_text
+
 # C0 controls but tab and newline, DEL and C1 controls (ESC and CSI start terminal sequences)
 _CONTROLS = {
     code: f"\\x{code:02x}"
@@ -19,6 +21,7 @@ def printable(text: str) -> str:
 
 
 def fail(message: str, status: int = 2) -> int:
-    """Print one error line for ``border`` and return ``status`` (2: bad input, 1: a failed run)."""
-    print(f"border: error: {printable(message)}", file=sys.stderr)
+    """Print one error line for ``border`` (secrets redacted: job logs keep it) and return
+    ``status`` (2: bad input, 1: a failed run)."""
+    print(f"border: error: {printable(redact_text(message))}", file=sys.stderr)
     return status

@@ -29,6 +29,7 @@ from border_py.files import make_dir, write_file
 from border_py.overrides import parse_overrides, set_key, to_plain
 from border_py.runs.checkpoint import Checkpoint, is_complete, load_checkpoint
 from border_py.runs.trust import Trust, literal
+from border_py.secrets import redact, refuse_redacted
 from border_py.seeding import derive_seed
 
 EVAL_DEFAULTS: dict[str, Any] = {
@@ -159,6 +160,7 @@ def evaluate_checkpoint(
     checkpoint = pick_checkpoint(path)
     settings = eval_settings(checkpoint, overrides)
     cfg = settings["eval"]
+    refuse_redacted({"env": settings["env"]})  # a secret the run was given must be given again
     config = checkpoint.config | {"env": settings["env"]}
     env_factory = build_env_factory(config)
     agent = build_agent(config, env_factory.spaces(), "cpu")
@@ -198,7 +200,7 @@ def evaluate_checkpoint(
     record = {
         "checkpoint": str(checkpoint.path),
         "opt_steps": checkpoint.meta.get("opt_steps"),
-        "env": settings["env"],
+        "env": redact(settings["env"]),
         "eval": cfg | {"seed": seed, "epsilon": epsilon},
         "result": result.scalars(),
         "episode_returns": result.episode_returns,

@@ -5,7 +5,9 @@ Hydra's run dir too (every file of the run in one place); a dir named explicitly
 earlier run is refused in one line; a default, time-stamped dir is created atomically, with a
 suffix if another run took that second's name. After a sweep it reads every job's outcome back
 from the job dirs (``result.json``), whatever launcher ran them (in this process, in joblib's
-workers, through submitit), so that ``border`` exits 1 naming the failed jobs.
+workers, through submitit), so that ``border`` exits 1 naming the failed jobs. What Hydra records
+of a job before it starts (``.hydra/``, the sweep's ``multirun.yaml``) is rewritten with its
+secrets redacted (:mod:`border_py.secrets`).
 """
 
 from __future__ import annotations
@@ -13,14 +15,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import yaml
 from hydra.experimental.callback import Callback
+from hydra.types import RunMode
 from omegaconf import DictConfig, read_write
 
 from border_py.cli.errors import fail
 from border_py.errors import ConfigError
+from border_py.files import write_file
 from border_py.runs.links import refuse_links
 from border_py.runs.results import read_result
 from border_py.runs.run_dir import fresh_dir, holds_run, refusal
+from border_py.secrets import redact
+
+HYDRA_RECORDS = ("config.yaml", "hydra.yaml", "overrides.yaml")  # in a job's .hydra/
 
 
 class SweepOutcome:
@@ -94,6 +102,18 @@ class RunDirs(Callback):
             # every job's config is composed again from these overrides
             config.hydra.overrides.hydra.append(f"hydra.sweep.dir='{unique}'")
 
+    def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
+        """Redact the secrets of what Hydra has just recorded: the job's ``.hydra/`` files and,
+        in a sweep, ``multirun.yaml`` (the job itself runs with the config as given)."""
+        records = []
+        if config.hydra.output_subdir is not None:
+            hydra_dir = Path(str(config.hydra.runtime.output_dir)) / str(config.hydra.output_subdir)
+            records += [hydra_dir / name for name in HYDRA_RECORDS]
+        if config.hydra.mode == RunMode.MULTIRUN:
+            records.append(Path(str(config.hydra.sweep.dir)) / "multirun.yaml")
+        for path in records:
+            _redact_record(path)
+
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Read every job's outcome from its dir: a job without ``result.json`` died."""
         sweep_dir = Path(str(config.hydra.sweep.dir))
@@ -108,6 +128,18 @@ class RunDirs(Callback):
 
 
 OK_STATUSES = ("completed", "interrupted")
+
+
+def _redact_record(path: Path) -> None:
+    """Rewrite the YAML file ``path`` with its secrets redacted (left alone when it has none or is
+    missing), atomically and never through a link (:func:`~border_py.files.write_file`)."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        return
+    redacted = redact(data)
+    if redacted != data:
+        write_file(path, yaml.safe_dump(redacted, sort_keys=False, allow_unicode=True).encode())
 
 
 def report_sweep() -> int:

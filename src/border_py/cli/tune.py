@@ -35,6 +35,7 @@ from border_py.config import build, closest, config_dir, positive, require
 from border_py.errors import ConfigError
 from border_py.files import LogFile, make_dir, write_file
 from border_py.processes import StopSignals
+from border_py.secrets import RedactingFormatter, redact_override
 
 log = logging.getLogger("border_py.tune")
 
@@ -311,7 +312,7 @@ def run_trial(task: TrialTask) -> None:
         make_dir(run_dir)  # never a symlink
         trial.set_user_attr("run_dir", str(run_dir))
         handler = LogFile(run_dir / "train.log")
-        handler.setFormatter(logging.Formatter(PLAIN_FORMAT))
+        handler.setFormatter(RedactingFormatter(PLAIN_FORMAT))
         logging.getLogger().addHandler(handler)
         logging.getLogger().setLevel(logging.INFO)
         values = {
@@ -539,7 +540,9 @@ class Tuner:
                 "best_value": best.value,
                 "best_params": dict(best.params),
                 "best_run_dir": best.user_attrs.get("run_dir"),
-                "best_command": " ".join(["border train", *self.overrides, *params]),
+                "best_command": " ".join(
+                    ["border train", *map(redact_override, self.overrides), *params]
+                ),
             }
         write_file(self.study_dir / BEST_FILE, yaml.safe_dump(record, sort_keys=False).encode())
 

@@ -10,6 +10,8 @@ import json
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from border_py.secrets import redact
+
 HParam = float | int | str | bool
 
 # metrics a run reports at its end, next to its hyper-parameters (TensorBoard's HPARAMS tab, MLflow)
@@ -34,7 +36,8 @@ class Recorder(Protocol):
 
 
 def hyperparameters(config: dict[str, Any]) -> dict[str, HParam]:
-    """The resolved config as flat ``group.key: value`` pairs (lists as text), settings only."""
+    """The resolved config as flat ``group.key: value`` pairs (lists as text), settings only,
+    secrets redacted (:mod:`border_py.secrets`)."""
     flat: dict[str, HParam] = {}
 
     def walk(node: Any, prefix: str) -> None:
@@ -48,5 +51,5 @@ def hyperparameters(config: dict[str, Any]) -> dict[str, HParam]:
         else:
             flat[prefix] = json.dumps(node, default=str)
 
-    walk({k: v for k, v in config.items() if k not in NOT_HPARAMS}, "")
+    walk(redact({k: v for k, v in config.items() if k not in NOT_HPARAMS}), "")
     return flat

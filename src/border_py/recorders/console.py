@@ -31,6 +31,8 @@ from rich.progress import (
     TextColumn,
 )
 
+from border_py.secrets import RedactingFormatter
+
 log = logging.getLogger(__name__)
 
 REFRESH_SECONDS = 0.5  # how often the view reads the counters
@@ -58,7 +60,7 @@ def log_handler() -> logging.Handler:
     terminal, plain timestamped lines on stderr elsewhere (CI logs, ``nohup``, pipes)."""
     if not console().is_terminal:
         handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter(PLAIN_FORMAT))
+        handler.setFormatter(RedactingFormatter(PLAIN_FORMAT))  # lines kept in job logs
         return handler
     return RichHandler(
         console=console(),

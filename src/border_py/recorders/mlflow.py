@@ -18,6 +18,7 @@ from border_py.config import require
 from border_py.errors import ConfigError
 from border_py.files import write_file
 from border_py.recorders.base import hyperparameters
+from border_py.secrets import REDACTED, redact, redact_text
 
 RUN_ID_FILE = "mlflow_run.json"  # in the run dir: a resumed run continues the same MLflow run
 STATUS = {"completed": "FINISHED", "interrupted": "KILLED", "failed": "FAILED"}
@@ -97,7 +98,10 @@ class MlflowRecorder:
         id_file = run_dir / RUN_ID_FILE
         if resume_step is not None and id_file.is_file():  # the same store and run as before
             saved = json.loads(id_file.read_text())
-            self.client = MlflowClient(tracking_uri=saved["tracking_uri"])
+            uri = saved["tracking_uri"]
+            if REDACTED in uri:  # saved without its password: this session's URI carries it
+                uri = self.tracking_uri or uri
+            self.client = MlflowClient(tracking_uri=uri)
             self.run_id = saved["run_id"]
             self.client.update_run(self.run_id, status="RUNNING")
             return
@@ -121,7 +125,9 @@ class MlflowRecorder:
         params = [Param(k, str(v)) for k, v in hyperparameters(config).items()]
         for i in range(0, len(params), BATCH):
             self.client.log_batch(self.run_id, params=params[i : i + BATCH])
-        write_file(id_file, json.dumps({"tracking_uri": uri, "run_id": self.run_id}).encode())
+        write_file(
+            id_file, json.dumps({"tracking_uri": redact_text(uri), "run_id": self.run_id}).encode()
+        )
 
     def scalars(self, values: dict[str, Any], step: int) -> None:
         """Log each ``tag: value`` at ``step`` in one batch."""
@@ -149,7 +155,7 @@ class MlflowRecorder:
     def log_artifacts(self) -> None:
         """The best policy, the config, Hydra's files and the videos of the run (see the class)."""
         client, run_id = self.client, self.run_id
-        client.log_dict(run_id, self.config, "config.yaml")
+        client.log_dict(run_id, redact(self.config), "config.yaml")
         best = self.run_dir / BEST
         for name in ("policy.pt", "meta.json"):
             if (best / name).is_file():

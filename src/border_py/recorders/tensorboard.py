@@ -15,6 +15,7 @@ from torch.utils.tensorboard import SummaryWriter
 from border_py.config import positive
 from border_py.files import make_dir
 from border_py.recorders.base import hyperparameters
+from border_py.secrets import redact
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ class TensorBoardRecorder:
         self.writer = SummaryWriter(str(self.log_dir), purge_step=purge, flush_secs=self.flush_secs)
         self.last_step = resume_step or 0
         if resume_step is None:
-            text = json.dumps(config, indent=2, default=str)
+            text = json.dumps(redact(config), indent=2, default=str)
             self.writer.add_text("config", "```\n" + text + "\n```", 0)
             self._summary(summary_v2.hparams_pb(hyperparameters(config)))
 

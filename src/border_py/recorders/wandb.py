@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,6 +15,7 @@ from border_py.config import require
 from border_py.errors import ConfigError, RunError
 from border_py.files import write_file
 from border_py.recorders.base import NOT_HPARAMS
+from border_py.secrets import redact, redact_override
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +84,7 @@ class WandbRecorder:
         run_dir = Path(run_dir)
         id_file = run_dir / RUN_ID_FILE
         settings = wandb.Settings(console="off")  # the rich console stays ours
-        hparams = {k: v for k, v in config.items() if k not in NOT_HPARAMS}
+        hparams = redact({k: v for k, v in config.items() if k not in NOT_HPARAMS})
         resume: Literal["allow"] | None
         if resume_step is not None and id_file.is_file():
             saved = json.loads(id_file.read_text())
@@ -92,6 +94,8 @@ class WandbRecorder:
             where = {"project": self.project, "entity": self.entity}
             run_id, resume = None, None
         mode: Any = self.mode  # checked against MODES
+        argv = sys.argv
+        sys.argv = [argv[0], *map(redact_override, argv[1:])]  # W&B records the command line
         try:
             self.run = wandb.init(
                 **where,
@@ -113,6 +117,8 @@ class WandbRecorder:
                 f"recorder.wandb: W&B did not start ({first}); without an account, record"
                 " offline with WANDB_MODE=offline"
             ) from None
+        finally:
+            sys.argv = argv
         self.run.define_metric(STEP_METRIC)
         self.run.define_metric("*", step_metric=STEP_METRIC)
         record = {"id": self.run.id, "project": self.run.project, "entity": where["entity"]}

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from border_py.files import write_file
+from border_py.secrets import redact_override, redact_text
 
 RESULT_FILE = "result.json"
 OBJECTIVES = ("best", "final", "mean")  # best | final (last evaluation) | mean of all evaluations
@@ -46,20 +47,23 @@ def write_result(
 ) -> Path:
     """Write ``result.json`` atomically and durably (:func:`~border_py.files.write_file`: never
     through a link): status, the run summary, the error (type, message, traceback) and the
-    command-line overrides.
+    command-line overrides, secrets redacted (:mod:`border_py.secrets`).
 
     Raises:
         OSError: it could not be written (e.g. a full disk); the earlier one, if any, is intact.
     """
-    record: dict[str, Any] = {"status": status, "overrides": list(overrides or [])}
+    record: dict[str, Any] = {
+        "status": status,
+        "overrides": [redact_override(o) for o in overrides or []],
+    }
     if summary is not None:
         record["summary"] = _plain(summary)
     if error is not None:
         lines = str(error).strip().splitlines()
         record["error"] = {
             "type": type(error).__name__,
-            "message": lines[0] if lines else type(error).__name__,
-            "traceback": "".join(traceback.format_exception(error)),
+            "message": redact_text(lines[0]) if lines else type(error).__name__,
+            "traceback": redact_text("".join(traceback.format_exception(error))),
         }
     return write_file(
         Path(run_dir) / RESULT_FILE, json.dumps(record, indent=2, default=str).encode()

@@ -17,6 +17,7 @@ from border_py.runs.checkpoint import Checkpoint, run_dir_of_checkpoint
 from border_py.runs.results import read_result
 from border_py.runs.run_dir import claimed_overrides
 from border_py.runs.trust import Trust, literal
+from border_py.secrets import redact, refuse_redacted
 
 log = logging.getLogger(__name__)
 
@@ -89,10 +90,11 @@ def resumed_config(
         set_key(merged, key, ov.value(), add=ov.type is not OverrideType.CHANGE)
     config = to_plain(merged)
     trust.check(config, checkpoint.path / "config.json")
-    before, after = _flatten(saved), _flatten(config)
+    before, after = _flatten(redact(saved)), _flatten(redact(config))  # logged: no secrets
     for key in sorted(set(before) | set(after)):
         if before.get(key) != after.get(key):
             log.info("resume: %s changed from %r to %r", key, before.get(key), after.get(key))
+    refuse_redacted(config)  # a secret saved as *** must be given again
     return config | {
         "resume": str(checkpoint.path),
         "run_dir": str(run_dir_of_checkpoint(checkpoint.path)),

@@ -31,6 +31,7 @@ from border_py.files import create_file, fsync_dir, link_refusal, make_dir
 from border_py.runs.checkpoint import is_complete, periodic_checkpoints
 from border_py.runs.links import refuse_links
 from border_py.runs.results import read_result
+from border_py.secrets import redact_override
 
 log = logging.getLogger(__name__)
 
@@ -72,14 +73,15 @@ def claim(run_dir: Path, overrides: list[str] | None = None) -> None:
     """Make ``run_dir`` this run's (creating it), or raise the refusal if a run holds it.
 
     The claim records the run's command-line ``overrides`` once, at its start: what a resume
-    compares its own with (Hydra rewrites ``.hydra/`` at each attempt of a sweep job). A dir with
-    a symlink in it is refused (see :func:`~border_py.runs.links.refuse_links`).
+    compares its own with (Hydra rewrites ``.hydra/`` at each attempt of a sweep job), secrets
+    redacted. A dir with a symlink in it is refused (see :func:`~border_py.runs.links.refuse_links`).
     """
     run_dir.mkdir(parents=True, exist_ok=True)
     refuse_links(run_dir)
     if holds_run(run_dir):
         raise refusal(run_dir)
-    record = {"pid": os.getpid(), "started": time.time(), "overrides": list(overrides or [])}
+    overrides = [redact_override(o) for o in overrides or []]
+    record = {"pid": os.getpid(), "started": time.time(), "overrides": overrides}
     try:
         create_file(run_dir / CLAIM, json.dumps(record).encode())
     except FileExistsError:  # another run claimed it a moment ago

@@ -28,6 +28,7 @@ from border_py.runs.checkpoint import (
     set_aside_newer,
     step_name,
 )
+from border_py.secrets import redact
 from border_py.trainers.components import Components
 
 if TYPE_CHECKING:
@@ -250,7 +251,7 @@ class RunBook:
             policy=policy,
             agent_state=agent_state,
             trainer_state=state,
-            config=self.config,
+            config=redact(self.config),  # secrets are never recorded
             meta=meta,
             buffer=buffer,
         )

@@ -39,6 +39,7 @@ from border_py.runs.results import (
 from border_py.runs.resume import check_fits, resumed_config
 from border_py.runs.run_dir import RunCompleted, auto_resume, claim, session_lock
 from border_py.runs.trust import Trust, check_trust_list
+from border_py.secrets import RedactingFormatter
 from border_py.trainers.components import Components
 from border_py.trainers.run_book import EvalCallback, build_recorder, restore_agent
 
@@ -289,7 +290,7 @@ def run_log(run_dir: Path) -> Iterator[None]:
         yield
         return
     handler = LogFile(path)
-    handler.setFormatter(logging.Formatter(PLAIN_FORMAT))
+    handler.setFormatter(RedactingFormatter(PLAIN_FORMAT))
     previous_level = root.level
     if root.level > logging.INFO or root.level == logging.NOTSET:
         root.setLevel(logging.INFO)

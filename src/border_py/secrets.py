@@ -1,0 +1,153 @@
+"""Secrets in config values: never recorded, and never used from a record.
+
+The running process uses the config as given; every copy border records (the checkpoint's
+``config.json``, TensorBoard, MLflow, W&B, ``result.json``, the run's claim, ``train.log``,
+Hydra's ``.hydra/`` files and ``multirun.yaml``) holds :data:`REDACTED` in place of:
+
+- the value of a key that names a secret, and everything under such a key: a key with
+  ``password``, ``passwd``, ``passphrase``, ``secret``, ``credential``, ``api_key``/``apikey``
+  or ``private_key`` in it, or whose last word is ``token``, ``auth`` or ``authorization`` (words
+  split at ``_``, ``-`` and camelCase: ``HF_TOKEN``, ``accessToken`` and ``basic_auth`` are
+  secrets, ``max_tokens``, ``token_url``, ``RAY_AUTH_MODE`` and ``author`` are not); case does not
+  matter;
+- every value of an environment mapping (``env_vars``, as in Ray's ``runtime_env``; Hydra's
+  ``env_set``): the variables' names stay;
+- the password of a URI (``scheme://user:pass@host`` becomes ``scheme://user:***@host``), and
+  ``name=value`` or ``name: value`` pairs inside text whose name is a secret (a URI's query
+  parameter ``?token=...``, an override inside a string).
+
+``None`` and booleans under a secret key stay as they are (``auth: false`` hides nothing). A
+resumed run refuses a config that still holds the marker (:func:`refuse_redacted`): the secret has
+to be given again.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from border_py.errors import ConfigError
+
+REDACTED = "***"
+ENV_MAPPINGS = ("env_vars", "env_set")  # mappings of environment variables: every value hidden
+
+_SECRET_WORDS = re.compile(
+    r"password|passwd|passphrase|secret|credential|api_?key|private_?key"
+    r"|(?:^|_)(?:token|auth|authorization)$",
+    re.IGNORECASE,
+)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+# scheme://user:password@ (the password may hold an unescaped '@': the last one ends it); the
+# colons may come escaped (``\:``), as Hydra writes a sweep's overrides
+_URI_PASSWORD = re.compile(
+    r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*\\?://[^/?#\s:@\\]*)(\\?:)[^/?#\s]*@"
+)
+# the head of a pair: name=value (the name may be dotted: an override's key), 'name': value, or
+# name: value (with a space, or after { or , as in Hydra's {name:value}; never module:attr or
+# host:port); \= and \: too (Hydra's escapes in a sweep's overrides)
+_PAIR_HEAD = re.compile(
+    r"""(?<![\w.-])(?P<quote>["']?)(?P<name>[A-Za-z_][\w.-]*)(?P=quote)\s*\\?(?P<sep>[:=])(?P<space>\s*)"""
+)
+# a secret's value after its head: quoted, a flat {...} or [...], or up to a space, & or ;
+# (commas included, as in Hydra's sweeps, but not a last one)
+_VALUE = re.compile(r""""[^"]*"|'[^']*'|\{[^{}]*\}|\[[^\[\]]*\]|[^\s&;'"{}\[\]]*[^\s&;'"{}\[\],]""")
+_OVERRIDE = re.compile(r"(?P<key>[~+]{0,2}[A-Za-z_][\w./@-]*)=(?P<value>.*)", re.DOTALL)
+
+
+def secret_key(key: str) -> bool:
+    """Whether ``key`` (one key, not a dotted path) names a secret (see the module docstring)."""
+    words = _CAMEL.sub("_", str(key)).replace("-", "_")
+    return bool(_SECRET_WORDS.search(words))
+
+
+def _hidden(path: Sequence[str]) -> bool:
+    """Whether the value at ``path`` (its keys from the top) is a secret: a key on the path names
+    one, or it is (or sits in) an environment mapping."""
+    return any(secret_key(k) or k in ENV_MAPPINGS for k in path)
+
+
+def _redact(value: Any, path: tuple[str, ...]) -> Any:
+    if isinstance(value, dict):
+        return {k: _redact(v, (*path, str(k))) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redact(v, path) for v in value]
+    if value is None or isinstance(value, bool):
+        return value
+    if _hidden(path):
+        return REDACTED
+    return redact_override(value) if isinstance(value, str) else value
+
+
+def redact(config: Any, key: str = "") -> Any:
+    """A copy of ``config`` (plain dicts, lists and scalars) with every secret replaced by
+    :data:`REDACTED`; ``key``: where ``config`` sits (a dotted path, e.g. ``a.password``)."""
+    return _redact(config, tuple(key.split(".")) if key else ())
+
+
+def _pair(text: str, head: re.Match[str]) -> bool:
+    """Whether ``head`` starts a pair (see :data:`_PAIR_HEAD`)."""
+    if head["sep"] == "=" or head["quote"] or head["space"]:
+        return True
+    i = head.start() - 1
+    while i >= 0 and text[i].isspace():
+        i -= 1
+    return "." not in head["name"] and i >= 0 and text[i] in "{,"
+
+
+def redact_text(text: str) -> str:
+    """``text`` with URI passwords and the values of ``name=value``/``name: value`` pairs whose
+    name is a secret replaced by :data:`REDACTED` (for free text: log lines, error messages)."""
+    text = _URI_PASSWORD.sub(rf"\1\2{REDACTED}@", text)
+    out, pos = [], 0
+    while (head := _PAIR_HEAD.search(text, pos)) is not None:
+        out.append(text[pos : head.end()])
+        pos = head.end()
+        if _pair(text, head) and _hidden(head["name"].split(".")):
+            value = _VALUE.match(text, pos)
+            if value is not None:
+                out.append(REDACTED)
+                pos = value.end()
+    return "".join(out) + text[pos:]
+
+
+def redact_override(override: str) -> str:
+    """A Hydra ``key=value`` override with its value redacted when the key is a secret (or an
+    environment mapping), else with :func:`redact_text` applied to the value; other text:
+    :func:`redact_text`."""
+    match = _OVERRIDE.fullmatch(override)
+    if match is None:
+        return redact_text(override)
+    path = match["key"].lstrip("~+").split(".")
+    if _hidden(path):
+        return f"{match['key']}={REDACTED}"
+    return f"{match['key']}={redact_text(match['value'])}"
+
+
+def _marked(value: Any, path: str) -> list[str]:
+    if isinstance(value, dict):
+        return [k for key, v in value.items() for k in _marked(v, f"{path}.{key}".lstrip("."))]
+    if isinstance(value, (list, tuple)):
+        return [k for i, v in enumerate(value) for k in _marked(v, f"{path}.{i}")]
+    return [path] if isinstance(value, str) and REDACTED in value else []
+
+
+def refuse_redacted(config: dict[str, Any]) -> None:
+    """Raise a one-line :class:`ConfigError` naming the keys whose value holds :data:`REDACTED`
+    (a saved config's secret, which a resumed run must be given again)."""
+    keys = _marked(config, "")
+    if keys:
+        raise ConfigError(
+            f"{', '.join(keys)} (saved as {REDACTED}: secrets are never recorded): give"
+            f" {'them' if len(keys) > 1 else 'it'} again on the command line, or a value that"
+            ' takes the secret from an environment variable (see README, "Credentials")'
+        )
+
+
+class RedactingFormatter(logging.Formatter):
+    """A log formatter whose lines (tracebacks included) go through :func:`redact_text`."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The formatted record, redacted."""
+        return redact_text(super().format(record))
