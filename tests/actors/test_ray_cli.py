@@ -69,6 +69,16 @@ def test_bad_ray_keys_are_one_line(override, message):
         check_overrides(["actor_manager=ray", override])
 
 
+def test_a_local_ray_is_bounded_by_this_machines_cores():
+    cores = len(os.sched_getaffinity(0))
+    with pytest.raises(ConfigError) as refused:
+        check_overrides(["actor_manager=ray", f"actor_manager.n_actors={8 * cores + 1}"])
+    assert str(refused.value).startswith(
+        f"actor_manager.n_actors={8 * cores + 1}: {8 * cores + 1} actors on {cores} usable CPU"
+        f" cores, more than {8 * cores} (8 per core)"
+    )
+
+
 def test_object_store_memory_is_for_a_local_ray_only():
     with pytest.raises(ConfigError, match=r"object_store_memory=1000000: must be null when"):
         check_overrides(

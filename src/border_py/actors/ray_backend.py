@@ -56,6 +56,7 @@ from border_py.actors.sampler import Sampler, SampleStats
 from border_py.config import positive, require
 from border_py.errors import ConfigError
 from border_py.processes import RestartPolicy, one_thread_each
+from border_py.resources import actors_per_core, enforced, usable_cores
 from border_py.transport.batch import ReceivedBatch
 
 log = logging.getLogger(__name__)
@@ -249,6 +250,13 @@ class RayActors(ActorSettings):
         self._version = 0
         self._stopped = False
 
+    def check_resources(self, config: dict[str, Any], spaces: tuple[Any, Any], n_step: int) -> None:
+        """Also bound the actors of a local Ray by this machine's cores (a cluster's CPUs are
+        checked once connected, before any actor starts)."""
+        super().check_resources(config, spaces, n_step)
+        if self.address is None:
+            actors_per_core(self.n_actors, usable_cores(), "usable CPU cores", enforced(config))
+
     # -- start and weights -------------------------------------------------------------------
 
     def start(self, launch: Launch) -> None:
@@ -291,7 +299,7 @@ class RayActors(ActorSettings):
         with _signal_handlers_kept():
             try:
                 if self.address is None:
-                    cpus = _local_cpus()
+                    cpus = usable_cores()
                     needed = math.ceil(self.n_actors * self.num_cpus_per_actor)
                     if needed > cpus:
                         log.warning(
@@ -335,6 +343,9 @@ class RayActors(ActorSettings):
         where = f"actor_manager.n_actors={self.n_actors} x num_cpus_per_actor={cpu:g}"
         if needed > sum(node_cpus):
             raise ConfigError(f"{where} = {needed:g} CPUs: the Ray cluster has {sum(node_cpus):g}")
+        actors_per_core(
+            self.n_actors, sum(node_cpus), "CPUs of the Ray cluster", enforced(self._config)
+        )
         if self.placement_strategy == "STRICT_SPREAD":
             fitting = sum(1 for c in node_cpus if c >= cpu)
             require(
@@ -690,12 +701,6 @@ def _plain(text: str) -> str:
 def _first_line(exc: BaseException) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     return lines[0] if lines else type(exc).__name__
-
-
-def _local_cpus() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 @contextlib.contextmanager
