@@ -1,4 +1,4 @@
-"""actor_manager=ray on one local Ray (``ray.init(num_cpus=2)``, shared by this module's tests):
+"""actor_manager=ray on one local Ray (border's, of 2 CPUs, shared by this module's tests):
 learning, weights and back-pressure, a hung env, accounting."""
 
 from __future__ import annotations
@@ -11,12 +11,14 @@ import pytest
 
 from border_py import train
 from border_py.actors.backend import ActorBackend, Launch
+from border_py.actors.ray_backend import start_local_ray
 from border_py.config import build
 from border_py.errors import ConfigError
 from border_py.overrides import to_plain
 from border_py.trainers.components import build_components
 
 from ..conftest import make_config
+from .test_ray_cli import beyond_loopback, listening
 
 ray = pytest.importorskip("ray", reason="the [ray] extra is not installed")
 
@@ -56,10 +58,14 @@ def _ray_children(infra: set[int]) -> list[psutil.Process]:
 
 @pytest.fixture(scope="module")
 def local_ray():
-    """One local Ray for the module; its node processes (raylet, GCS, ...) must all be gone
-    once it is shut down."""
-    ray.init(num_cpus=2, object_store_memory=100 * 2**20, include_dashboard=False)
+    """One local Ray for the module, started as border starts one (listening on the loopback
+    interface only, checked); its node processes (raylet, GCS, ...) must all be gone once it is
+    shut down."""
+    start_local_ray(2, 100 * 2**20)
     infra = {p.pid for p in psutil.Process().children(recursive=True) if not _python_helper(p)}
+    found = listening([psutil.Process(), *(psutil.Process(pid) for pid in infra)])
+    assert {"gcs_server", "raylet"} <= {name for name, _ in found}, found
+    assert beyond_loopback(found) == []
     yield infra
     ray.shutdown(wait_for_processes=True)
     children = psutil.Process().children(recursive=True)
