@@ -137,8 +137,8 @@ def build(group: str, spec: Mapping[str, Any], **runtime: Any) -> Any:
 
     Integral floats become ints where the target's parameter is annotated ``int`` (so
     ``trainer.max_opts=1e4`` works for every component, see :func:`coerce_counts`). Unknown keys
-    (all of them, in one line), missing values and the component's own validation errors become
-    one :class:`ConfigError` naming ``group.key``.
+    (all of them, in one line), missing values, the component's own validation errors and a
+    ``MemoryError`` while building it become one :class:`ConfigError` naming ``group.key``.
     """
     if "_target_" not in spec:
         raise ConfigError(f"{group}: missing '_target_'")
@@ -175,6 +175,11 @@ def build(group: str, spec: Mapping[str, Any], **runtime: Any) -> Any:
         raise ConfigError(str(exc) if named else f"{group}.{exc}") from None
     except (TypeError, ValueError) as exc:  # e.g. a string where the class needs a number
         raise ConfigError(f"{group}: {str(exc).splitlines()[0]}") from None
+    except MemoryError as exc:  # sizes beyond this machine that no estimate caught
+        raise ConfigError(
+            f"{group}: {target_path} does not fit in memory ({str(exc).splitlines()[0]});"
+            f" lower its sizes"
+        ) from None
 
 
 def require(key: str, ok: bool, expected: str, value: Any) -> None:

@@ -1,4 +1,4 @@
-"""actor_manager=ray on one local Ray (``ray.init(num_cpus=2)``, shared by this module's tests):
+"""actor_manager=ray on one local Ray (border's, of 2 CPUs, shared by this module's tests):
 learning, weights and back-pressure, a hung env, accounting."""
 
 from __future__ import annotations
@@ -11,11 +11,14 @@ import pytest
 
 from border_py import train
 from border_py.actors.backend import ActorBackend, Launch
+from border_py.actors.ray_backend import start_local_ray
 from border_py.config import build
+from border_py.errors import ConfigError
 from border_py.overrides import to_plain
 from border_py.trainers.components import build_components
 
 from ..conftest import make_config
+from .test_ray_cli import beyond_loopback, listening
 
 ray = pytest.importorskip("ray", reason="the [ray] extra is not installed")
 
@@ -55,10 +58,14 @@ def _ray_children(infra: set[int]) -> list[psutil.Process]:
 
 @pytest.fixture(scope="module")
 def local_ray():
-    """One local Ray for the module; its node processes (raylet, GCS, ...) must all be gone
-    once it is shut down."""
-    ray.init(num_cpus=2, object_store_memory=100 * 2**20, include_dashboard=False)
+    """One local Ray for the module, started as border starts one (listening on the loopback
+    interface only, checked); its node processes (raylet, GCS, ...) must all be gone once it is
+    shut down."""
+    start_local_ray(2, 100 * 2**20)
     infra = {p.pid for p in psutil.Process().children(recursive=True) if not _python_helper(p)}
+    found = listening([psutil.Process(), *(psutil.Process(pid) for pid in infra)])
+    assert {"gcs_server", "raylet"} <= {name for name, _ in found}, found
+    assert beyond_loopback(found) == []
     yield infra
     ray.shutdown(wait_for_processes=True)
     children = psutil.Process().children(recursive=True)
@@ -195,3 +202,32 @@ def test_a_resumed_ray_run_continues_each_actor_slot(tmp_path):
     assert acc["received_total"] == first["accounting"]["received"] + acc["received"]
     log = (run / "train.log").read_text()
     assert "actor 0 (incarnation 1) runs on node" in log  # the next incarnation: fresh seeds
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(60)
+def test_actors_beyond_eight_per_cluster_cpu_are_refused_before_any_starts(tmp_path):
+    """The module's Ray has 2 CPUs: 17 actors of 0.1 CPU fit its placement group but not the
+    bound, checked once connected; 16 start."""
+    config = to_plain(
+        make_config(
+            tmp_path,
+            *SMALL,
+            "actor_manager.n_actors=17",
+            "actor_manager.num_cpus_per_actor=0.1",
+            "trainer.max_opts=10",
+        )
+    )
+    parts = build_components(config, 0)
+    backend = build("actor_manager", config["actor_manager"])
+    agent = parts.agent
+    launch = Launch(config, parts.env_factory.spaces(), agent, agent.policy_state(), 0)
+    with pytest.raises(ConfigError) as refused:
+        backend.start(launch)
+    assert str(refused.value) == (
+        "actor_manager.n_actors=17: 17 actors on 2 CPUs of the Ray cluster, more than 16"
+        " (8 per core); lower it (or check_resources=false to run anyway)"
+    )
+    assert backend._remote is None and backend.alive() == 0  # no actor was started
+    backend.stop()
+    assert ray.is_initialized()  # the caller's Ray is left as it was

@@ -4,6 +4,7 @@ a one-line abort). Each run starts and stops its own local Ray."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -18,12 +19,13 @@ import uuid
 import psutil
 import pytest
 
+from border_py.actors import ray_backend
 from border_py.cli.train import check_overrides
 from border_py.errors import ConfigError
 
 from ..conftest import BORDER, REPO, run_border
 
-pytest.importorskip("ray", reason="the [ray] extra is not installed")
+ray = pytest.importorskip("ray", reason="the [ray] extra is not installed")
 
 SMALL = [
     "actor_manager=ray",
@@ -69,6 +71,26 @@ def test_bad_ray_keys_are_one_line(override, message):
         check_overrides(["actor_manager=ray", override])
 
 
+def test_a_local_ray_is_bounded_by_this_machines_cores():
+    cores = len(os.sched_getaffinity(0))
+    with pytest.raises(ConfigError) as refused:
+        check_overrides(["actor_manager=ray", f"actor_manager.n_actors={8 * cores + 1}"])
+    assert str(refused.value).startswith(
+        f"actor_manager.n_actors={8 * cores + 1}: {8 * cores + 1} actors on {cores} usable CPU"
+        f" cores, more than {8 * cores} (8 per core)"
+    )
+
+
+def test_joining_a_cluster_without_token_authentication_is_named(monkeypatch):
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    assert ray_backend._without_token_auth() is None
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    assert ray_backend._without_token_auth() == "RAY_AUTH_MODE is not token here"
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    monkeypatch.setattr(ray, "__version__", "2.51.2")
+    assert ray_backend._without_token_auth() == "Ray 2.51.2 has none; it came with Ray 2.52"
+
+
 def test_object_store_memory_is_for_a_local_ray_only():
     with pytest.raises(ConfigError, match=r"object_store_memory=1000000: must be null when"):
         check_overrides(
@@ -109,7 +131,7 @@ def _ray_running() -> bool:
 def test_address_auto_without_a_cluster_is_one_line_exit_2(tmp_path):
     if _ray_running():
         pytest.skip("a Ray cluster runs on this machine: address=auto would join it")
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_AUTH_MODE")}
     env["RAY_TMPDIR"] = str(tmp_path / "no-ray")  # no `ray start` address file there
     proc = subprocess.run(
         [*BORDER, "train", *SMALL, "actor_manager.address=auto"],
@@ -123,6 +145,11 @@ def test_address_auto_without_a_cluster_is_one_line_exit_2(tmp_path):
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("border: error: actor_manager.address='auto': no Ray cluster to join")
     assert "ray start --head" in last and "Traceback" not in proc.stderr
+    assert (  # said before joining
+        "actor_manager.address='auto': joining a Ray cluster without token authentication"
+        " (RAY_AUTH_MODE is not token here): whoever reaches its ports can run code on it, and in"
+        " this learner, which unpickles what its actors send"
+    ) in proc.stderr
 
 
 def left_behind(marker: str, ray_tmp: str) -> list[psutil.Process]:
@@ -143,6 +170,29 @@ def left_behind(marker: str, ray_tmp: str) -> list[psutil.Process]:
     return found
 
 
+LOOPBACK = ("127.0.0.1", "::1", "::ffff:127.0.0.1")  # the last: IPv4's, on a dual-stack socket
+
+
+def listening(processes: list[psutil.Process]) -> list[tuple[str, str]]:
+    """(process name, ``ip:port``) of every socket of ``processes`` that listens for TCP."""
+    found = []
+    for process in processes:
+        try:
+            name = process.name()
+            sockets = process.net_connections(kind="inet")
+        except psutil.Error:
+            continue
+        for s in sockets:
+            if s.status == psutil.CONN_LISTEN:
+                found.append((name, f"{s.laddr.ip}:{s.laddr.port}"))
+    return found
+
+
+def beyond_loopback(found: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The sockets of :func:`listening` that listen on more than the loopback interface."""
+    return [(name, at) for name, at in found if at.rpartition(":")[0] not in LOOPBACK]
+
+
 def ray_tmpdir() -> str:
     """A fresh Ray temp dir (``RAY_TMPDIR``): short, as Ray's socket paths must be."""
     return tempfile.mkdtemp(prefix="brt", dir="/tmp")
@@ -160,7 +210,8 @@ def ray_run():
 
 
 def _start(args: list[str], cwd, marker: str, ray_tmp: str) -> subprocess.Popen:
-    env = {**os.environ, "BORDER_TEST_MARKER": marker, "PYTHONPATH": str(REPO)}
+    path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "BORDER_TEST_MARKER": marker, "PYTHONPATH": path}
     env |= {"PYTHONUNBUFFERED": "1", "RAY_TMPDIR": ray_tmp}
     return subprocess.Popen(
         [sys.executable, "-m", "border_py.cli", *args],
@@ -282,4 +333,41 @@ def test_a_crashing_env_restarts_its_actor_then_aborts_in_one_line(tmp_path, ray
         " traceback"
     ), output[-3000:]
     assert "stopped the local Ray" in log
+    _gone(marker, ray_tmp, 10)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+def test_a_local_ray_listens_on_the_loopback_interface_only(tmp_path, ray_run):
+    """Every TCP socket that a process of the run (border, the local Ray's GCS, raylet, agents,
+    workers, the actors) listens on, looked at every half second from the start until three
+    looks after the actors were seen: 127.0.0.1. Then Ctrl-C."""
+    marker, ray_tmp = ray_run
+    run = tmp_path / "run"
+    proc = _start(
+        ["train", *LOCAL, "trainer.max_opts=1000000", f"run_dir={run}"], tmp_path, marker, ray_tmp
+    )
+    seen: set[tuple[str, str]] = set()
+    looks_with_actors = 0  # a worker's title (ray::IDLE, then ray::SamplerActor...) read anew
+    try:
+        deadline = time.monotonic() + 100
+        while proc.poll() is None and looks_with_actors < 3 and time.monotonic() < deadline:
+            running = left_behind(marker, ray_tmp)
+            seen |= set(listening(running))
+            titles = []
+            for process in running:
+                with contextlib.suppress(psutil.Error):
+                    titles.append(" ".join(process.cmdline()))
+            looks_with_actors += any("SamplerActor" in title for title in titles)
+            time.sleep(0.5)
+        os.killpg(proc.pid, signal.SIGINT)
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert looks_with_actors == 3, output
+    assert proc.returncode == 130, output
+    assert {"gcs_server", "raylet"} <= {name for name, _ in seen}, seen  # seen listening
+    assert beyond_loopback(sorted(seen)) == []
     _gone(marker, ray_tmp, 10)

@@ -1,6 +1,11 @@
-"""actor_manager=ray on multi-node clusters, loopback only: a two-node ``ray.cluster_utils.Cluster``
-(actors on distinct nodes; a lost worker node's actor restarted on the other), and ``border train``
-against a cluster made with ``ray start --head`` + ``ray start --address=127.0.0.1:<port>``."""
+"""actor_manager=ray on clusters that listen on the loopback interface only (checked): a two-node
+``ray.cluster_utils.Cluster`` (actors on distinct nodes; a lost worker node's actor restarted on
+the other), and ``border train`` joining a cluster made with ``ray start --head``.
+
+A cluster keeps 127.0.0.1 as its nodes' address only where Ray runs as on macOS and Windows, one
+machine per cluster (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``; border's
+:func:`~border_py.actors.ray_backend.loopback_ray` in this process), and there ``ray start`` adds
+no second node: the multi-node test uses ``Cluster``, whose nodes take the address as given."""
 
 from __future__ import annotations
 
@@ -19,12 +24,13 @@ import psutil
 import pytest
 
 from border_py.actors.backend import Launch
+from border_py.actors.ray_backend import loopback_ray
 from border_py.config import build
 from border_py.overrides import to_plain
 from border_py.trainers.components import build_components
 
 from ..conftest import BORDER, REPO, make_config
-from .test_ray_cli import left_behind, ray_tmpdir
+from .test_ray_cli import beyond_loopback, left_behind, listening, ray_tmpdir
 
 ray = pytest.importorskip("ray", reason="the [ray] extra is not installed")
 
@@ -43,14 +49,23 @@ def test_actors_spread_over_two_nodes_and_survive_losing_one(tmp_path):
         head_node_args={
             "num_cpus": 2,
             "object_store_memory": STORE,
+            "node_ip_address": "127.0.0.1",
             "_system_config": {"health_check_period_ms": 200, "health_check_failure_threshold": 3},
         },
     )
     backend = None
     try:
-        worker = cluster.add_node(num_cpus=1, object_store_memory=STORE)
-        ray.init(address=cluster.address)
+        worker = cluster.add_node(
+            num_cpus=1, object_store_memory=STORE, node_ip_address="127.0.0.1"
+        )
+        with loopback_ray():
+            ray.init(address=cluster.address)
         head = ray.get_runtime_context().get_node_id()
+        nodes = psutil.Process().children(recursive=True)
+        found = listening([psutil.Process(), *nodes])
+        assert sum(p.name() == "raylet" for p in nodes) == 2
+        assert {"gcs_server", "raylet"} <= {name for name, _ in found}, found
+        assert beyond_loopback(found) == []
         config = to_plain(make_config(tmp_path, *SMALL, "actor_manager.n_actors=2"))
         parts = build_components(config, 0)
         backend = build("actor_manager", config["actor_manager"])
@@ -93,7 +108,7 @@ def _free_port() -> int:
 def _ray_start(args: list[str], env: dict[str, str]) -> None:
     ray_cli = str(Path(sys.executable).with_name("ray"))
     out = subprocess.run(
-        [ray_cli, "start", *args, "--num-cpus=1", f"--object-store-memory={STORE}"],
+        [ray_cli, "start", *args, f"--object-store-memory={STORE}"],
         env=env,
         capture_output=True,
         text=True,
@@ -117,18 +132,30 @@ def _stop_cluster(marker: str, ray_tmp: str) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(240)
 def test_border_train_joins_a_ray_start_cluster_and_leaves_it_as_it_was(tmp_path):
+    """As the README's recipe, on one machine: the head started with token authentication
+    (``RAY_AUTH_MODE=token`` on its line too), border joining it with the token; the cluster
+    listens on 127.0.0.1 only."""
     marker, ray_tmp = f"ray-start-{uuid.uuid4().hex}", ray_tmpdir()
     port = _free_port()
     env = {**os.environ, "BORDER_TEST_MARKER": marker, "RAY_TMPDIR": ray_tmp}
+    env |= {"RAY_AUTH_MODE": "token", "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
     env.pop("RAY_ADDRESS", None)
     run = tmp_path / "run"
     try:
-        common = ["--disable-usage-stats", "--include-dashboard=false"]
-        _ray_start(["--head", f"--port={port}", *common], env)  # makes ~/.ray/auth_token
-        env["RAY_AUTH_MODE"] = "token"  # Ray's token authentication, as its docs say for joining
-        _ray_start([f"--address=127.0.0.1:{port}"], env)
+        _ray_start(
+            [
+                "--head",
+                f"--port={port}",
+                "--node-ip-address=127.0.0.1",
+                "--num-cpus=2",
+                "--disable-usage-stats",
+                "--include-dashboard=false",
+            ],
+            env,
+        )
         nodes_up = {p.pid for p in left_behind(marker, ray_tmp) if p.name() in NODE_PROCESSES}
-        assert len(nodes_up) == 3  # the GCS and two raylets
+        assert len(nodes_up) == 2  # the GCS and the raylet
+        path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
         out = subprocess.run(
             [
                 *BORDER,
@@ -136,7 +163,6 @@ def test_border_train_joins_a_ray_start_cluster_and_leaves_it_as_it_was(tmp_path
                 *SMALL,
                 f"actor_manager.address=127.0.0.1:{port}",
                 "actor_manager.n_actors=2",
-                "actor_manager.placement_strategy=STRICT_SPREAD",
                 "trainer.max_opts=300",
                 "trainer.warmup_period=200",
                 "trainer.eval_interval=300",
@@ -144,19 +170,20 @@ def test_border_train_joins_a_ray_start_cluster_and_leaves_it_as_it_was(tmp_path
                 f"run_dir={run}",
             ],
             cwd=tmp_path,
-            env={**env, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"},
+            env={**env, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"},
             capture_output=True,
             text=True,
             timeout=150,
         )
         assert out.returncode == 0, out.stdout + out.stderr
         log = (run / "train.log").read_text()
-        nodes = re.findall(r"actor (\d) \(incarnation 0\) runs on node (\w+)", log)
-        assert len(nodes) == 2 and nodes[0][1] != nodes[1][1], nodes  # one actor per node
+        nodes = re.findall(r"actor (\d) \(incarnation 0\) runs on node \w+ \(([\d.]+)\)", log)
+        assert [ip for _, ip in nodes] == ["127.0.0.1"] * 2, nodes
         assert "stopped the local Ray" not in log  # the cluster is not border's to stop
+        assert "without token authentication" not in log
         acc = json.loads((run / "result.json").read_text())["summary"]["accounting"]
         assert acc["sent"] == acc["received"] > 0
-        # the run's actors are gone; the cluster's own processes all still run
+        # the run's actors are gone; the cluster's own processes all still run, on loopback
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             running = left_behind(marker, ray_tmp)
@@ -166,6 +193,9 @@ def test_border_train_joins_a_ray_start_cluster_and_leaves_it_as_it_was(tmp_path
         names = [" ".join(p.cmdline()) for p in running]
         assert not [n for n in names if "SamplerActor" in n], names
         assert nodes_up <= {p.pid for p in running}
+        found = listening(running)
+        assert {"gcs_server", "raylet"} <= {name for name, _ in found}, found
+        assert beyond_loopback(found) == []
     finally:
         _stop_cluster(marker, ray_tmp)
         left = left_behind(marker, ray_tmp)

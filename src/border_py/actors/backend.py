@@ -24,6 +24,7 @@ from border_py.agents.base import Agent
 from border_py.config import fraction, non_negative, positive, require
 from border_py.errors import RunError
 from border_py.processes import Context, RestartPolicy, forkserver_context
+from border_py.resources import MAX_N_BUFFER, MAX_QUEUE_SIZE, at_most, enforced
 from border_py.transport.batch import ReceivedBatch
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,29 @@ class ActorSettings:
         k = self.n_envs_per_actor
         flat = apex_epsilons(n * k, self.apex_eps, self.apex_alpha)
         return [flat[i * k : (i + 1) * k] for i in range(n)]
+
+    def check_resources(
+        self, config: dict[str, Any], spaces: tuple[gym.Space, gym.Space], n_step: int
+    ) -> None:
+        """Bound what these actors would take before any starts (see :mod:`border_py.resources`;
+        ``config``: the run's, ``spaces`` and ``n_step``: the batches' shapes). Here the batch
+        counts every backend shares; backends add what they take of the machine."""
+        enforce = enforced(config)
+        at_most(
+            "actor_manager.queue_size",
+            self.queue_size,
+            MAX_QUEUE_SIZE,
+            "batches in flight per actor (locally each also puts a ~360 B notice in the actor's"
+            " 64 KiB pipe, which blocks the actor and its heartbeat when full)",
+            enforce,
+        )
+        at_most(
+            "actor_manager.n_buffer",
+            self.n_buffer,
+            MAX_N_BUFFER,
+            "transitions per batch (each sampled with one copy of the weights)",
+            enforce,
+        )
 
     def context(self) -> Context:
         """The multiprocessing context of the run's local helper processes (the evaluator)."""

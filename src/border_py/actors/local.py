@@ -13,13 +13,13 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import multiprocessing.connection
-import os
 import select
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any, cast
 
+import gymnasium as gym
 import torch
 
 from border_py.actors.backend import (
@@ -39,6 +39,14 @@ from border_py.processes import (
     forkserver_context,
     lower_priority,
     start_process,
+)
+from border_py.resources import (
+    actors_per_core,
+    enforced,
+    open_files,
+    shared_memory,
+    size_text,
+    usable_cores,
 )
 from border_py.transport.channel import (
     BatchLayout,
@@ -115,12 +123,44 @@ class ActorManager(ActorSettings):
 
     # -- start and weights -------------------------------------------------------------------
 
+    def layout(
+        self, config: dict[str, Any], spaces: tuple[gym.Space, gym.Space], n_step: int
+    ) -> BatchLayout:
+        """The layout of one slot: the largest batch an actor of this run can send."""
+        options = sampler_options(config)
+        return BatchLayout.for_batches(
+            *spaces,
+            self.n_buffer,
+            self.n_envs_per_actor,
+            n_step,
+            options["frame_stack"],
+            options["priorities"],
+        )
+
+    def check_resources(
+        self, config: dict[str, Any], spaces: tuple[gym.Space, gym.Space], n_step: int
+    ) -> None:
+        """Also bound the actor processes by this machine's cores, the learner's open files
+        (ulimit -n), and the slots of every actor by the room free in ``/dev/shm``."""
+        super().check_resources(config, spaces, n_step)
+        enforce = enforced(config)
+        actors_per_core(self.n_actors, usable_cores(), "usable CPU cores", enforce)
+        open_files(self.n_actors, enforce)
+        slot, slots = self.layout(config, spaces, n_step).nbytes, self.n_actors * self.queue_size
+        shared_memory(
+            f"actor_manager.n_actors={self.n_actors} x queue_size={self.queue_size}",
+            f"{slots} slots of {size_text(slot)} (n_buffer={self.n_buffer},"
+            f" n_envs_per_actor={self.n_envs_per_actor})",
+            slots * slot,
+            enforce,
+        )
+
     def start(self, launch: Launch) -> None:
         """Allocate the channels and weights, then start every actor (they wait for weights)."""
         ctx = self._ctx = self.context()
         self._config = launch.config
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        if cores and self.n_actors > cores:
+        cores = usable_cores()
+        if self.n_actors > cores:
             log.warning(
                 "%d actors on %d CPU cores: actors, learner and evaluator share them (the actors"
                 " run at nice %d, so the learner keeps its share; more envs per actor is the"
@@ -129,18 +169,7 @@ class ActorManager(ActorSettings):
                 cores,
                 self.nice,
             )
-        obs_space, act_space = launch.spaces
-        options = sampler_options(launch.config)
-        agent = launch.agent
-        layout = BatchLayout.for_batches(
-            obs_space,
-            act_space,
-            self.n_buffer,
-            self.n_envs_per_actor,
-            agent.n_step,
-            options["frame_stack"],
-            options["priorities"],
-        )
+        layout = self.layout(launch.config, launch.spaces, launch.agent.n_step)
         self.rings = [SlotRing.create(ctx, layout, self.queue_size) for _ in range(self.n_actors)]
         self.weights = SharedWeights.create(ctx, launch.policy)
         self.weights.publish(launch.policy, launch.opt_steps)

@@ -16,10 +16,12 @@ bundle per slot. The learner, its replay buffer and the evaluator stay in this p
   ``heartbeat_timeout`` (killed with ``ray.kill``) ends the incarnation; the slot is started
   again with the next incarnation (fresh env seeds) as the local backend does, under the same
   :class:`~border_py.processes.RestartPolicy`.
-- **Ray itself**: ``address=null`` starts a local Ray (shut down by :meth:`RayActors.stop` on
-  every path); ``auto``, ``host:port`` or ``ray://host:port`` join a running cluster; a process
-  already connected to Ray (``ray.init`` called before) keeps its connection. Ray replaces the
-  SIGTERM handler when it connects: border's stop-signal handlers are put back right after.
+- **Ray itself**: ``address=null`` starts a local Ray that listens on the loopback interface
+  only (:func:`start_local_ray`; shut down by :meth:`RayActors.stop` on every path); ``auto``,
+  ``host:port`` or ``ray://host:port`` join a running cluster (a warning without token
+  authentication: the learner unpickles what the cluster's actors send); a process already
+  connected to Ray (``ray.init`` called before) keeps its connection. Ray replaces the SIGTERM
+  handler when it connects: border's stop-signal handlers are put back right after.
 
 ``ray`` is imported only here, inside functions: nothing else in border-py needs it.
 """
@@ -56,6 +58,7 @@ from border_py.actors.sampler import Sampler, SampleStats
 from border_py.config import positive, require
 from border_py.errors import ConfigError
 from border_py.processes import RestartPolicy, one_thread_each
+from border_py.resources import actors_per_core, enforced, usable_cores
 from border_py.transport.batch import ReceivedBatch
 
 log = logging.getLogger(__name__)
@@ -68,6 +71,8 @@ FINISH_SECONDS = 5.0  # how long the stop waits for the actors' last counts
 START_SECONDS = (
     300.0  # how long an actor may take to start (worker process, runtime_env, placement)
 )
+LOOPBACK = ("127.0.0.1", "::1")
+TOKEN_AUTH = (2, 52)  # the first Ray with token authentication
 
 
 @dataclass(frozen=True)
@@ -249,6 +254,13 @@ class RayActors(ActorSettings):
         self._version = 0
         self._stopped = False
 
+    def check_resources(self, config: dict[str, Any], spaces: tuple[Any, Any], n_step: int) -> None:
+        """Also bound the actors of a local Ray by this machine's cores (a cluster's CPUs are
+        checked once connected, before any actor starts)."""
+        super().check_resources(config, spaces, n_step)
+        if self.address is None:
+            actors_per_core(self.n_actors, usable_cores(), "usable CPU cores", enforced(config))
+
     # -- start and weights -------------------------------------------------------------------
 
     def start(self, launch: Launch) -> None:
@@ -291,7 +303,7 @@ class RayActors(ActorSettings):
         with _signal_handlers_kept():
             try:
                 if self.address is None:
-                    cpus = _local_cpus()
+                    cpus = usable_cores()
                     needed = math.ceil(self.n_actors * self.num_cpus_per_actor)
                     if needed > cpus:
                         log.warning(
@@ -302,14 +314,19 @@ class RayActors(ActorSettings):
                             cpus,
                             needed,
                         )
-                    ray.init(
-                        address="local",
-                        num_cpus=max(cpus, needed),
-                        object_store_memory=self.object_store_memory,
-                        include_dashboard=False,
-                    )
+                    start_local_ray(max(cpus, needed), self.object_store_memory)
                     self._owner = "local"
                 else:
+                    unauthenticated = _without_token_auth()
+                    if unauthenticated:
+                        log.warning(
+                            "actor_manager.address=%r: joining a Ray cluster without token"
+                            " authentication (%s): whoever reaches its ports can run code on it,"
+                            " and in this learner, which unpickles what its actors send; use it on"
+                            ' a trusted network only (README, "Beyond one machine: Ray")',
+                            self.address,
+                            unauthenticated,
+                        )
                     ray.init(address=self.address)
                     self._owner = "cluster"
             except ConnectionError as exc:
@@ -335,6 +352,9 @@ class RayActors(ActorSettings):
         where = f"actor_manager.n_actors={self.n_actors} x num_cpus_per_actor={cpu:g}"
         if needed > sum(node_cpus):
             raise ConfigError(f"{where} = {needed:g} CPUs: the Ray cluster has {sum(node_cpus):g}")
+        actors_per_core(
+            self.n_actors, sum(node_cpus), "CPUs of the Ray cluster", enforced(self._config)
+        )
         if self.placement_strategy == "STRICT_SPREAD":
             fitting = sum(1 for c in node_cpus if c >= cpu)
             require(
@@ -692,10 +712,63 @@ def _first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def _local_cpus() -> int:
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
+def start_local_ray(num_cpus: int, object_store_memory: int | None = None) -> None:
+    """Start a Ray of this machine for this process, listening on the loopback interface only
+    (no dashboard); a warning if Ray still chose another address.
+
+    Args:
+        num_cpus: CPUs the Ray node advertises.
+        object_store_memory: bytes of its object store (None: Ray's default, a share of RAM).
+    """
+    import ray
+
+    with loopback_ray():
+        ray.init(
+            address="local",
+            num_cpus=num_cpus,
+            object_store_memory=object_store_memory,
+            include_dashboard=False,
+            _node_ip_address=LOOPBACK[0],
+        )
+    ip = ray.util.get_node_ip_address()
+    if ip not in LOOPBACK:
+        log.warning("the local Ray took the address %s: it may listen beyond this machine", ip)
+
+
+@contextlib.contextmanager
+def loopback_ray() -> Iterator[None]:
+    """Within the block, Ray keeps 127.0.0.1 as this machine's node address (a local Ray's node,
+    or a loopback cluster address to join).
+
+    Ray's servers listen on every interface unless the node's address is a loopback one, and on
+    Linux Ray replaces a loopback address it is given with the machine's routable one. It keeps
+    it only when it runs as on macOS and Windows, one machine per cluster (Ray's switch
+    ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``, which Ray reads once, at import: set here for the
+    block).
+    """
+    from ray._private import ray_constants
+
+    kept = getattr(ray_constants, "ENABLE_RAY_CLUSTER", None)
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        if kept is None:
+            del ray_constants.ENABLE_RAY_CLUSTER
+        else:
+            ray_constants.ENABLE_RAY_CLUSTER = kept
+
+
+def _without_token_auth() -> str | None:
+    """Why joining a cluster from here is unauthenticated, or None when it uses Ray's tokens."""
+    import ray
+
+    version = tuple(int(part) for part in re.findall(r"\d+", ray.__version__)[:2])
+    if version < TOKEN_AUTH:
+        return f"Ray {ray.__version__} has none; it came with Ray 2.52"
+    if os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+        return "RAY_AUTH_MODE is not token here"
+    return None
 
 
 @contextlib.contextmanager

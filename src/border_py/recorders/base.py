@@ -16,7 +16,8 @@ HParam = float | int | str | bool
 
 # metrics a run reports at its end, next to its hyper-parameters (TensorBoard's HPARAMS tab, MLflow)
 FINAL_METRICS = ("hparams/best_return", "hparams/final_return", "hparams/mean_return")
-NOT_HPARAMS = ("run_dir", "resume", "progress", "progress_interval")  # how, not what, is trained
+# how, not what, is trained
+NOT_HPARAMS = ("run_dir", "resume", "progress", "progress_interval", "check_resources")
 
 
 @runtime_checkable

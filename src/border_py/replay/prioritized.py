@@ -9,7 +9,7 @@ import numpy as np
 
 from border_py.config import flag, fraction, non_negative, positive
 from border_py.errors import ConfigError, RunError
-from border_py.replay.sum_tree import MinTree, SumTree
+from border_py.replay.sum_tree import MinTree, SumTree, level_sizes
 from border_py.replay.uniform import UniformReplayBuffer
 from border_py.transitions import Transitions
 
@@ -69,6 +69,10 @@ class PrioritizedReplayBuffer(UniformReplayBuffer):
 
     def _extra_nbytes(self) -> int:
         return sum(level.nbytes for tree in (self._sum, self._min) for level in tree.levels)
+
+    @classmethod
+    def _estimate_extra_nbytes(cls, capacity: int) -> int:
+        return 2 * 8 * sum(level_sizes(capacity))  # the sum and min trees, float64 nodes
 
     @property
     def beta(self) -> float:

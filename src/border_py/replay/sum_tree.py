@@ -23,6 +23,19 @@ import numpy as np
 BRANCHING = 32
 
 
+def level_sizes(capacity: int) -> list[int]:
+    """Nodes per level of a tree over ``capacity`` leaves, the leaves' level first, each level
+    padded to a multiple of :data:`BRANCHING`, the root's level last."""
+    sizes = []
+    n = capacity
+    while True:
+        padded = -(-n // BRANCHING) * BRANCHING
+        sizes.append(padded)
+        n = padded // BRANCHING
+        if n == 1:
+            return [*sizes, 1]
+
+
 class _SegmentTree:
     """Leaves combined in groups of ``BRANCHING`` up to the root; padding holds ``_neutral``."""
 
@@ -32,15 +45,8 @@ class _SegmentTree:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         self.capacity = capacity
-        self.levels: list[np.ndarray] = []  # levels[0]: the leaves; levels[-1]: the root alone
-        n = capacity
-        while True:
-            padded = -(-n // BRANCHING) * BRANCHING
-            self.levels.append(np.full(padded, self._neutral, dtype=np.float64))
-            n = padded // BRANCHING
-            if n == 1:
-                self.levels.append(np.full(1, self._neutral, dtype=np.float64))
-                break
+        # levels[0]: the leaves; levels[-1]: the root alone
+        self.levels = [np.full(n, self._neutral, dtype=np.float64) for n in level_sizes(capacity)]
 
     @staticmethod
     def _reduce(groups: np.ndarray) -> np.ndarray:

@@ -6,6 +6,7 @@ It can store stacked pixel observations frame by frame (``frame_stack``, see
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import gymnasium as gym
@@ -52,9 +53,7 @@ class UniformReplayBuffer:
         self._storage: dict[str, np.ndarray] = {}
         self._next = 0
         self._size = 0
-        self._frames = (
-            FrameStore(capacity + capacity // 32 + 1, frame_stack) if frame_stack else None
-        )
+        self._frames = FrameStore(_frame_capacity(capacity), frame_stack) if frame_stack else None
 
     def __len__(self) -> int:
         return self._size
@@ -68,6 +67,40 @@ class UniformReplayBuffer:
         return sum(a.nbytes for a in arrays) + self._extra_nbytes()
 
     def _extra_nbytes(self) -> int:
+        return 0
+
+    @classmethod
+    def estimate_nbytes(
+        cls,
+        capacity: int,
+        observation_space: gym.Space,
+        action_space: gym.Space,
+        frame_stack: int | None = None,
+    ) -> int | None:
+        """The :attr:`nbytes` of a full buffer of these keys and spaces, worked out before it is
+        built (nothing is allocated); None for spaces without a shape and dtype.
+
+        Rows hold ``obs`` and ``next_obs`` (with ``frame_stack``: a frame id each, plus the id of
+        their oldest frame), the action (int64 for discrete spaces), a float32 reward and a
+        float32 discount; with ``frame_stack`` the frame ring adds one ``H x W`` uint8 frame and
+        one int64 link per frame.
+        """
+        obs, act = observation_space, action_space
+        if obs.shape is None or obs.dtype is None or act.shape is None or act.dtype is None:
+            return None
+        discrete = isinstance(act, (gym.spaces.Discrete, gym.spaces.MultiDiscrete))
+        action = math.prod(act.shape) * (8 if discrete else np.dtype(act.dtype).itemsize)
+        if frame_stack:
+            row = 3 * 8 + action + 4 + 4
+            frames = _frame_capacity(capacity)
+            ring = (frames + 1) * math.prod(obs.shape[1:]) + frames * 8
+        else:
+            row = 2 * math.prod(obs.shape) * np.dtype(obs.dtype).itemsize + action + 4 + 4
+            ring = 0
+        return capacity * row + ring + cls._estimate_extra_nbytes(capacity)
+
+    @classmethod
+    def _estimate_extra_nbytes(cls, capacity: int) -> int:
         return 0
 
     needs_td_errors = False
@@ -228,3 +261,8 @@ class UniformReplayBuffer:
             self._storage[key][:size] = value
         self._size, self._next = size, next_row % self.capacity
         self.rng.bit_generator.state = state["rng"]
+
+
+def _frame_capacity(capacity: int) -> int:
+    """Frames the ring of a buffer of ``capacity`` transitions keeps (see the class docstring)."""
+    return capacity + capacity // 32 + 1

@@ -122,6 +122,14 @@ class AsyncTrainer(LoopSettings):
             self.min_samples_per_opt,
         )
 
+    def check(self, config: dict[str, Any]) -> Components:
+        """The components (see :class:`LoopSettings`), and the actors' bounds: their processes,
+        the learner's open files and the shared memory of their slots."""
+        parts = super().check(config)
+        spaces = parts.env_factory.spaces()
+        parts.actors.check_resources(config, spaces, parts.agent.n_step)
+        return parts
+
     def actors_shown(self, parts: Components) -> int | None:
         """Every actor of the backend."""
         return parts.actors.n_actors

@@ -17,6 +17,7 @@ from border_py.actors.backend import ActorBackend, Launch
 from border_py.config import flag, fraction, non_negative, positive, require
 from border_py.evaluation.service import EvalService
 from border_py.processes import StopSignals
+from border_py.resources import MAX_EVAL_EPISODES, at_most, enforced
 from border_py.runs.checkpoint import Checkpoint
 from border_py.seeding import set_global_rng_state
 from border_py.trainers.components import Components, build_components
@@ -124,7 +125,17 @@ class LoopSettings:
         return float(parts.env_factory.eval_epsilon)
 
     def check(self, config: dict[str, Any]) -> Components:
-        """Validate the config's components against these settings without training; return them."""
+        """Validate the config's components against these settings without training; return them.
+
+        Also bounds what the run would take (see :mod:`border_py.resources`).
+        """
+        at_most(
+            "trainer.eval_episodes",
+            self.eval_episodes,
+            MAX_EVAL_EPISODES,
+            "episodes per evaluation (they run one after another)",
+            enforced(config),
+        )
         return build_components(config, self.warmup_period)
 
     def wiring(self, config: dict[str, Any], parts: Components) -> Wiring:

@@ -10,10 +10,11 @@ import gymnasium as gym
 from border_py.actors.backend import ActorSettings
 from border_py.agents.base import Agent, FixedEpsilon, TDErrorScoring, reports_td_error
 from border_py.agents.factory import build_agent
-from border_py.config import build, require
+from border_py.config import build, coerce_counts, require, resolve_target
 from border_py.envs.factory import GymEnvFactory, build_env_factory
 from border_py.errors import ConfigError
 from border_py.replay.base import ReplayBuffer
+from border_py.resources import MAX_ENVS_PER_ACTOR, at_most, enforced, memory
 from border_py.seeding import derive_seed
 
 
@@ -42,25 +43,56 @@ def check_buffer_fits(buffer: ReplayBuffer, agent: Agent, observation_space: gym
         )
 
 
+def check_replay_memory(
+    spec: dict[str, Any], spaces: tuple[gym.Space, gym.Space], enforce: bool
+) -> None:
+    """Bound the memory of the replay buffer ``spec`` describes (a full one, estimated by its
+    class's ``estimate_nbytes``, if it has one) before it is built: the prioritized buffer's trees
+    are allocated at once, the uniform buffer's rows as they fill, long after the actors started.
+    """
+    if "_target_" not in spec:
+        return  # build says so
+    target = resolve_target(spec["_target_"], "replay_buffer._target_")
+    estimate = getattr(target, "estimate_nbytes", None)
+    keys = coerce_counts(target, {k: spec.get(k) for k in ("capacity", "frame_stack")})
+    capacity, frame_stack = keys["capacity"], keys["frame_stack"]
+    counts = [v for v in (capacity, frame_stack) if v is not None]
+    if estimate is None or not all(isinstance(v, int) and v > 0 for v in counts):
+        return  # a bad value is the constructor's to refuse
+    need = estimate(capacity, *spaces, frame_stack)
+    if need is not None:
+        memory(f"replay_buffer.capacity={capacity}", "the replay buffer", need, enforce)
+
+
 def build_components(config: dict[str, Any], warmup_period: int) -> Components:
-    """Build and cross-check env factory, learner agent, replay buffer and actor settings."""
+    """Build and cross-check env factory, learner agent, replay buffer and actor settings, and
+    bound the replay buffer's memory and the envs per actor (see :mod:`border_py.resources`)."""
     env_factory = build_env_factory(config)
     spaces = env_factory.spaces()
     agent = build_agent(config, spaces, config["device"])
-    rb = dict(config["replay_buffer"])
-    if rb.get("seed") is None:
-        rb["seed"] = derive_seed(config["seed"], "replay_buffer")
-    buffer = build("replay_buffer", rb)
-    if not isinstance(buffer, ReplayBuffer):
-        raise ConfigError(
-            f"replay_buffer._target_={rb['_target_']}: not a replay buffer (see"
-            " border_py.replay.base.ReplayBuffer)"
-        )
     actors = build("actor_manager", config["actor_manager"])
     if not isinstance(actors, ActorSettings):
         raise ConfigError(
             f"actor_manager._target_={config['actor_manager']['_target_']}: not an actor manager"
             " (see border_py.actors.backend)"
+        )
+    enforce = enforced(config)
+    at_most(
+        "actor_manager.n_envs_per_actor",
+        actors.n_envs_per_actor,
+        MAX_ENVS_PER_ACTOR,
+        "envs per actor (an actor makes and steps them one after another)",
+        enforce,
+    )
+    rb = dict(config["replay_buffer"])
+    if rb.get("seed") is None:
+        rb["seed"] = derive_seed(config["seed"], "replay_buffer")
+    check_replay_memory(rb, spaces, enforce)
+    buffer = build("replay_buffer", rb)
+    if not isinstance(buffer, ReplayBuffer):
+        raise ConfigError(
+            f"replay_buffer._target_={rb['_target_']}: not a replay buffer (see"
+            " border_py.replay.base.ReplayBuffer)"
         )
     capacity = buffer.capacity
     require(

@@ -78,6 +78,7 @@ def check(config: dict[str, Any]) -> tuple[Any, Components]:
     flag("progress", progress)
     positive("progress_interval", config.get("progress_interval", 30))
     check_trust_list(config.get("trust") or [])
+    flag("check_resources", config.get("check_resources", True))
     build_recorder(config)  # settings only: nothing is opened or written
     trainer = build("trainer", config["trainer"])
     return trainer, trainer.check(config)
