@@ -525,8 +525,9 @@ def test_serial_resume_with_prioritized_replay_is_exact(tmp_path, extra):
     ckpt = load_checkpoint(part / "run")
     buffer = ckpt.buffer()
     assert "priority" in buffer and ckpt.trainer_state["replay"]["samples"] == 300
-    resumed = train(
-        make_config(part, "resume=" + str(part / "run")), overrides=["trainer.max_opts=600"]
+    resumed = train(  # the test's own env (tests.frame_env) is trusted: a run dir is data
+        make_config(part, "resume=" + str(part / "run"), "trust=[tests]"),
+        overrides=["trainer.max_opts=600"],
     )
     assert resumed["opt_steps"] == 600
     for tag in ("train/loss", "train/q_mean", "eval/return_mean"):
