@@ -235,12 +235,14 @@ def _gone(marker: str, ray_tmp: str, seconds: float) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(150)
-@pytest.mark.parametrize("stop", ["ctrl-c", "sigterm"])
+@pytest.mark.parametrize("stop", ["ctrl-c", "sigterm", "sigterm-group"])
 def test_a_stop_signal_stops_gracefully_with_a_final_checkpoint_and_no_ray_process_left(
     tmp_path, ray_run, stop
 ):
-    """Ctrl-C (SIGINT to the process group) and SIGTERM to border alone (``kill``): ``ray.init``
-    replaces the SIGTERM handler, border must have its own back."""
+    """Ctrl-C (SIGINT to the process group), SIGTERM to border alone (``kill``: ``ray.init``
+    replaces the SIGTERM handler, border must have its own back) and SIGTERM to border then its
+    group (``timeout``, a scheduler: the local Ray's processes, in sessions of their own, must not
+    end under the graceful stop)."""
     marker, ray_tmp = ray_run
     run = tmp_path / "run"
     proc = _start(
@@ -272,6 +274,8 @@ def test_a_stop_signal_stops_gracefully_with_a_final_checkpoint_and_no_ray_proce
             os.killpg(proc.pid, signal.SIGINT)  # the terminal signals the whole group
         else:
             os.kill(proc.pid, signal.SIGTERM)
+            if stop == "sigterm-group":
+                os.killpg(proc.pid, signal.SIGTERM)
         output, _ = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:

@@ -722,7 +722,7 @@ def start_local_ray(num_cpus: int, object_store_memory: int | None = None) -> No
     """
     import ray
 
-    with loopback_ray():
+    with loopback_ray(), own_sessions():
         ray.init(
             address="local",
             num_cpus=num_cpus,
@@ -733,6 +733,29 @@ def start_local_ray(num_cpus: int, object_store_memory: int | None = None) -> No
     ip = ray.util.get_node_ip_address()
     if ip not in LOOPBACK:
         log.warning("the local Ray took the address %s: it may listen beyond this machine", ip)
+
+
+@contextlib.contextmanager
+def own_sessions() -> Iterator[None]:
+    """Within the block, the processes Ray starts for a local Ray (its servers; the workers its
+    raylet forks) start in a session of their own, as the forkserver ignores stop signals: a
+    SIGTERM to border's process group (``timeout``, ``kill -- -<pgid>``, a scheduler) then reaches
+    border alone, whose graceful stop still needs them, instead of ending Ray under it (Ray blocks
+    only SIGINT). They still die with border (Ray's fate sharing: the parent-death signal).
+    """
+    from ray._private import services
+
+    popen = services.ConsolePopen
+
+    class SessionPopen(popen):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs, start_new_session=True)
+
+    services.ConsolePopen = SessionPopen
+    try:
+        yield
+    finally:
+        services.ConsolePopen = popen
 
 
 @contextlib.contextmanager
