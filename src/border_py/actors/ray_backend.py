@@ -751,11 +751,11 @@ def own_sessions() -> Iterator[None]:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs, start_new_session=True)
 
-    services.ConsolePopen = SessionPopen
+    services.ConsolePopen = SessionPopen  # type: ignore[misc]
     try:
         yield
     finally:
-        services.ConsolePopen = popen
+        services.ConsolePopen = popen  # type: ignore[misc]
 
 
 @contextlib.contextmanager
