@@ -155,7 +155,8 @@ def test_non_tty_console_prints_plain_progress_lines(tmp_path):
     assert shown.returncode == 0, shown.stderr
     lines = [line for line in shown.stderr.splitlines() if "progress: opt" in line]
     assert lines, shown.stderr
-    assert re.search(r"progress: opt \d+/1500 \(\d+%\) \| .* samples/s \| \d+ opt/s \|", lines[-1])
+    rate = r"[\d.]+k? opt/s"  # 1.1k opt/s on a fast machine
+    assert re.search(rf"progress: opt \d+/1500 \(\d+%\) \| .* samples/s \| {rate} \|", lines[-1])
     assert "buffer" in lines[-1]  # (no ETA: it waits for 2 s of optimizing, see test_console)
     assert "\x1b[" not in shown.stderr  # no terminal escapes in a log
     (run_dir,) = (tmp_path / "outputs").glob("*/*")

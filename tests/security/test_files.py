@@ -20,17 +20,7 @@ from border_py.runs.results import write_result
 from border_py.runs.run_dir import claim, set_aside_attempt
 
 from ..conftest import BORDER, make_config, run_border
-from .crafted import TINY, copy_run, tiny_run, tree
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    return tiny_run(tmp_path_factory.mktemp("trained"))
-
-
-@pytest.fixture
-def run(trained, tmp_path):
-    return copy_run(trained, tmp_path / "run")
+from .crafted import TINY, tiny_run, tree
 
 
 def _small_files(limit: int):

@@ -21,19 +21,9 @@ from border_py.runs.run_dir import claim, session_lock, set_aside_attempt
 from border_py.trainers.train import run_log
 
 from ..conftest import make_config, run_border
-from .crafted import copy_run, tiny_run, tree
+from .crafted import copy_run, tree
 
 REFUSED = "is a symbolic link; border never follows links"
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    return tiny_run(tmp_path_factory.mktemp("trained"))
-
-
-@pytest.fixture
-def run(trained, tmp_path):
-    return copy_run(trained, tmp_path / "run")
 
 
 def _victim(tmp_path: Path, name: str = "victim.txt") -> Path:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -21,9 +20,9 @@ from border_py.errors import ConfigError
 from border_py.runs.checkpoint import Checkpoint
 from border_py.runs.resume import resumed_config
 from border_py.runs.trust import Trust, literal, shipped_targets
-from border_py.trainers.train import train
 
-from ..conftest import make_config, run_border
+from ..conftest import run_border
+from .crafted import TINY, copy_run
 
 EVIL = """\
 import os, pathlib
@@ -33,17 +32,6 @@ pathlib.Path(os.environ["BORDER_MARKER"]).write_text("imported")
 def plant(*args, **kwargs):
     pathlib.Path(os.environ["BORDER_MARKER"]).write_text("called")
 """
-
-TINY = [
-    "trainer=serial",
-    "trainer.max_opts=60",
-    "trainer.warmup_period=64",
-    "trainer.eval_interval=30",
-    "trainer.eval_episodes=1",
-    "trainer.save_interval=30",
-    "agent.hidden_sizes=[8]",
-    "progress=false",
-]
 
 # where a crafted config names the evil code: (description, change to the saved config)
 CRAFTED = {
@@ -58,19 +46,10 @@ CRAFTED = {
 }
 
 
-@pytest.fixture(scope="module")
-def real_run(tmp_path_factory) -> Path:
-    """A real tiny serial run: periodic checkpoints and a best one."""
-    root = tmp_path_factory.mktemp("real")
-    train(make_config(root, *TINY))
-    return root / "run"
-
-
-def craft(real_run: Path, where: Path, change) -> Path:
-    """A copy of the real run, as a preempted job leaves it (so that ``resume=auto`` continues
-    it), whose every checkpoint's config.json has ``change`` applied."""
-    run = where / "run"
-    shutil.copytree(real_run, run, symlinks=True)
+def craft(trained: Path, where: Path, change) -> Path:
+    """A copy of the tiny real run, as a preempted job leaves it (so that ``resume=auto``
+    continues it), whose every checkpoint's config.json has ``change`` applied."""
+    run = copy_run(trained, where / "run")
     (run / "result.json").unlink()
     for config_file in run.glob("checkpoints/*/config.json"):
         config = json.loads(config_file.read_text())
@@ -103,17 +82,17 @@ def evil(tmp_path, monkeypatch) -> Path:
 
 COMMANDS = {
     "eval": lambda run: ["eval", str(run)],
-    "resume": lambda run: ["train", f"resume={run}", "trainer.max_opts=90"],
-    "resume=auto": lambda run: ["train", "resume=auto", f"run_dir={run}", "trainer.max_opts=90"],
+    "resume": lambda run: ["train", f"resume={run}", "trainer.max_opts=400"],
+    "resume=auto": lambda run: ["train", "resume=auto", f"run_dir={run}", "trainer.max_opts=400"],
 }
 
 
 @pytest.mark.parametrize("command", list(COMMANDS))
 @pytest.mark.parametrize("where", list(CRAFTED))
 def test_a_crafted_run_dir_is_refused_without_importing_anything(
-    real_run, tmp_path, evil, capsys, command, where
+    trained, tmp_path, evil, capsys, command, where
 ):
-    run = craft(real_run, tmp_path, CRAFTED[where])
+    run = craft(trained, tmp_path, CRAFTED[where])
     before = snapshot(run)
     status = main(COMMANDS[command](run))
     err = capsys.readouterr().err.strip().splitlines()
@@ -126,32 +105,32 @@ def test_a_crafted_run_dir_is_refused_without_importing_anything(
 
 @pytest.mark.parametrize("where", list(CRAFTED))
 def test_border_report_reads_a_crafted_run_without_importing_anything(
-    real_run, tmp_path, evil, capsys, where
+    trained, tmp_path, evil, capsys, where
 ):
-    run = craft(real_run, tmp_path, CRAFTED[where])
+    run = craft(trained, tmp_path, CRAFTED[where])
     main(["report", str(run)])
     assert not evil.exists()
 
 
-def test_the_trust_step_lets_a_users_own_code_load(real_run, tmp_path, evil, capsys):
+def test_the_trust_step_lets_a_users_own_code_load(trained, tmp_path, evil, capsys):
     """``trust=[evil]`` is the documented way: with it the saved config's code is imported (and
     here, being no agent, fails in one line after)."""
-    run = craft(real_run, tmp_path, CRAFTED["agent"])
+    run = craft(trained, tmp_path, CRAFTED["agent"])
     status = main(["eval", str(run), "trust=[evil]"])
     assert evil.read_text() in ("imported", "called")
     assert status == 2
 
 
-def test_a_run_with_border_and_gymnasium_components_loads_untouched(real_run, tmp_path, capsys):
+def test_a_run_with_border_and_gymnasium_components_loads_untouched(trained, tmp_path, capsys):
     wrapped = {"_target_": "gymnasium.wrappers.ClipReward", "min_reward": -1, "max_reward": 1}
-    run = craft(real_run, tmp_path, lambda c: c["env"].update(wrappers=[wrapped]))
+    run = craft(trained, tmp_path, lambda c: c["env"].update(wrappers=[wrapped]))
     assert main(["eval", str(run), "eval.n_episodes=1"]) == 0, capsys.readouterr().err
 
 
-def test_resume_trusts_what_its_own_command_names(real_run, tmp_path, evil):
+def test_resume_trusts_what_its_own_command_names(trained, tmp_path, evil):
     """The command's own config (the command line, the user's config dirs, or the config given to
     train()) is the user's choice on this machine: its targets are trusted."""
-    run = craft(real_run, tmp_path, CRAFTED["env.id"])
+    run = craft(trained, tmp_path, CRAFTED["env.id"])
     checkpoint = _checkpoint(run)
     with pytest.raises(ConfigError, match=r"^env\.id=evil:Anything-v0 in .*trust=\[evil\]$"):
         resumed_config(checkpoint, [], Trust())
@@ -160,13 +139,13 @@ def test_resume_trusts_what_its_own_command_names(real_run, tmp_path, evil):
     assert not evil.exists()  # checking imports nothing
 
 
-def test_a_saved_trust_list_is_never_taken(real_run, tmp_path, evil, capsys):
+def test_a_saved_trust_list_is_never_taken(trained, tmp_path, evil, capsys):
     def change(config):
         CRAFTED["agent"](config)
         config["trust"] = ["evil"]
 
-    run = craft(real_run, tmp_path, change)
-    assert main(["train", f"resume={run}", "trainer.max_opts=90"]) == 2
+    run = craft(trained, tmp_path, change)
+    assert main(["train", f"resume={run}", "trainer.max_opts=400"]) == 2
     assert not evil.exists()
     assert "trust=[evil]" in capsys.readouterr().err
 
@@ -180,9 +159,9 @@ def test_a_saved_trust_list_is_never_taken(real_run, tmp_path, evil, capsys):
     ],
 )
 def test_a_saved_ray_address_is_used_only_when_given_again(
-    real_run, tmp_path, saved, typed, refused
+    trained, tmp_path, saved, typed, refused
 ):
-    run = craft(real_run, tmp_path, lambda c: c["actor_manager"].update(address=saved))
+    run = craft(trained, tmp_path, lambda c: c["actor_manager"].update(address=saved))
     mine = Trust.of({"actor_manager": {"address": typed}})
     if refused:
         with pytest.raises(ConfigError, match=r"^actor_manager\.address=ray://203.*again"):
@@ -191,18 +170,18 @@ def test_a_saved_ray_address_is_used_only_when_given_again(
         resumed_config(_checkpoint(run), [], mine)
 
 
-def test_a_saved_runtime_env_is_used_only_when_given_again(real_run, tmp_path):
+def test_a_saved_runtime_env_is_used_only_when_given_again(trained, tmp_path):
     runtime_env = {"pip": ["requests"], "env_vars": {"LD_PRELOAD": "/tmp/x.so"}}
-    run = craft(real_run, tmp_path, lambda c: c["actor_manager"].update(runtime_env=runtime_env))
+    run = craft(trained, tmp_path, lambda c: c["actor_manager"].update(runtime_env=runtime_env))
     with pytest.raises(ConfigError, match=r"^actor_manager\.runtime_env="):
         resumed_config(_checkpoint(run), [], Trust())
     resumed_config(_checkpoint(run), [], Trust.of({"actor_manager": {"runtime_env": runtime_env}}))
 
 
-def test_saved_strings_are_never_resolved_as_interpolations(real_run, tmp_path, monkeypatch):
+def test_saved_strings_are_never_resolved_as_interpolations(trained, tmp_path, monkeypatch):
     monkeypatch.setenv("BORDER_TEST_SECRET", "s3cret")
     kwargs = {"a": "${oc.env:BORDER_TEST_SECRET}", "b": "\\${x}", "c": "$5 ${"}
-    run = craft(real_run, tmp_path, lambda c: c["env"].update(kwargs=kwargs))
+    run = craft(trained, tmp_path, lambda c: c["env"].update(kwargs=kwargs))
     assert resumed_config(_checkpoint(run), [])["env"]["kwargs"] == kwargs
 
 
@@ -238,8 +217,8 @@ def test_a_bad_trust_list_is_refused_in_one_line(tmp_path, bad, capsys):
 
 
 @pytest.mark.slow
-def test_the_border_command_refuses_a_crafted_run_in_one_line(real_run, tmp_path, evil):
-    run = craft(real_run, tmp_path, CRAFTED["trainer"])
+def test_the_border_command_refuses_a_crafted_run_in_one_line(trained, tmp_path, evil):
+    run = craft(trained, tmp_path, CRAFTED["trainer"])
     before = snapshot(run)
     env = {"PYTHONPATH": str(evil.parent / "code")}
     for args in COMMANDS.values():
