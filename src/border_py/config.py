@@ -43,6 +43,14 @@ def group_options(group: str) -> list[str]:
     return sorted(p.stem for p in (config_dir() / group).glob("*.yaml"))
 
 
+def lookup(config: Mapping[str, Any], key: str) -> Any:
+    """The value at the dotted ``key`` of plain nested mappings (None where a part is missing)."""
+    node: Any = config
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node
+
+
 def closest(word: str, choices: Iterable[str]) -> str:
     """A ' (did you mean ...?)' hint, or '' when nothing is close."""
     match = difflib.get_close_matches(word, list(choices), n=2, cutoff=0.6)

@@ -9,3 +9,8 @@ class ConfigError(ValueError):
 
 class RunError(RuntimeError):
     """A run that cannot go on (e.g. a worker process crashed for good); its message is one line."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type's name when it has none)."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]

@@ -1,4 +1,5 @@
-"""Writing into run, sweep and study dirs: never through a symlink, durably, with the umask's modes.
+"""Files of run, sweep and study dirs: written never through a symlink, durably, with the umask's
+modes; read never through a symlink, never blocking, never more than a record's size.
 
 Every file border creates is ``0o666 & ~umask`` and every dir ``0o777 & ~umask``: the user's umask
 decides (022: readable by all, 077: private). A file is published by :func:`write_file` (a temporary
@@ -12,16 +13,19 @@ from __future__ import annotations
 import contextlib
 import errno
 import io
+import json
 import logging
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from border_py.errors import ConfigError
 
 Writer = Callable[[BinaryIO], object]  # writes a file's bytes into an open binary handle
+RECORD_LIMIT = 16 * 2**20  # bytes: border's JSON and YAML records (configs, results, ids) are KBs
 
 
 def link_refusal(path: Path | str) -> ConfigError:
@@ -71,6 +75,48 @@ def _fill(fd: int, data: bytes | Writer) -> None:
             data(handle)
         handle.flush()
         os.fsync(handle.fileno())
+
+
+def open_regular(path: Path) -> BinaryIO:
+    """``path`` opened to read, if it is a regular file: never through a symlink, never blocking
+    on a FIFO or a device.
+
+    Raises:
+        OSError: missing, a link (``ELOOP``), or not a regular file.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    handle = os.fdopen(fd, "rb")
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        handle.close()
+        raise OSError(f"{path}: not a regular file")
+    return handle
+
+
+def read_record(path: Path, limit: int = RECORD_LIMIT) -> bytes:
+    """The bytes of a record file of a run (``result.json``, a checkpoint's ``config.json``, ...):
+    a regular file (see :func:`open_regular`) of at most ``limit`` bytes.
+
+    Raises:
+        OSError: see :func:`open_regular`; or larger than ``limit``.
+    """
+    with open_regular(path) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > limit:
+            raise OSError(f"{path}: {size} bytes, more than a record's {limit}")
+        return handle.read(limit)
+
+
+def read_json(path: Path) -> Any:
+    """A record file's JSON (see :func:`read_record`).
+
+    Raises:
+        OSError: see :func:`read_record`.
+        ValueError: not JSON, or nested too deep to parse.
+    """
+    try:
+        return json.loads(read_record(path))
+    except RecursionError:
+        raise ValueError(f"{path}: nested too deep") from None
 
 
 def write_file(path: Path, data: bytes | Writer) -> Path:

@@ -35,15 +35,17 @@ ENV_MAPPINGS = ("env_vars", "env_set")  # mappings of environment variables: eve
 
 _SECRET_WORDS = re.compile(
     r"password|passwd|passphrase|secret|credential|api_?key|private_?key"
-    r"|(?:^|_)(?:token|auth|authorization)$",
+    r"|(?:^|_)(?:token|auth|authorization|sig|signature)$",
     re.IGNORECASE,
 )
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-# scheme://user:password@ (the password may hold an unescaped '@': the last one ends it); the
-# colons may come escaped (``\:``), as Hydra writes a sweep's overrides
+# scheme://user:password@ (the password may hold '/', '#', '?' or an unescaped '@': the last '@'
+# before a space ends it); the colons may come escaped (``\:``), as Hydra writes a sweep's overrides
 _URI_PASSWORD = re.compile(
-    r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*\\?://[^/?#\s:@\\]*)(\\?:)[^/?#\s]*@"
+    r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*\\?://[^/?#\s:@\\]*)(\\?:)\S*@"
 )
+# scheme://<token>@: a long user name without a password is a token (GitHub's ghp_..., x-token)
+_URI_TOKEN_USER = re.compile(r"(?<![A-Za-z0-9+.-])([A-Za-z][A-Za-z0-9+.-]*\\?://)[\w.~%-]{20,}@")
 # the head of a pair: name=value (the name may be dotted: an override's key), 'name': value, or
 # name: value (with a space, or after { or , as in Hydra's {name:value}; never module:attr or
 # host:port); \= and \: too (Hydra's escapes in a sweep's overrides)
@@ -100,6 +102,7 @@ def redact_text(text: str) -> str:
     """``text`` with URI passwords and the values of ``name=value``/``name: value`` pairs whose
     name is a secret replaced by :data:`REDACTED` (for free text: log lines, error messages)."""
     text = _URI_PASSWORD.sub(rf"\1\2{REDACTED}@", text)
+    text = _URI_TOKEN_USER.sub(rf"\1{REDACTED}@", text)
     out, pos = [], 0
     while (head := _PAIR_HEAD.search(text, pos)) is not None:
         out.append(text[pos : head.end()])

@@ -239,10 +239,9 @@ def test_mlflow_resume_continues_in_the_store_the_run_started_in(tmp_path):
 
     from border_py.recorders.mlflow import MlflowRecorder
 
-    run_dir, store = tmp_path / "run", tmp_path / "sweep"
-    run_dir.mkdir()
-    store.mkdir()
-    uri = f"sqlite:///{store / 'mlflow.db'}"  # e.g. a sweep's shared store
+    run_dir, store = tmp_path / "sweep" / "0", tmp_path / "sweep"
+    run_dir.mkdir(parents=True)
+    uri = f"sqlite:///{store / 'mlflow.db'}"  # a sweep's shared store, the job resumed alone
     first = MlflowRecorder(tracking_uri=uri)
     first.open(run_dir, {"seed": 0}, None)
     first.scalars({"x": 1.0}, 1)

@@ -48,7 +48,8 @@ def test_tiny_q_solves_corridor_resumes_and_evaluates(tmp_path, trainer):
     out = run_border(resume, tmp_path, env=EXAMPLES)  # a run dir is data: its code is not trusted
     assert out.returncode == 2
     assert (
-        "agent._target_=tiny_rl.agent.TinyQ in " in out.stderr and "trust=[tiny_rl]" in out.stderr
+        "agent._target_=tiny_rl.agent.TinyQ in " in out.stderr
+        and "add trust=[tiny_rl.agent.TinyQ]" in out.stderr
     )
     out = run_border([*resume, "trust=[tiny_rl]"], tmp_path, env=EXAMPLES)
     assert out.returncode == 0, out.stderr

@@ -38,8 +38,8 @@ def copy_run(run: Path, to: Path) -> Path:
 
 
 def tree(path: Path) -> dict[str, bytes | str]:
-    """Every entry under ``path``: a file's bytes, ``-> target`` for a link, ``dir`` for a dir
-    (links never followed)."""
+    """Every entry under ``path``: a file's bytes, ``-> target`` for a link, ``dir`` for a dir,
+    ``special`` for a FIFO (links never followed, FIFOs never read)."""
     found: dict[str, bytes | str] = {}
     for top, dirs, files in os.walk(path):
         for name in dirs + files:
@@ -49,6 +49,8 @@ def tree(path: Path) -> dict[str, bytes | str]:
                 found[key] = f"-> {os.readlink(entry)}"
             elif entry.is_dir():
                 found[key] = "dir"
-            else:
+            elif entry.is_file():
                 found[key] = entry.read_bytes()
+            else:  # a FIFO (reading it would block)
+                found[key] = "special"
     return found

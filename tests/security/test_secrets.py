@@ -222,29 +222,39 @@ def test_a_log_line_and_its_traceback_are_redacted():
     assert text.count("postgresql://u:***@db/m") == 3  # message, traceback's source line and end
 
 
-def test_a_resumed_mlflow_run_connects_with_the_uri_given_again(tmp_path, monkeypatch):
+def test_a_resumed_mlflow_run_connects_with_the_uri_given_again(tmp_path, monkeypatch, caplog):
     """``mlflow_run.json`` keeps the URI without its password; the resumed session connects
-    with this session's ``tracking_uri``, which the resume made the user give again."""
+    with this session's ``tracking_uri``, which the resume made the user give again. A file that
+    names another store is never connected to: the session's config decides (a run dir is data)."""
     pytest.importorskip("mlflow", reason="the [mlflow] extra is not installed")
     from border_py.recorders.mlflow import RUN_ID_FILE, MlflowRecorder
 
     connected = []
+
+    class NewRun(Exception):
+        pass
 
     class Client:
         def __init__(self, tracking_uri):
             connected.append(tracking_uri)
 
         def update_run(self, run_id, status):
-            pass
+            connected.append(run_id)
+
+        def get_experiment_by_name(self, name):
+            raise NewRun  # a new MLflow run would be made here
 
     monkeypatch.setattr("mlflow.tracking.MlflowClient", Client)
     saved = {"tracking_uri": "postgresql://alice:***@db/m", "run_id": "r1"}
     (tmp_path / RUN_ID_FILE).write_text(json.dumps(saved))
     MlflowRecorder("postgresql://alice:S3CRET@db/m").open(tmp_path, {}, resume_step=10)
-    saved["tracking_uri"] = "postgresql://alice@db/m"  # saved without a password: kept
+    assert connected == ["postgresql://alice:S3CRET@db/m", "r1"]
+    saved["tracking_uri"] = "sqlite:////elsewhere/planted.db"  # a store the session did not name
     (tmp_path / RUN_ID_FILE).write_text(json.dumps(saved))
-    MlflowRecorder("http://elsewhere").open(tmp_path, {}, resume_step=10)
-    assert connected == ["postgresql://alice:S3CRET@db/m", "postgresql://alice@db/m"]
+    with pytest.raises(NewRun):
+        MlflowRecorder("http://mine").open(tmp_path, {}, resume_step=10)
+    assert connected[2:] == ["http://mine"]
+    assert "names the store sqlite:////elsewhere/planted.db, not this run's" in caplog.text
 
 
 def test_hydra_records_are_rewritten_redacted(tmp_path):
@@ -259,3 +269,20 @@ def test_hydra_records_are_rewritten_redacted(tmp_path):
     assert clean.read_text() == "seed: 1  # as Hydra wrote it\n"  # nothing to hide: untouched
     _redact_record(tmp_path / "missing.yaml")
     assert not re.search("K3Y", "".join(p.read_text() for p in tmp_path.iterdir()))
+
+
+@pytest.mark.parametrize(
+    ("text", "recorded"),
+    [
+        ("git+https://ghp_abcdef1234567890abcdef@github.com/o/p", "git+https://***@github.com/o/p"),
+        ("https://user:pa/ss@host/x", "https://user:***@host/x"),
+        ("s3://AKIAEXAMPLE:wJalrXUt/nFEMI@bucket/k", "s3://AKIAEXAMPLE:***@bucket/k"),
+        ("https://user:p#ss@host", "https://user:***@host"),
+        ("https://acct.blob/c?sv=1&sig=abc%2Fdef", "https://acct.blob/c?sv=1&sig=***"),
+        ("ssh://git@github.com/o/p", "ssh://git@github.com/o/p"),  # a plain user name stays
+        ("http://localhost:5000/path", "http://localhost:5000/path"),
+    ],
+)
+def test_credentials_in_any_part_of_a_uri_are_redacted(text, recorded):
+    """A token given as the URI's user, a password holding '/' or '#', a signed URL's sig."""
+    assert redact_text(text) == recorded

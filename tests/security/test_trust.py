@@ -99,7 +99,7 @@ def test_a_crafted_run_dir_is_refused_without_importing_anything(
     assert not evil.exists(), f"{where}: the saved config's code ran ({evil.read_text()})"
     assert status == 2
     assert len(err) == 1, err
-    assert "evil" in err[0] and "trust=[evil]" in err[0] and "config.json" in err[0], err[0]
+    assert "evil" in err[0] and "trust=[evil" in err[0] and "config.json" in err[0], err[0]
     assert snapshot(run) == before
 
 
@@ -132,7 +132,7 @@ def test_resume_trusts_what_its_own_command_names(trained, tmp_path, evil):
     train()) is the user's choice on this machine: its targets are trusted."""
     run = craft(trained, tmp_path, CRAFTED["env.id"])
     checkpoint = _checkpoint(run)
-    with pytest.raises(ConfigError, match=r"^env\.id=evil:Anything-v0 in .*trust=\[evil\]$"):
+    with pytest.raises(ConfigError, match=r"^env\.id=evil:Anything-v0 in .*add trust=\[evil\]$"):
         resumed_config(checkpoint, [], Trust())
     mine = Trust.of({"env": {"id": "evil:Anything-v0"}})
     assert resumed_config(checkpoint, [], mine)["env"]["id"] == "evil:Anything-v0"
@@ -147,7 +147,7 @@ def test_a_saved_trust_list_is_never_taken(trained, tmp_path, evil, capsys):
     run = craft(trained, tmp_path, change)
     assert main(["train", f"resume={run}", "trainer.max_opts=400"]) == 2
     assert not evil.exists()
-    assert "trust=[evil]" in capsys.readouterr().err
+    assert "add trust=[evil.plant]" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(
@@ -226,6 +226,7 @@ def test_the_border_command_refuses_a_crafted_run_in_one_line(trained, tmp_path,
         assert out.returncode == 2, out.stderr
         (line,) = out.stderr.strip().splitlines()
         assert line.startswith("border: error: trainer._target_=evil.plant in ")
+        assert line.endswith("add trust=[evil.plant]")
     assert not evil.exists()
     assert snapshot(run) == before
 
@@ -234,3 +235,34 @@ def _checkpoint(run: Path) -> Checkpoint:
     path = sorted(run.glob("checkpoints/0*"))[-1]
     config = json.loads((path / "config.json").read_text())
     return Checkpoint(path, {}, {}, {}, config, {})
+
+
+def test_python_s_standard_library_is_never_trusted(trained, tmp_path, capsys):
+    """``os.system`` in a saved config is refused without a trust step to paste, and
+    ``trust=[os]`` is refused itself."""
+    run = craft(trained, tmp_path, lambda c: c["env"].update(_target_="os.system"))
+    assert main(["eval", str(run)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "env._target_=os.system in " in line and "standard library" in line
+    assert "trust=" not in line
+    for entry in ("os", "subprocess.run", "builtins"):
+        assert main(["eval", str(run), f"trust=[{entry}]"]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line.startswith(f"border: error: trust=[{entry}]: Python's standard library")
+
+
+def test_a_gymnasium_wrapper_that_writes_files_needs_trust(trained, tmp_path, capsys):
+    video = {"_target_": "gymnasium.wrappers.RecordVideo", "video_folder": str(tmp_path / "out")}
+    run = craft(trained, tmp_path, lambda c: c["env"].update(wrappers=[video]))
+    assert main(["eval", str(run), "eval.n_episodes=1"]) == 2
+    assert "add trust=[gymnasium.wrappers.RecordVideo]" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_saved_tracking_uri_is_used_only_when_given_again(trained, tmp_path):
+    uri = "http://mlflow.example:5000"
+    run = craft(trained, tmp_path, lambda c: c.update(recorder={"mlflow": {"tracking_uri": uri}}))
+    with pytest.raises(ConfigError, match=r"^recorder\.mlflow\.tracking_uri=http.*again"):
+        resumed_config(_checkpoint(run), [], Trust())
+    mine = Trust.of({"recorder": {"mlflow": {"tracking_uri": uri}}})
+    assert resumed_config(_checkpoint(run), [], mine)["recorder"]["mlflow"]["tracking_uri"] == uri

@@ -56,7 +56,7 @@ from border_py.actors.backend import (
 from border_py.actors.process import ActorSpec, build_sampler
 from border_py.actors.sampler import Sampler, SampleStats
 from border_py.config import positive, require
-from border_py.errors import ConfigError
+from border_py.errors import ConfigError, first_line
 from border_py.processes import RestartPolicy, one_thread_each
 from border_py.resources import actors_per_core, enforced, usable_cores
 from border_py.transport.batch import ReceivedBatch
@@ -335,7 +335,7 @@ class RayActors(ActorSettings):
                     token = " (one with token authentication needs RAY_AUTH_MODE=token here)"
                 raise ConfigError(
                     f"actor_manager.address={self.address!r}: no Ray cluster to join"
-                    f" ({_first_line(exc)}){token}; start one with `ray start --head`, or set"
+                    f" ({first_line(exc)}){token}; start one with `ray start --head`, or set"
                     " actor_manager.address=null for a local Ray"
                 ) from None
 
@@ -509,7 +509,7 @@ class RayActors(ActorSettings):
                     log.error("actor %d could not start:\n%s", index, str(exc).rstrip())
                 run.failure = _died(exc)
             except RayError as exc:  # e.g. its result was lost with its node
-                run.failure = (f"its result was lost: {_first_line(exc)}", None)
+                run.failure = (f"its result was lost: {first_line(exc)}", None)
             if run.failure is not None:
                 record.incarnation_error = run.failure[1]
                 break
@@ -698,18 +698,13 @@ def check_address(address: str | None) -> None:
 def _died(exc: Any) -> tuple[str, str | None]:
     """(cause, exception line) of a Ray actor that died."""
     if exc.actor_init_failed:  # it would fail the same way again
-        return "could not start", _first_line(exc)
+        return "could not start", first_line(exc)
     return ("its node was preempted" if exc.preempted else "its worker or node died"), None
 
 
 def _plain(text: str) -> str:
     """``text`` without terminal colour codes (Ray colours the name of a failed task)."""
     return re.sub(r"\x1b\[[0-9;]*m", "", text)
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
 
 
 def start_local_ray(num_cpus: int, object_store_memory: int | None = None) -> None:

@@ -23,10 +23,11 @@ from border_py.agents.factory import build_agent
 from border_py.cli.errors import fail
 from border_py.config import closest, flag, fraction, positive, require
 from border_py.envs.factory import build_env_factory
-from border_py.errors import ConfigError, RunError
+from border_py.errors import ConfigError, RunError, first_line
 from border_py.evaluation.evaluator import EvalResult, Evaluator
 from border_py.files import make_dir, write_file
 from border_py.overrides import parse_overrides, set_key, to_plain
+from border_py.resources import MAX_EVAL_EPISODES
 from border_py.runs.checkpoint import Checkpoint, is_complete, load_checkpoint
 from border_py.runs.trust import Trust, literal
 from border_py.secrets import redact, refuse_redacted
@@ -89,6 +90,8 @@ def eval_settings(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, Any
     Trust.of(to_plain(typed)).check_imports(saved, checkpoint.path / "config.json")
     cfg = plain["eval"]
     positive("eval.n_episodes", cfg["n_episodes"], int)
+    many = cfg["n_episodes"] <= MAX_EVAL_EPISODES
+    require("eval.n_episodes", many, f"at most {MAX_EVAL_EPISODES:,}", cfg["n_episodes"])
     positive("eval.max_steps", cfg["max_steps"], int)
     seed = cfg["seed"]
     seed_ok = seed is None or (isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0)
@@ -118,7 +121,7 @@ def check_video(env_factory: Any) -> None:
         except Exception as exc:  # the env's constructor refused the render mode
             raise ConfigError(
                 f"eval.video=true: {name} cannot be made with render_mode='rgb_array'"
-                f" ({_first_line(exc)})"
+                f" ({first_line(exc)})"
             ) from None
         try:
             modes = list(env.metadata.get("render_modes", []))
@@ -133,7 +136,7 @@ def check_video(env_factory: Any) -> None:
             raise
         except Exception as exc:
             raise ConfigError(
-                f"eval.video=true: {name} failed to render a frame ({_first_line(exc)})"
+                f"eval.video=true: {name} failed to render a frame ({first_line(exc)})"
             ) from None
         finally:
             env.close()
@@ -142,10 +145,6 @@ def check_video(env_factory: Any) -> None:
         raise ConfigError(
             f"eval.video=true: {name} rendered {got}, not an (H, W, 3) image; cannot record"
         )
-
-
-def _first_line(exc: Exception) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def evaluate_checkpoint(

@@ -87,6 +87,7 @@ class RunDirs(Callback):
         sweep_dir = Path(str(config.hydra.sweep.dir)).expanduser().resolve()
         if _explicit(config, "hydra.sweep.dir"):
             if config.get("resume") == "auto":  # each job continues or starts in its own dir
+                _refuse_links_in_sweep(sweep_dir)  # before Hydra writes .hydra/ in its jobs
                 return
             if sweep_dir.is_dir() and any(holds_run(p) for p in sweep_dir.iterdir() if p.is_dir()):
                 _refuse(
@@ -128,6 +129,19 @@ class RunDirs(Callback):
 
 
 OK_STATUSES = ("completed", "interrupted")
+
+
+def _refuse_links_in_sweep(sweep_dir: Path) -> None:
+    """End ``border train`` in one line if the sweep dir or one of its job dirs holds a symlink
+    (or a FIFO): Hydra writes ``multirun.yaml``, each job's ``.hydra/`` and ``train.log`` by plain
+    ``open`` before any of border's code runs in the job."""
+    try:
+        refuse_links(sweep_dir, own=False)
+        for job in sorted(sweep_dir.iterdir()) if sweep_dir.is_dir() else []:
+            if job.is_dir():
+                refuse_links(job)
+    except ConfigError as exc:
+        _refuse(exc)
 
 
 def _redact_record(path: Path) -> None:

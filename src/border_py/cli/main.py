@@ -54,9 +54,12 @@ def main(argv: list[str] | None = None) -> int:
         # registered first, so the ones registered earlier (multiprocessing's, logging's) still
         # run after this one.
         atexit.register(gc.freeze)
-    signals = StopSignals.acquire()  # a Ctrl-C from now on is a graceful stop of the run
+    args = sys.argv[1:] if argv is None else argv
+    # a Ctrl-C from now on is a graceful stop of the run (of train and tune, which stop
+    # gracefully; eval and report stop at the first one)
+    signals = StopSignals.acquire() if args[:1] in (["train"], ["tune"]) else None
     try:
-        status = _dispatch(sys.argv[1:] if argv is None else argv)
+        status = _dispatch(args)
         sys.stdout.flush()
     except KeyboardInterrupt:  # a second Ctrl-C, or one before the run could start
         return fail("interrupted", 130)
@@ -65,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     finally:
-        signals.release()
+        if signals is not None:
+            signals.release()
     return status
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import logging
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -33,8 +34,11 @@ from border_py.cli.aggregate import Band, Estimate, aggregate_curves, estimate
 from border_py.cli.errors import fail, printable
 from border_py.errors import ConfigError
 from border_py.files import write_file
+from border_py.runs.links import refuse_links
 from border_py.runs.results import RESULT_FILE, read_result
 from border_py.runs.resume import original_overrides
+
+log = logging.getLogger(__name__)
 
 CURVE_TAG = "eval/return_mean"
 EVAL_ENV_STEPS_TAG = "eval/env_steps"  # logged with each evaluation, at its opt step
@@ -227,7 +231,17 @@ def collect(path: str | Path) -> tuple[Path, list[RunRow]]:
         raise ConfigError(
             f"{root}: no border-py runs here (no result.json, tensorboard/ or checkpoints/)"
         )
-    return root, [read_run(run, root) for run in runs]
+    rows = []
+    for run in runs:
+        try:
+            refuse_links(run)  # a link would be read through, a FIFO would block the report
+        except ConfigError as exc:
+            log.warning("skipped %s: %s", run, printable(str(exc)))
+            continue
+        rows.append(read_run(run, root))
+    if not rows:
+        raise ConfigError(f"{root}: no run here that border can read (each was skipped)")
+    return root, rows
 
 
 def _fmt(value: Any, digits: int = 1) -> str:
@@ -379,8 +393,10 @@ def group_table(root: Path, groups: list[Group], common: list[str]) -> Table:
     """One line per group: final and best return (mean [95% CI], IQM), seeds, env steps."""
     out = Table(
         title=f"{root} ({len(groups)} groups, {sum(len(g.runs) for g in groups)} runs)",
-        caption="mean [95% bootstrap CI] and IQM over seeds"
-        + (f"; every run: {' '.join(common)}" if common else ""),
+        caption=Text(  # text from the runs' files: never rich markup
+            "mean [95% bootstrap CI] and IQM over seeds"
+            + (f"; every run: {' '.join(common)}" if common else "")
+        ),
     )
     out.add_column("group", overflow="fold", ratio=1)
     for name in ("seeds", "final return", "final IQM", "best return", "best IQM", "env steps"):
@@ -442,6 +458,11 @@ def _save(fig: Any, path: Path) -> None:
     write_file(path, image.getvalue())
 
 
+def _plain_label(text: str) -> str:
+    """``text`` as matplotlib shows it literally (a ``$`` would start mathtext)."""
+    return text.replace("$", r"\$")
+
+
 def plot(root: Path, rows: list[RunRow], path: Path, axis: str = "env_steps") -> bool:
     """Every run's eval-return curve against ``axis``, in one PNG; False if no run has one."""
     curves = [(row, row.curve(axis)) for row in rows if row.curve(axis)]
@@ -453,7 +474,7 @@ def plot(root: Path, rows: list[RunRow], path: Path, axis: str = "env_steps") ->
         xs, ys = zip(*curve, strict=True)
         differing = " ".join(o for o in row.overrides if o not in common)
         label = row.job + (f": {differing}" if differing else "")
-        ax.plot(xs, ys, marker="o", markersize=3, label=label[:80])
+        ax.plot(xs, ys, marker="o", markersize=3, label=_plain_label(label[:80]))
     ax.legend(fontsize=7, loc="best")
     _save(fig, path)
     return True
@@ -468,7 +489,8 @@ def plot_groups(groups: list[Group], path: Path, axis: str = "env_steps") -> boo
     fig, ax = _axes("mean over seeds with its 95% bootstrap CI (band); IQM dashed", axis)
     for i, (group, band) in enumerate(drawn):
         color = f"C{i % 10}"
-        ax.plot(band.x, band.mean, color=color, lw=1.8, label=f"{group.label[:60]} (n={band.n})")
+        label = _plain_label(f"{group.label[:60]} (n={band.n})")
+        ax.plot(band.x, band.mean, color=color, lw=1.8, label=label)
         ax.fill_between(band.x, band.low, band.high, color=color, alpha=0.2, lw=0)
         ax.plot(band.x, band.iqm, color=color, lw=1.0, ls="--")
     ax.legend(fontsize=7, loc="best", frameon=False)

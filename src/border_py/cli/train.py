@@ -86,12 +86,15 @@ def _job_failed(exc: Exception) -> float:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     log.error("job failed: %s", exc, exc_info=not isinstance(exc, (ConfigError, RunError)))
     # train() records the failures of a started run itself; a live one's dir is not this job's
-    if read_result(run_dir) is None and not isinstance(exc, RunInUse):
-        try:
-            overrides = list(HydraConfig.get().overrides.task)
-            write_result(run_dir, "failed", error=exc, overrides=overrides)
-        except OSError as write_error:  # e.g. a full disk: the sweep goes on, the job is failed
-            log.error("result.json could not be written: %s", write_error)
+    earlier = read_result(run_dir)
+    if isinstance(exc, RunInUse) or (earlier or {}).get("status") == "failed":
+        return float("nan")
+    try:  # a job refused before it started (a requeued one too: the earlier summary is kept)
+        summary = (earlier or {}).get("summary")
+        overrides = (earlier or {}).get("overrides") or list(HydraConfig.get().overrides.task)
+        write_result(run_dir, "failed", summary, error=exc, overrides=overrides)
+    except OSError as write_error:  # e.g. a full disk: the sweep goes on, the job is failed
+        log.error("result.json could not be written: %s", write_error)
     return float("nan")
 
 

@@ -20,7 +20,6 @@ import inspect
 import logging
 import math
 import multiprocessing
-import os
 import uuid
 import warnings
 from dataclasses import dataclass, field
@@ -35,6 +34,7 @@ from border_py.config import build, closest, config_dir, positive, require
 from border_py.errors import ConfigError
 from border_py.files import LogFile, make_dir, write_file
 from border_py.processes import StopSignals
+from border_py.resources import usable_cores
 from border_py.secrets import RedactingFormatter, redact_override
 
 log = logging.getLogger("border_py.tune")
@@ -222,14 +222,6 @@ def cores_per_trial(config: dict[str, Any]) -> int:
     if config["trainer"]["_target_"].endswith("SerialTrainer"):
         return 1
     return 1 + int(config["actor_manager"]["n_actors"])
-
-
-def usable_cores() -> int:
-    """Cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def storage(url: str) -> Any:

@@ -16,7 +16,7 @@ import gymnasium as gym
 
 from border_py.config import build, closest, flag, require, resolve_target
 from border_py.envs.vector import EpisodeLog, VectorEnv
-from border_py.errors import ConfigError
+from border_py.errors import ConfigError, first_line
 
 SWITCHES = ("training_only", "evaluation_only")  # keys of a wrapper spec that are not its arguments
 
@@ -205,7 +205,7 @@ class GymEnvFactory:
         except ConfigError:
             raise
         except Exception as exc:  # bad kwargs, a missing optional dependency, ...
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            first = first_line(exc)
             raise ConfigError(
                 f"env: cannot make {self.id!r} with kwargs {self.kwargs} ({first})"
             ) from None

@@ -16,9 +16,9 @@ from hydra.types import RunMode
 
 from border_py.config import require
 from border_py.errors import ConfigError
-from border_py.files import write_file
+from border_py.files import read_json, write_file
 from border_py.recorders.base import hyperparameters
-from border_py.secrets import REDACTED, redact, redact_text
+from border_py.secrets import redact, redact_text
 
 RUN_ID_FILE = "mlflow_run.json"  # in the run dir: a resumed run continues the same MLflow run
 STATUS = {"completed": "FINISHED", "interrupted": "KILLED", "failed": "FAILED"}
@@ -96,18 +96,26 @@ class MlflowRecorder:
         self.run_dir, self.config = run_dir, config
         self.last_step = resume_step or 0
         id_file = run_dir / RUN_ID_FILE
-        if resume_step is not None and id_file.is_file():  # the same store and run as before
-            saved = json.loads(id_file.read_text())
-            uri = saved["tracking_uri"]
-            if REDACTED in uri:  # saved without its password: this session's URI carries it
-                uri = self.tracking_uri or uri
-            self.client = MlflowClient(tracking_uri=uri)
-            self.run_id = saved["run_id"]
-            self.client.update_run(self.run_id, status="RUNNING")
-            return
         store = default_store(run_dir)
-        store.mkdir(parents=True, exist_ok=True)
         uri = self.tracking_uri or f"sqlite:///{store / 'mlflow.db'}"
+        saved = _saved_run(id_file) if resume_step is not None else None
+        if saved is not None:  # a resume continues the MLflow run if it is in this run's store
+            stores = {redact_text(uri): uri}  # as saved (redacted) -> to connect to
+            if self.tracking_uri is None:  # border's own store of the run, or of its sweep
+                own = (f"sqlite:///{d / 'mlflow.db'}" for d in (run_dir, run_dir.parent))
+                stores |= {u: u for u in own}
+            if saved["tracking_uri"] in stores:
+                self.client = MlflowClient(tracking_uri=stores[saved["tracking_uri"]])
+                self.run_id = saved["run_id"]
+                self.client.update_run(self.run_id, status="RUNNING")
+                return
+            log.warning(
+                "%s names the store %s, not this run's %s: recording to a new MLflow run",
+                id_file,
+                saved["tracking_uri"],
+                redact_text(uri),
+            )
+        store.mkdir(parents=True, exist_ok=True)
         self.client = MlflowClient(tracking_uri=uri)
         experiment = self.client.get_experiment_by_name(self.experiment_name)
         if experiment is None:
@@ -166,3 +174,15 @@ class MlflowRecorder:
         for video in sorted(self.run_dir.rglob("*.mp4")):
             where = video.parent.relative_to(self.run_dir)
             client.log_artifact(run_id, str(video), str(Path("videos") / where))
+
+
+def _saved_run(id_file: Path) -> dict[str, str] | None:
+    """``mlflow_run.json``'s store (its URI, redacted) and run id, or None (none, or not one)."""
+    try:
+        saved = read_json(id_file)
+    except (OSError, ValueError):
+        return None
+    fields = ("tracking_uri", "run_id")
+    if isinstance(saved, dict) and all(isinstance(saved.get(f), str) for f in fields):
+        return {f: saved[f] for f in fields}
+    return None

@@ -12,8 +12,8 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 
 from border_py.config import require
-from border_py.errors import ConfigError, RunError
-from border_py.files import write_file
+from border_py.errors import ConfigError, RunError, first_line
+from border_py.files import read_json, write_file
 from border_py.recorders.base import NOT_HPARAMS
 from border_py.secrets import redact, redact_override
 
@@ -85,14 +85,11 @@ class WandbRecorder:
         id_file = run_dir / RUN_ID_FILE
         settings = wandb.Settings(console="off")  # the rich console stays ours
         hparams = redact({k: v for k, v in config.items() if k not in NOT_HPARAMS})
-        resume: Literal["allow"] | None
-        if resume_step is not None and id_file.is_file():
-            saved = json.loads(id_file.read_text())
-            where = {"project": saved["project"], "entity": saved.get("entity")}
-            run_id, resume = saved["id"], "allow"
-        else:
-            where = {"project": self.project, "entity": self.entity}
-            run_id, resume = None, None
+        resume: Literal["allow"] | None = None
+        where: dict[str, Any] = {"project": self.project, "entity": self.entity}  # this config's
+        run_id = _saved_run_id(id_file, where) if resume_step is not None else None
+        if run_id is not None:  # a resume continues the W&B run of the same project and entity
+            resume = "allow"
         mode: Any = self.mode  # checked against MODES
         argv = sys.argv
         sys.argv = [argv[0], *map(redact_override, argv[1:])]  # W&B records the command line
@@ -112,7 +109,7 @@ class WandbRecorder:
                 settings=settings,
             )
         except wandb.Error as exc:
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            first = first_line(exc)
             raise RunError(
                 f"recorder.wandb: W&B did not start ({first}); without an account, record"
                 " offline with WANDB_MODE=offline"
@@ -121,7 +118,7 @@ class WandbRecorder:
             sys.argv = argv
         self.run.define_metric(STEP_METRIC)
         self.run.define_metric("*", step_metric=STEP_METRIC)
-        record = {"id": self.run.id, "project": self.run.project, "entity": where["entity"]}
+        record = {"id": self.run.id, "project": where["project"], "entity": where["entity"]}
         write_file(id_file, json.dumps(record).encode())
         log.info("W&B run %s (%s) in %s", self.run.id, self.run.settings.mode, run_dir / "wandb")
 
@@ -138,3 +135,18 @@ class WandbRecorder:
         run, self.run = self.run, None
         run.summary.update(dict(final or {}) | {"status": status})
         run.finish(exit_code=EXIT_CODES[status])
+
+
+def _saved_run_id(id_file: Path, where: dict[str, Any]) -> str | None:
+    """The run id ``wandb_run.json`` saved for the project and entity ``where`` (None: no file,
+    not one, or another project's or entity's run, which is left alone)."""
+    try:
+        saved = read_json(id_file)
+    except (OSError, ValueError):
+        return None
+    if not (isinstance(saved, dict) and isinstance(saved.get("id"), str)):
+        return None
+    if (saved.get("project"), saved.get("entity")) != (where["project"], where["entity"]):
+        log.warning("%s is a run of another project or entity: recording to a new run", id_file)
+        return None
+    return saved["id"]

@@ -29,12 +29,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from border_py.errors import ConfigError, RunError
-from border_py.files import create_file, dir_mode, fsync_dir, make_dir
+from border_py.errors import ConfigError, RunError, first_line
+from border_py.files import create_file, dir_mode, fsync_dir, make_dir, open_regular, read_json
 from border_py.runs.links import refuse_links
 
 REQUIRED = ("policy.pt", "agent.pt", "trainer.pt", "config.json", "meta.json")
 BUFFER_FILE = "replay_buffer.npz"
+CONFIG_KEYS = ("seed", "env", "agent")  # what every saved config holds (border eval builds them)
 STEP_DIR = re.compile(r"^\d{9}$")
 
 
@@ -220,13 +221,32 @@ def find_checkpoint(path: str | Path) -> Path:
 def _refuse_links(given: Path, found: Path) -> None:
     """:func:`~border_py.runs.links.refuse_links` for the run of ``given`` (a run or checkpoint
     dir as the user named it) and of ``found`` (the same, the user's own links resolved)."""
-    runs = [p.parent.parent if p.parent.name == "checkpoints" else p for p in (given, found)]
-    for run in dict.fromkeys(runs):
+    for run in dict.fromkeys(_run_of(p) or p for p in (given, found)):
         refuse_links(run)
 
 
+def _run_of(path: Path) -> Path | None:
+    """The run a checkpoint dir belongs to: ``<run>/checkpoints/<name>`` or an abandoned one,
+    ``<run>/checkpoints/abandoned/<name>`` (None: neither)."""
+    if path.parent.name == "checkpoints":
+        return path.parent.parent
+    if path.parent.name == "abandoned" and path.parent.parent.name == "checkpoints":
+        return path.parents[2]
+    return None
+
+
 def run_dir_of_checkpoint(checkpoint: Path) -> Path:
-    """The run directory a checkpoint belongs to."""
+    """The run directory a checkpoint belongs to, to continue it in.
+
+    Raises:
+        ConfigError: the checkpoint is not one of a run's ``checkpoints/`` (an abandoned
+            timeline's is refused: its run has gone on without it).
+    """
+    if checkpoint.parent.name != "checkpoints":
+        raise ConfigError(
+            f"{checkpoint}: not in a run's checkpoints/ dir, so there is no run to continue"
+            " (an abandoned one: move it back into checkpoints/ to resume from it)"
+        )
     return checkpoint.parent.parent
 
 
@@ -251,28 +271,30 @@ class Checkpoint:
                 return {k: data[k] for k in data.files}
         except (OSError, ValueError, zipfile.BadZipFile) as exc:
             raise ConfigError(
-                f"{file}: corrupt replay-buffer snapshot ({_first_line(exc)})"
+                f"{file}: corrupt replay-buffer snapshot ({first_line(exc)})"
             ) from None
-
-
-def _first_line(exc: BaseException) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _load_pt(file: Path) -> Any:
     try:
-        return torch.load(file, weights_only=True, map_location="cpu")
+        with open_regular(file) as handle:
+            return torch.load(handle, weights_only=True, map_location="cpu")
     except Exception as exc:  # torch raises many types for truncated or foreign files
         raise ConfigError(
-            f"{file}: corrupt or truncated checkpoint file ({_first_line(exc)})"
+            f"{file}: corrupt or truncated checkpoint file ({first_line(exc)})"
         ) from None
 
 
-def _load_json(file: Path) -> dict[str, Any]:
+def _load_json(file: Path, keys: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A checkpoint's JSON file: an object holding ``keys``."""
     try:
-        return json.loads(file.read_text())
+        loaded = read_json(file)
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"{file}: corrupt checkpoint file ({_first_line(exc)})") from None
+        raise ConfigError(f"{file}: corrupt checkpoint file ({first_line(exc)})") from None
+    missing = [k for k in keys if k not in loaded] if isinstance(loaded, dict) else keys
+    if not isinstance(loaded, dict) or missing:
+        raise ConfigError(f"{file}: not border-py's (no {', '.join(missing) or 'object'})")
+    return loaded
 
 
 # where 0.1.0 configs name components that moved in 0.2.0 (a policy of 0.1.0 still evaluates)
@@ -303,7 +325,7 @@ def load_checkpoint(path: str | Path, full: bool = True) -> Checkpoint:
             f"{ckpt}: saved by border-py {meta.get('border_py', '0.1')}, whose runs 0.2 cannot"
             " resume (the trainer state changed); border eval still plays its policy"
         )
-    config = _load_json(ckpt / "config.json")
+    config = _load_json(ckpt / "config.json", CONFIG_KEYS)
     if saved_by_0_1(meta):
         config = _moved_targets(config)
     return Checkpoint(

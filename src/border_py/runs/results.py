@@ -13,7 +13,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from border_py.files import write_file
+from border_py.files import read_json, write_file
 from border_py.secrets import redact_override, redact_text
 
 RESULT_FILE = "result.json"
@@ -71,9 +71,17 @@ def write_result(
 
 
 def read_result(run_dir: Path) -> dict[str, Any] | None:
-    """The run's ``result.json``, or None if it has none (still running, or killed)."""
-    path = Path(run_dir) / RESULT_FILE
+    """The run's ``result.json``, or None if it has none (still running, or killed) or it is not
+    one (not a JSON object; see :func:`~border_py.files.read_json`); its ``overrides`` are the
+    strings among them."""
     try:
-        return json.loads(path.read_text())
+        record = read_json(Path(run_dir) / RESULT_FILE)
     except (OSError, ValueError):
         return None
+    if not isinstance(record, dict):
+        return None
+    overrides = record.get("overrides")
+    record["overrides"] = (
+        [o for o in overrides if isinstance(o, str)] if isinstance(overrides, list) else []
+    )
+    return record

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 from typing import Any
@@ -10,8 +11,9 @@ import yaml
 from hydra.core.override_parser.types import OverrideType
 from omegaconf import OmegaConf
 
-from border_py.config import GROUPS, OVERLAYS, require
+from border_py.config import GROUPS, OVERLAYS, lookup, require
 from border_py.errors import ConfigError
+from border_py.files import read_record
 from border_py.overrides import parse_overrides, set_key, to_plain
 from border_py.runs.checkpoint import Checkpoint, run_dir_of_checkpoint
 from border_py.runs.results import read_result
@@ -39,12 +41,10 @@ def original_overrides(run_dir: Path) -> list[str]:
     claimed = claimed_overrides(run_dir)
     if claimed is not None:
         return claimed
-    hydra_file = run_dir / ".hydra" / "overrides.yaml"
-    if hydra_file.is_file():
-        try:
-            return [str(o) for o in yaml.safe_load(hydra_file.read_text()) or []]
-        except (OSError, yaml.YAMLError):
-            pass
+    with contextlib.suppress(OSError, yaml.YAMLError):
+        listed = yaml.safe_load(read_record(run_dir / ".hydra" / "overrides.yaml"))
+        if isinstance(listed, list):  # Hydra's: a list of strings (nothing else is read)
+            return [o for o in listed if isinstance(o, str)]
     return [o for o in (read_result(run_dir) or {}).get("overrides", []) if "(resume)" not in o]
 
 
@@ -102,35 +102,28 @@ def resumed_config(
     }
 
 
-def _get(config: dict[str, Any], key: str) -> Any:
-    node: Any = config
-    for part in key.split("."):
-        node = node.get(part) if isinstance(node, dict) else None
-    return node
-
-
 def check_fits(checkpoint: Checkpoint, config: dict[str, Any]) -> None:
     """Refuse resume overrides that the checkpoint's state cannot follow."""
     fixed = ["agent.n_step", "replay_buffer.frame_stack"]  # pending windows, stored frames
     if "sampler" in checkpoint.trainer_state:  # serial: the saved envs are restored one by one
         fixed += ["actor_manager.n_envs_per_actor", "replay_buffer.priority_from_actors"]
     for key in fixed:
-        before, after = _get(checkpoint.config, key), _get(config, key)
+        before, after = lookup(checkpoint.config, key), lookup(config, key)
         if before != after:
             raise ConfigError(
                 f"{key}={after}: cannot change when resuming (the checkpoint has {before})"
             )
     if checkpoint.meta.get("replay_buffer"):
         size = int(checkpoint.trainer_state["replay"]["size"])
-        capacity = _get(config, "replay_buffer.capacity")
+        capacity = lookup(config, "replay_buffer.capacity")
         require(
             "replay_buffer.capacity",
             capacity >= size,
             f">= {size}, the transitions the checkpoint holds",
             capacity,
         )
-        saved = _get(checkpoint.config, "replay_buffer.capacity")
-        if _get(config, "replay_buffer.frame_stack") and capacity < saved:
+        saved = lookup(checkpoint.config, "replay_buffer.capacity")
+        if lookup(config, "replay_buffer.frame_stack") and capacity < saved:
             raise ConfigError(
                 f"replay_buffer.capacity={capacity}: must stay >= {saved} when resuming with saved"
                 " frames (their ring is sized from the capacity)"

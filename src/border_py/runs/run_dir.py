@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from border_py.errors import ConfigError
-from border_py.files import create_file, fsync_dir, link_refusal, make_dir
+from border_py.files import create_file, fsync_dir, link_refusal, make_dir, read_json
 from border_py.runs.checkpoint import is_complete, periodic_checkpoints
 from border_py.runs.links import refuse_links
 from border_py.runs.results import read_result
@@ -93,9 +93,9 @@ def claimed_overrides(run_dir: Path) -> list[str] | None:
     """The overrides :func:`claim` recorded for the run in ``run_dir`` (None: no such record, e.g.
     a run claimed before claims recorded them)."""
     with contextlib.suppress(OSError, ValueError):
-        claimed = json.loads((run_dir / CLAIM).read_text())
+        claimed = read_json(run_dir / CLAIM)
         if isinstance(claimed, dict) and isinstance(claimed.get("overrides"), list):
-            return [str(o) for o in claimed["overrides"]]
+            return [o for o in claimed["overrides"] if isinstance(o, str)]
     return None
 
 

@@ -7,17 +7,18 @@ as whoever loads it. A saved config is therefore accepted only when everything i
 one of:
 
 - border-py's own components: the targets of the shipped configs (``conf/``);
-- a gymnasium wrapper class (``gymnasium.wrappers.*``);
+- a gymnasium wrapper class (``gymnasium.wrappers.*``) but those that write files
+  (:data:`WRITING_WRAPPERS`);
 - named by the config of the command that loads the run (its command line and the user's own
   config dirs; for :func:`border_py.train`, the config it is given);
-- trusted by the user: ``trust=[my_pkg, other_pkg.MyAgent]`` (a package trusts its modules).
+- trusted by the user: ``trust=[my_pkg, other_pkg.MyAgent]`` (a package trusts its modules; never
+  Python's standard library, whose modules run whatever they are asked to).
 
-The same holds for the two values that make border run code from elsewhere: a Ray cluster's
-``actor_manager.address`` (the learner unpickles what the cluster sends) and
-``actor_manager.runtime_env`` (packages and environment variables for the workers): a saved one is
-used only when this command gives the same value. Anything else is refused in one line naming the
-key, the value and the trust step. Saved strings stay data: their OmegaConf interpolations
-(``${...}``) are escaped, never resolved (:func:`literal`).
+The same holds for the values that say where border takes code from or sends a run's data
+(:data:`CALLERS`: a Ray cluster, a Ray ``runtime_env``, an MLflow server): a saved one is used only
+when this command gives the same value. Anything else is refused in one line naming the key, the
+value and the trust step. Saved strings stay data: their OmegaConf interpolations (``${...}``) are
+escaped, never resolved (:func:`literal`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import functools
 import importlib
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,10 +35,15 @@ from typing import Any
 import gymnasium as gym
 import yaml
 
-from border_py.config import GROUPS, OVERLAYS, config_dir, require
+from border_py.config import GROUPS, OVERLAYS, config_dir, lookup, require
 from border_py.errors import ConfigError
 
-CALLERS = ("actor_manager.address", "actor_manager.runtime_env")  # values that bring in code
+CALLERS = {  # saved values used only when given again, and why
+    "actor_manager.address": "a Ray cluster can run code in the learner",
+    "actor_manager.runtime_env": "it installs packages and sets variables for the actors",
+    "recorder.mlflow.tracking_uri": "the run's metrics, config and best policy go there",
+}
+WRITING_WRAPPERS = ("RecordVideo",)  # gymnasium wrappers that write files where a config says
 DOTTED_NAME = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 INTERPOLATION = re.compile(r"(\\*)\$\{")
 
@@ -70,7 +77,8 @@ def imports(node: Any, key: str = "") -> Iterator[tuple[str, str, str]]:
 
 
 def _gymnasium_wrapper(target: str) -> bool:
-    """Whether ``target`` names a gymnasium wrapper class (only gymnasium's modules are imported)."""
+    """Whether ``target`` names a gymnasium wrapper class that keeps to its env (not one of
+    :data:`WRITING_WRAPPERS`); only gymnasium's own modules are imported to tell."""
     module, _, name = target.rpartition(".")
     if module != "gymnasium.wrappers" and not module.startswith("gymnasium.wrappers."):
         return False
@@ -78,25 +86,36 @@ def _gymnasium_wrapper(target: str) -> bool:
         found = getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError):
         return False
-    return isinstance(found, type) and issubclass(found, gym.Wrapper)
+    writes = any(found is getattr(gym.wrappers, w, None) for w in WRITING_WRAPPERS)
+    return isinstance(found, type) and issubclass(found, gym.Wrapper) and not writes
 
 
-def _get(config: dict[str, Any], key: str) -> Any:
-    node: Any = config
-    for part in key.split("."):
-        node = node.get(part) if isinstance(node, dict) else None
-    return node or None  # an empty runtime_env is none
+def _standard_library(name: str) -> bool:
+    """Whether ``name`` is in Python's standard library (``os``, ``subprocess``, ``builtins``)."""
+    return name.split(".")[0] in sys.stdlib_module_names
+
+
+def _set(value: Any) -> Any:
+    """A saved or given value of :data:`CALLERS`, with an empty one (``{}``, ``""``) as none."""
+    return value or None
 
 
 def check_trust_list(entries: Any, key: str = "trust") -> tuple[str, ...]:
     """``trust``'s entries: a list of dotted names (a package, module or class); one name alone
-    is a list of one. Raises :class:`ConfigError` (one line) otherwise."""
+    is a list of one. Python's standard library cannot be trusted. Raises :class:`ConfigError`
+    (one line) otherwise."""
     if isinstance(entries, str):
         entries = [entries]
     ok = isinstance(entries, (list, tuple)) and all(
         isinstance(e, str) and DOTTED_NAME.match(e) for e in entries
     )
     require(key, ok, "a list of package, module or class names, e.g. [my_pkg]", entries)
+    for entry in entries:
+        if _standard_library(entry):
+            raise ConfigError(
+                f"{key}=[{entry}]: Python's standard library runs whatever a config asks it to"
+                " (os.system, subprocess); trust your own packages, modules or classes only"
+            )
     return tuple(entries)
 
 
@@ -119,7 +138,7 @@ class Trust:
         """The trust of a command whose own (composed, resolved) config is ``config``."""
         return cls(
             named=frozenset(target for _, _, target in imports(config)),
-            values=tuple((key, _get(config, key)) for key in CALLERS),
+            values=tuple((key, _set(lookup(config, key))) for key in CALLERS),
             entries=check_trust_list(config.get("trust") or []),
         )
 
@@ -149,27 +168,32 @@ class Trust:
             ConfigError: one line naming the first such key, its target and the trust step.
         """
         for key, value, target in imports(saved):
-            if not self.allows(target):
-                package = target.split(".")[0]
+            if self.allows(target):
+                continue
+            if _standard_library(target):
                 raise ConfigError(
-                    f"{key}={value} in {source}: a saved run may import only border-py's and"
-                    " gymnasium's components and what this command names; if you trust the"
-                    f" run's code, add trust=[{package}]"
+                    f"{key}={value} in {source}: a saved run may not import Python's standard"
+                    " library; this run dir is not one to load"
                 )
+            raise ConfigError(
+                f"{key}={value} in {source}: a saved run may import only border-py's and"
+                " gymnasium's components and what this command names; if you trust the"
+                f" run's code, add trust=[{target}]"
+            )
 
     def check_callers(self, saved: dict[str, Any], source: Path) -> None:
         """Refuse a saved value of :data:`CALLERS` that this command does not give itself.
 
         Raises:
-            ConfigError: one line naming the key and its saved value.
+            ConfigError: one line naming the key, its saved value and why.
         """
         mine = dict(self.values)
-        for key in CALLERS:
-            value = _get(saved, key)
+        for key, why in CALLERS.items():
+            value = _set(lookup(saved, key))
             if value is not None and value != mine.get(key):
                 raise ConfigError(
                     f"{key}={value} in {source}: a saved run's {key} is used only when you give"
-                    " it again on this command line (a Ray cluster can run code in the learner)"
+                    f" it again on this command line ({why})"
                 )
 
 
