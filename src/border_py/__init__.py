@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.2.0"
-__all__ = ["train"]
+from border_py._version import __version__
+
+__all__ = ["__version__", "train"]
 
 if TYPE_CHECKING:
     from border_py.trainers.train import train

@@ -367,7 +367,7 @@ def test_integral_floats_are_accepted_for_counts(tmp_path):
     overrides = ["trainer=serial", "trainer.max_opts=1e4", "agent.hidden_sizes=[3.2e1]"]
     check_overrides(overrides)
     plan = prepare(make_config(tmp_path, *overrides))
-    assert plan.trainer.max_opts == 10000 and type(plan.trainer.max_opts) is int
+    assert plan.trainer.settings.max_opts == 10000 and type(plan.trainer.settings.max_opts) is int
     assert error_of(["trainer.max_opts=1.5"]) == "trainer.max_opts=1.5: must be a positive int"
 
 

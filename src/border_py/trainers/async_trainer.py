@@ -19,9 +19,8 @@ from border_py.config import non_negative, positive, require
 from border_py.errors import ConfigError
 from border_py.evaluation.worker import EvalSettings, EvalWorker
 from border_py.seeding import derive_seed
-from border_py.trainers.base import LoopSettings, Wiring
 from border_py.trainers.components import Components
-from border_py.trainers.loop import RunState
+from border_py.trainers.settings import LoopSettings, RunState, Wiring
 
 WAIT_FOR_DATA_SECONDS = 0.05
 
@@ -122,13 +121,11 @@ class AsyncTrainer(LoopSettings):
             self.min_samples_per_opt,
         )
 
-    def check(self, config: dict[str, Any]) -> Components:
-        """The components (see :class:`LoopSettings`), and the actors' bounds: their processes,
-        the learner's open files and the shared memory of their slots."""
-        parts = super().check(config)
+    def check_resources(self, config: dict[str, Any], parts: Components) -> None:
+        """The actors' bounds: their processes, the learner's open files and the shared memory of
+        their slots."""
         spaces = parts.env_factory.spaces()
         parts.actors.check_resources(config, spaces, parts.agent.n_step)
-        return parts
 
     def actors_shown(self, parts: Components) -> int | None:
         """Every actor of the backend."""
@@ -149,7 +146,7 @@ class AsyncTrainer(LoopSettings):
                 self.eval_episodes,
                 derive_seed(config["seed"], "eval"),
                 self.eval_max_steps,
-                self.evaluation_epsilon(parts),
+                self.evaluation_epsilon(parts.env_factory.eval_epsilon),
             ),
             parts.agent.policy_state(),
             actors.max_restarts,

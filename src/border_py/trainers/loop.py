@@ -10,70 +10,26 @@ which actor backend, which evaluation service, which gate.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 import numpy as np
 
-from border_py.actors.backend import ActorBackend
 from border_py.agents.base import Agent
-from border_py.evaluation.service import EvalService
 from border_py.processes import StopSignals
 from border_py.replay.base import PrioritizedReplay, ReplayBuffer
 from border_py.seeding import global_rng_state
 from border_py.trainers.components import Components
 from border_py.trainers.run_book import RunBook
+from border_py.trainers.settings import LoopSettings, RunState, Wiring
 from border_py.transport.batch import ReceivedBatch
-
-if TYPE_CHECKING:
-    from border_py.trainers.base import LoopSettings
 
 log = logging.getLogger(__name__)
 
 HEALTH_CHECK_SECONDS = 0.5  # how often actors' and evaluator's health is checked
 FINAL_EVAL_SECONDS = 600.0  # the longest the end of a run waits for evaluations
-
-
-@dataclass
-class RunState:
-    """The run's counters (they continue across resumes)."""
-
-    opt_steps: int = 0
-    env_steps: int = 0  # env steps the actors took
-    samples: int = 0  # transitions received into the replay buffer
-
-    @classmethod
-    def resumed(cls, trainer_state: dict[str, Any]) -> RunState:
-        """The counters a checkpoint saved."""
-        return cls(
-            int(trainer_state["opt_steps"]),
-            int(trainer_state["env_steps"]),
-            int(trainer_state["samples"]),
-        )
-
-
-class Gate(Protocol):
-    """When the learner may optimize, and when it may take more data (the replay ratio)."""
-
-    wait_seconds: float  # how long the learner blocks for data while it may not optimize
-
-    def may_optimize(self, state: RunState, buffered: int) -> bool:
-        """Whether an opt step may run now (``buffered``: transitions in the replay buffer)."""
-
-    def may_ingest(self, state: RunState, buffered: int) -> bool:
-        """Whether the learner may take more batches now."""
-
-    def restart(self, state: RunState) -> None:
-        """Count the warmup again from now (a resume whose replay buffer was not saved)."""
-
-    def state(self) -> dict[str, Any]:
-        """What a checkpoint keeps of the gate."""
-
-    def restore(self, state: dict[str, Any]) -> None:
-        """Continue from :meth:`state`."""
 
 
 def learn_step(agent: Agent, buffer: ReplayBuffer) -> dict[str, Any]:
@@ -109,43 +65,41 @@ class Window:
     start: float = field(default_factory=time.perf_counter)
 
 
+@dataclass
+class LearnerParts:
+    """What the learning loop works with: the components, the trainer's wiring (actor backend,
+    evaluation service, gate) and the run's bookkeeping."""
+
+    components: Components
+    wiring: Wiring
+    book: RunBook
+
+
 class Learner:
     """The training loop (see the module docstring).
 
     Args:
         settings: the trainer's loop settings.
-        parts: agent, replay buffer, env factory.
-        backend: where batches come from and weights go.
-        evaluation: where evaluations run.
-        gate: when to optimize and when to take data.
-        book: recording, progress, evaluations and checkpoints of the run.
+        parts: the components, the wiring and the run's bookkeeping.
         state: the run's counters (a resumed run's, or zeros).
         signals: the stop signals installed for the run.
-        config: the resolved run config.
         resume: the trainer state of the checkpoint a resumed run continues.
-        publish_interval: opt steps between weight publications.
     """
 
     def __init__(
         self,
         settings: LoopSettings,
-        parts: Components,
-        backend: ActorBackend,
-        evaluation: EvalService,
-        gate: Gate,
-        book: RunBook,
+        parts: LearnerParts,
         state: RunState,
         signals: StopSignals,
-        config: dict[str, Any],
         resume: dict[str, Any] | None,
-        publish_interval: int = 1,
     ) -> None:
-        self.settings, self.parts, self.backend = settings, parts, backend
-        self.agent, self.buffer = parts.agent, parts.buffer
-        self.evaluation, self.gate, self.book = evaluation, gate, book
+        wiring = parts.wiring
+        self.settings, self.book = settings, parts.book
+        self.agent, self.buffer = parts.components.agent, parts.components.buffer
+        self.backend, self.evaluation, self.gate = wiring.backend, wiring.evaluation, wiring.gate
+        self.publish_interval = wiring.publish_interval
         self.state, self.signals = state, signals
-        self.config, self.resume = config, resume
-        self.publish_interval = publish_interval
         self.session_opts = state.opt_steps  # where this session started
         self.first_opt_at: float | None = None  # when this session's first opt step began
         self.last_opt_at = 0.0  # when its latest opt step (and what came with it) ended
@@ -379,9 +333,3 @@ class Learner:
         seconds = self.last_opt_at - self.first_opt_at
         done = self.state.opt_steps - self.session_opts
         return done / seconds if seconds > 0 and done > 0 else 0.0
-
-
-def due_opt_steps(env_steps: int, origin: int, base_opt: int, opt_interval: float) -> int:
-    """Opt steps due after ``env_steps`` env steps when one falls due at ``origin`` and then one
-    every ``opt_interval`` env steps (counting from ``base_opt``)."""
-    return base_opt + math.floor((env_steps - origin) / opt_interval) + 1

@@ -14,7 +14,7 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from border_py import __version__
+from border_py._version import __version__
 from border_py.agents.base import Agent
 from border_py.errors import ConfigError
 from border_py.recorders import Recorder
@@ -30,11 +30,11 @@ from border_py.runs.checkpoint import (
 )
 from border_py.secrets import redact
 from border_py.trainers.components import Components
+from border_py.trainers.settings import LoopSettings
 
 if TYPE_CHECKING:
     from border_py.actors.backend import ActorRecord
     from border_py.evaluation.service import EvalOutcome
-    from border_py.trainers.base import LoopSettings
 
 log = logging.getLogger(__name__)
 

@@ -10,6 +10,7 @@ async trainer. On CPU with a fixed seed it is exactly reproducible, across a sto
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,10 +19,15 @@ from border_py.config import positive, require
 from border_py.evaluation.evaluator import Evaluator
 from border_py.evaluation.service import InlineEvaluation
 from border_py.seeding import derive_seed
-from border_py.trainers.base import LoopSettings, Wiring
-from border_py.trainers.loop import RunState, due_opt_steps
+from border_py.trainers.settings import LoopSettings, RunState, Wiring
 
 log = logging.getLogger(__name__)
+
+
+def due_opt_steps(env_steps: int, origin: int, base_opt: int, opt_interval: float) -> int:
+    """Opt steps due after ``env_steps`` env steps when one falls due at ``origin`` and then one
+    every ``opt_interval`` env steps (counting from ``base_opt``)."""
+    return base_opt + math.floor((env_steps - origin) / opt_interval) + 1
 
 
 class EnvStepSchedule:
@@ -119,7 +125,7 @@ class SerialTrainer(LoopSettings):
             self.eval_episodes,
             derive_seed(config["seed"], "eval"),
             self.eval_max_steps,
-            epsilon=self.evaluation_epsilon(parts),
+            epsilon=self.evaluation_epsilon(parts.env_factory.eval_epsilon),
         )
         return Wiring(
             backend=InlineActor(parts.actors),

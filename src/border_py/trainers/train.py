@@ -42,6 +42,8 @@ from border_py.runs.trust import Trust, check_trust_list
 from border_py.secrets import RedactingFormatter
 from border_py.trainers.components import Components
 from border_py.trainers.run_book import EvalCallback, build_recorder, restore_agent
+from border_py.trainers.settings import LoopSettings
+from border_py.trainers.trainer import Trainer
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +64,7 @@ def command_line_overrides() -> list[str]:
     return []
 
 
-def check(config: dict[str, Any]) -> tuple[Any, Components]:
+def check(config: dict[str, Any]) -> tuple[Trainer, Components]:
     """Validate the whole resolved config (top-level keys, every group, cross-field rules).
 
     Builds the trainer and the learner-side components without starting anything; returns both.
@@ -80,7 +82,13 @@ def check(config: dict[str, Any]) -> tuple[Any, Components]:
     check_trust_list(config.get("trust") or [])
     flag("check_resources", config.get("check_resources", True))
     build_recorder(config)  # settings only: nothing is opened or written
-    trainer = build("trainer", config["trainer"])
+    settings = build("trainer", config["trainer"])
+    if not isinstance(settings, LoopSettings):
+        raise ConfigError(
+            f"trainer._target_={config['trainer'].get('_target_')}: not a trainer's settings (see"
+            " border_py.trainers.settings.LoopSettings)"
+        )
+    trainer = Trainer(settings)
     return trainer, trainer.check(config)
 
 
@@ -88,7 +96,7 @@ def check(config: dict[str, Any]) -> tuple[Any, Components]:
 class Plan:
     """A validated run, ready to start."""
 
-    trainer: Any
+    trainer: Trainer
     config: dict[str, Any]
     checkpoint: Checkpoint | None
     parts: Components  # built once, while validating: the run uses them
@@ -136,19 +144,19 @@ def prepare(cfg: DictConfig | dict[str, Any], overrides: list[str] | None = None
     if checkpoint is not None:
         done = int(checkpoint.trainer_state["opt_steps"])
         done_env = int(checkpoint.trainer_state["env_steps"])
-        if trainer.max_opts is not None:
+        if trainer.settings.max_opts is not None:
             require(
                 "trainer.max_opts",
-                trainer.max_opts > done,
+                trainer.settings.max_opts > done,
                 f"> {done}, the opt steps {checkpoint.path} already has (raise it to continue)",
-                trainer.max_opts,
+                trainer.settings.max_opts,
             )
-        if trainer.max_env_steps is not None:
+        if trainer.settings.max_env_steps is not None:
             require(
                 "trainer.max_env_steps",
-                trainer.max_env_steps > done_env,
+                trainer.settings.max_env_steps > done_env,
                 f"> {done_env}, the env steps {checkpoint.path} already has (raise it to continue)",
-                trainer.max_env_steps,
+                trainer.settings.max_env_steps,
             )
         check_fits(checkpoint, config)
         restore_agent(parts, checkpoint)  # does the saved state fit the agent? (it does now)

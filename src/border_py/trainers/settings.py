@@ -1,0 +1,165 @@
+"""What a trainer is configured with: the ``trainer`` group's common keys, the run's counters,
+and the pieces a trainer wires the learning loop with (its actors, evaluation and gate).
+
+A leaf of ``trainers/``: the loop (:mod:`border_py.trainers.loop`), the run's bookkeeping
+(:mod:`border_py.trainers.run_book`) and the trainers import it; it imports none of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from border_py.actors.backend import ActorBackend
+from border_py.config import flag, fraction, non_negative, positive, require
+from border_py.evaluation.service import EvalService
+
+if TYPE_CHECKING:
+    from border_py.trainers.components import Components
+
+
+@dataclass
+class RunState:
+    """The run's counters (they continue across resumes)."""
+
+    opt_steps: int = 0
+    env_steps: int = 0  # env steps the actors took
+    samples: int = 0  # transitions received into the replay buffer
+
+    @classmethod
+    def resumed(cls, trainer_state: dict[str, Any]) -> RunState:
+        """The counters a checkpoint saved."""
+        return cls(
+            int(trainer_state["opt_steps"]),
+            int(trainer_state["env_steps"]),
+            int(trainer_state["samples"]),
+        )
+
+
+class Gate(Protocol):
+    """When the learner may optimize, and when it may take more data (the replay ratio)."""
+
+    wait_seconds: float  # how long the learner blocks for data while it may not optimize
+
+    def may_optimize(self, state: RunState, buffered: int) -> bool:
+        """Whether an opt step may run now (``buffered``: transitions in the replay buffer)."""
+
+    def may_ingest(self, state: RunState, buffered: int) -> bool:
+        """Whether the learner may take more batches now."""
+
+    def restart(self, state: RunState) -> None:
+        """Count the warmup again from now (a resume whose replay buffer was not saved)."""
+
+    def state(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the gate."""
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Continue from :meth:`state`."""
+
+
+@dataclass
+class Wiring:
+    """How a trainer connects the learning loop to its actors and evaluation."""
+
+    backend: ActorBackend
+    evaluation: EvalService
+    gate: Gate
+    publish_interval: int
+
+
+@dataclass
+class LoopSettings:
+    """Settings every trainer shares (border's names and semantics).
+
+    Budgets and intervals count optimizer steps (border's unit) or env steps (RL Zoo's and the
+    papers' unit): the run stops at whichever budget it reaches first, and evaluates (saves) when
+    either interval is due.
+
+    Args:
+        max_opts: optimization steps of the run (None: no opt-step budget).
+        max_env_steps: env steps of the run, all actors together (None: no env-step budget).
+        warmup_period: transitions collected before the first optimization step.
+        replay_ratio: opt steps x batch size per env step, the rate at which the learner replays
+            data (None: each trainer's own keys decide: ``opt_interval``, or
+            ``min_samples_per_opt``/``max_samples_per_opt``).
+        eval_interval: opt steps between evaluations (None: none on this count).
+        eval_env_interval: env steps between evaluations (None: none on this count).
+        eval_episodes: episodes per evaluation.
+        eval_max_steps: step cap of an evaluation episode.
+        record_interval: opt steps between training scalars.
+        save_interval: opt steps between periodic checkpoints (0 disables them; a final
+            checkpoint is always written once an opt step was made).
+        save_env_interval: env steps between periodic checkpoints (None: none on this count).
+        log_step: the step axis of recorded scalars: ``opt_steps`` or ``env_steps``.
+        keep_checkpoints: periodic checkpoints kept, newest first (``best`` is always kept).
+        save_replay_buffer: put the replay buffer into periodic and final checkpoints.
+        target_return: stop early once ``eval/return_mean`` reaches it (None: never).
+        eval_epsilon: probability of a random action in evaluation episodes (None: the env's
+            default, 0.001 for Atari as in Dopamine, 0 elsewhere).
+    """
+
+    max_opts: int | None = None
+    max_env_steps: int | None = None
+    warmup_period: int = 1000
+    replay_ratio: float | None = None
+    eval_interval: int | None = 1000
+    eval_env_interval: int | None = None
+    eval_episodes: int = 10
+    eval_max_steps: int = 10000
+    record_interval: int = 100
+    save_interval: int = 10000
+    save_env_interval: int | None = None
+    log_step: str = "opt_steps"
+    keep_checkpoints: int = 3
+    save_replay_buffer: bool = False
+    target_return: float | None = None
+    eval_epsilon: float | None = None
+
+    def __post_init__(self) -> None:
+        for key in ("max_opts", "max_env_steps", "eval_interval", "eval_env_interval"):
+            if getattr(self, key) is not None:
+                positive(key, getattr(self, key), int)
+        if self.save_env_interval is not None:
+            positive("save_env_interval", self.save_env_interval, int)
+        require(
+            "max_opts",
+            self.max_opts is not None or self.max_env_steps is not None,
+            "set, or max_env_steps set (a run needs a budget)",
+            self.max_opts,
+        )
+        non_negative("warmup_period", self.warmup_period)
+        if self.replay_ratio is not None:
+            positive("replay_ratio", self.replay_ratio)
+        require(
+            "log_step",
+            self.log_step in ("opt_steps", "env_steps"),
+            "'opt_steps' or 'env_steps'",
+            self.log_step,
+        )
+        positive("eval_episodes", self.eval_episodes, int)
+        positive("eval_max_steps", self.eval_max_steps, int)
+        positive("record_interval", self.record_interval, int)
+        non_negative("save_interval", self.save_interval)
+        positive("keep_checkpoints", self.keep_checkpoints, int)
+        flag("save_replay_buffer", self.save_replay_buffer)
+        target = self.target_return
+        number = isinstance(target, (int, float)) and not isinstance(target, bool)
+        require("target_return", target is None or number, "null or a number", target)
+        if self.eval_epsilon is not None:
+            fraction("eval_epsilon", self.eval_epsilon)
+
+    def evaluation_epsilon(self, env_default: float) -> float:
+        """``eval_epsilon``, or ``env_default`` (the env's own evaluation epsilon)."""
+        return float(env_default if self.eval_epsilon is None else self.eval_epsilon)
+
+    def wiring(self, config: dict[str, Any], parts: Components) -> Wiring:
+        """The trainer's actor backend, evaluation service and gate (started by the loop)."""
+        raise NotImplementedError
+
+    def actors_shown(self, parts: Components) -> int | None:
+        """Actors the progress view counts (None: none, the serial trainer)."""
+        return None
+
+    def check_resources(self, config: dict[str, Any], parts: Components) -> None:
+        """Bound what the trainer's own processes would take (see :mod:`border_py.resources`);
+        nothing by default."""

@@ -1,0 +1,175 @@
+"""A trainer: its settings (the ``trainer`` group's keys, :mod:`border_py.trainers.settings`) and
+how a run is assembled from them, the same for every trainer.
+
+The settings say how the learning loop (:mod:`border_py.trainers.loop`) is wired: which actor
+backend, evaluation service and gate (:meth:`~border_py.trainers.settings.LoopSettings.wiring`).
+Everything else is done here once: bounding and building the components, restoring a resumed run,
+starting the actors, the loop, the staged stop and the summary.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from border_py.actors.backend import Launch
+from border_py.processes import StopSignals
+from border_py.resources import MAX_EVAL_EPISODES, at_most, enforced
+from border_py.runs.checkpoint import Checkpoint
+from border_py.seeding import set_global_rng_state
+from border_py.trainers.components import Components, build_components
+from border_py.trainers.loop import Learner, LearnerParts
+from border_py.trainers.run_book import EvalCallback, RunBook
+from border_py.trainers.settings import LoopSettings, RunState, Wiring
+
+log = logging.getLogger(__name__)
+
+
+class Trainer:
+    """Trains the components a config describes, with ``settings`` (a trainer's config).
+
+    Args:
+        settings: the built ``trainer`` group (:class:`~border_py.trainers.serial.SerialTrainer`,
+            :class:`~border_py.trainers.async_trainer.AsyncTrainer`, or a user's subclass of
+            :class:`~border_py.trainers.settings.LoopSettings`).
+    """
+
+    def __init__(self, settings: LoopSettings) -> None:
+        self.settings = settings
+
+    def check(self, config: dict[str, Any]) -> Components:
+        """Validate the config's components against the settings without training; return them.
+
+        Also bounds what the run would take (see :mod:`border_py.resources`).
+        """
+        at_most(
+            "trainer.eval_episodes",
+            self.settings.eval_episodes,
+            MAX_EVAL_EPISODES,
+            "episodes per evaluation (they run one after another)",
+            enforced(config),
+        )
+        parts = build_components(config, self.settings.warmup_period)
+        self.settings.check_resources(config, parts)
+        return parts
+
+    def run(
+        self,
+        config: dict[str, Any],
+        parts: Components,
+        run_dir: Path,
+        resume: Checkpoint | None,
+        signals: StopSignals,
+        on_eval: EvalCallback | None = None,
+    ) -> dict[str, Any]:
+        """Train ``parts`` (built from the resolved ``config`` by :meth:`check`; with ``resume``,
+        the agent already holds the checkpoint's state) into ``run_dir``.
+
+        The actors start first (their envs and first steps overlap the learner's own set-up).
+        Returns the run summary (see :func:`border_py.trainers.train.train`).
+        """
+        settings = self.settings
+        state = RunState() if resume is None else RunState.resumed(resume.trainer_state)
+        status = "failed"
+        book: RunBook | None = None
+        wiring: Wiring | None = None
+        try:
+            wiring = settings.wiring(config, parts)
+            if resume is not None:
+                self._restore(resume, parts, wiring, state)
+            started = not signals.requested  # a stop signal during start-up: start nothing
+            if started:
+                wiring.backend.start(self._launch(config, parts, state, resume))
+            book = RunBook(
+                run_dir,
+                config,
+                settings,
+                parts.env_factory.spaces(),
+                parts.buffer.capacity,
+                settings.actors_shown(parts),
+                resume,
+                on_eval,
+            )
+            resumed = None if resume is None else resume.trainer_state
+            learner = Learner(settings, LearnerParts(parts, wiring, book), state, signals, resumed)
+            interrupted = learner.run() if started else True
+            status = "interrupted" if interrupted else "completed"
+        finally:
+            self._stop(wiring, book, signals, status)
+        return self._summary(book, learner, wiring, state, status, parts)
+
+    @staticmethod
+    def _launch(
+        config: dict[str, Any], parts: Components, state: RunState, resume: Checkpoint | None
+    ) -> Launch:
+        return Launch(
+            config=config,
+            spaces=parts.env_factory.spaces(),
+            agent=parts.agent,
+            policy=parts.agent.policy_state(),
+            opt_steps=state.opt_steps,
+            resume=None if resume is None else resume.trainer_state,
+        )
+
+    @staticmethod
+    def _stop(
+        wiring: Wiring | None, book: RunBook | None, signals: StopSignals, status: str
+    ) -> None:
+        """The staged stop: actors and evaluation first, shielded from further signals, then the
+        recording (idempotent pieces: whatever was started is stopped)."""
+        now = isinstance(sys.exc_info()[1], KeyboardInterrupt)  # a second Ctrl-C: no drain
+        if wiring is not None:
+            with signals.shielded():  # bounded steps: a third Ctrl-C must not cut one
+                wiring.backend.stop(drain_timeout=0.0 if now else 10.0)
+                wiring.evaluation.close()
+        if book is not None:  # uploads (MLflow, W&B) have no time limit: Ctrl-C may cut them
+            book.close(status)
+
+    def _summary(
+        self,
+        book: RunBook,
+        learner: Learner,
+        wiring: Wiring,
+        state: RunState,
+        status: str,
+        parts: Components,
+    ) -> dict[str, Any]:
+        summary = book.summary() | {
+            "opt_steps": state.opt_steps,
+            "env_steps": state.env_steps,
+            "samples": state.samples,
+            "opt_steps_per_sec": learner.opt_steps_per_sec(),
+            "interrupted": status == "interrupted",
+            "accounting": wiring.backend.accounting(),
+            "restarts": wiring.backend.restarts() + wiring.evaluation.restarts(),
+        }
+        shown = self.settings.actors_shown(parts) is not None
+        book.log_actors(wiring.backend.records, summary, table=shown)
+        return summary
+
+    def _restore(
+        self, resume: Checkpoint, parts: Components, wiring: Wiring, state: RunState
+    ) -> None:
+        """Put the replay buffer, the gate and the RNGs back as the checkpoint left them."""
+        trainer_state, gate = resume.trainer_state, wiring.gate
+        gate.restore(trainer_state["gate"])
+        arrays = resume.buffer()
+        if arrays is not None:
+            parts.buffer.load(trainer_state["replay"], arrays)
+        else:
+            parts.buffer.continue_schedule(trainer_state["replay"])
+            gate.restart(state)
+            log.warning(
+                "resuming without a replay buffer (trainer.save_replay_buffer was off):"
+                " collecting %d transitions before optimizing again",
+                self.settings.warmup_period,
+            )
+        set_global_rng_state(trainer_state["rng"])
+        log.info(
+            "resumed from %s at opt step %d, env step %d",
+            resume.path,
+            state.opt_steps,
+            state.env_steps,
+        )

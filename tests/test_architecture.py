@@ -1,0 +1,59 @@
+"""The package's shape, checked by tool: no import cycle among border_py's modules (imports under
+``TYPE_CHECKING`` and inside functions included), so that a circle cannot come back unseen."""
+
+from __future__ import annotations
+
+import grimp
+
+
+def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph.modules):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph.find_modules_directly_imported_by(root))))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+            elif child not in index:
+                index[child] = low[child] = len(index)
+                stack.append(child)
+                on_stack.add(child)
+                work.append((child, iter(sorted(graph.find_modules_directly_imported_by(child)))))
+            elif child in on_stack:
+                low[node] = min(low[node], index[child])
+    return found
+
+
+def test_no_module_of_border_py_takes_part_in_an_import_cycle():
+    graph = grimp.build_graph("border_py")  # TYPE_CHECKING and function-level imports included
+    assert _cycles(graph) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    graph = grimp.ImportGraph()
+    for a, b in [("p.a", "p.b"), ("p.b", "p.c"), ("p.c", "p.a"), ("p.c", "p.d")]:
+        graph.add_import(importer=a, imported=b)
+    assert _cycles(graph) == [["p.a", "p.b", "p.c"]]
