@@ -26,6 +26,7 @@ from border_py.envs.factory import build_env_factory
 from border_py.errors import ConfigError, RunError, first_line
 from border_py.evaluation.evaluator import EvalResult, Evaluator
 from border_py.files import make_dir, write_file
+from border_py.layout import BEST, CHECKPOINTS, CONFIG
 from border_py.overrides import parse_overrides, set_key, to_plain
 from border_py.resources import MAX_EVAL_EPISODES
 from border_py.runs.checkpoint import Checkpoint, is_complete, load_checkpoint
@@ -57,7 +58,7 @@ trust=[my_pkg]: the packages, modules or classes of your own that the run's conf
 
 def pick_checkpoint(path: str) -> Checkpoint:
     """The run's ``best`` checkpoint for a run dir, else what :func:`load_checkpoint` finds."""
-    best = Path(path).expanduser() / "checkpoints" / "best"
+    best = Path(path).expanduser() / CHECKPOINTS / BEST
     return load_checkpoint(best if is_complete(best) else path, full=False)
 
 
@@ -87,7 +88,7 @@ def eval_settings(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, Any
             set_key(typed, key, ov.value(), add=True)
     plain = to_plain(settings)
     saved = {k: v for k, v in checkpoint.config.items() if k != "env"} | {"env": plain["env"]}
-    Trust.of(to_plain(typed)).check_imports(saved, checkpoint.path / "config.json")
+    Trust.of(to_plain(typed)).check_imports(saved, checkpoint.path / CONFIG)
     cfg = plain["eval"]
     positive("eval.n_episodes", cfg["n_episodes"], int)
     many = cfg["n_episodes"] <= MAX_EVAL_EPISODES

@@ -23,12 +23,11 @@ from omegaconf import DictConfig, read_write
 from border_py.cli.errors import fail
 from border_py.errors import ConfigError
 from border_py.files import write_file
+from border_py.layout import HYDRA, HYDRA_RECORDS, MULTIRUN
 from border_py.runs.links import refuse_links
 from border_py.runs.results import read_result
 from border_py.runs.run_dir import fresh_dir, holds_run, refusal
 from border_py.secrets import redact
-
-HYDRA_RECORDS = ("config.yaml", "hydra.yaml", "overrides.yaml")  # in a job's .hydra/
 
 
 class SweepOutcome:
@@ -111,7 +110,7 @@ class RunDirs(Callback):
             hydra_dir = Path(str(config.hydra.runtime.output_dir)) / str(config.hydra.output_subdir)
             records += [hydra_dir / name for name in HYDRA_RECORDS]
         if config.hydra.mode == RunMode.MULTIRUN:
-            records.append(Path(str(config.hydra.sweep.dir)) / "multirun.yaml")
+            records.append(Path(str(config.hydra.sweep.dir)) / MULTIRUN)
         for path in records:
             _redact_record(path)
 
@@ -119,7 +118,7 @@ class RunDirs(Callback):
         """Read every job's outcome from its dir: a job without ``result.json`` died."""
         sweep_dir = Path(str(config.hydra.sweep.dir))
         jobs = sorted(
-            (p for p in sweep_dir.iterdir() if (p / ".hydra").is_dir() or holds_run(p)),
+            (p for p in sweep_dir.iterdir() if (p / HYDRA).is_dir() or holds_run(p)),
             key=lambda p: (len(p.name), p.name),
         )
         SweepOutcome.jobs = jobs

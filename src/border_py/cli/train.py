@@ -21,13 +21,12 @@ from border_py.cli.hydra_callbacks import report_sweep
 from border_py.cli.recipes import lookup
 from border_py.config import config_dir
 from border_py.errors import ConfigError, RunError
-from border_py.runs.checkpoint import find_checkpoint, run_dir_of_checkpoint
 from border_py.runs.results import read_result, write_result
 from border_py.runs.run_dir import (
     RunCompleted,
     RunInUse,
-    checkpoint_to_continue,
     refuse_if_in_use,
+    settle_resume,
     start_afresh,
 )
 from border_py.trainers.train import train
@@ -136,39 +135,42 @@ def train_command(args: list[str]) -> int:
 def _settle_resume(
     args: list[str], overrides: list[str], multirun: bool, training: bool = True
 ) -> tuple[list[str], Path | None]:
-    """Turn ``resume=auto`` into ``resume=<newest checkpoint>`` or ``resume=null``, and point
-    Hydra at a resumed run's own dir (keeping its ``.hydra/`` as the original run wrote it).
-    In a multirun, each job settles ``resume=auto`` in its own dir (see ``train``).
+    """Settle ``resume=`` before Hydra runs (:func:`~border_py.runs.run_dir.settle_resume`):
+    ``resume=auto`` becomes ``resume=<newest checkpoint>`` or ``resume=null``, and a resumed run
+    is pointed at its own dir (keeping its ``.hydra/`` as the original run wrote it). In a
+    multirun, each job settles ``resume=auto`` in its own dir (see ``train``).
 
     Returns the new arguments and, for ``resume=auto`` without a checkpoint, the dir the fresh
     run starts in (where an earlier attempt's files are to be set aside).
     """
-    values = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "resume"]
-    target = values[-1] if values else None
+    target = _resume_value(overrides)
     if target in (None, "", "null") or (target == "auto" and multirun):
         return args, None
-    fresh_in = None
-    if target == "auto":
-        run_dir = _explicit_run_dir(overrides)
-        if run_dir is None:
-            raise ConfigError(
-                "resume=auto: needs the dir to continue in: run_dir=<dir> (or hydra.run.dir=<dir>),"
-                " the same for every attempt of a requeued job"
-            )
-        if training:
-            refuse_if_in_use(run_dir)
-        checkpoint = checkpoint_to_continue(run_dir)
-        target = "null" if checkpoint is None else str(checkpoint)
-        settled = [f"resume={target}" if o.split("=", 1)[0] == "resume" else o for o in overrides]
-        args = _with_override(args, overrides, *settled, replace=True)
-        overrides = settled
-        if checkpoint is None:
-            return args, run_dir
-    run_dir = run_dir_of_checkpoint(find_checkpoint(target))
-    if training:  # --cfg, --info and --help may look at a live run
+    run_dir = _explicit_run_dir(overrides) if target == "auto" else None
+    if training and run_dir is not None:  # a live session's files: not even read
         refuse_if_in_use(run_dir)
-    own_dir = (f"hydra.run.dir='{run_dir}'", "hydra.output_subdir=null")
-    return _with_override(args, overrides, *overrides, *own_dir, replace=True), fresh_in
+    settled = settle_resume(target, run_dir)
+    if training:  # --cfg, --info and --help may look at a live run
+        refuse_if_in_use(settled.run_dir)
+    new = list(overrides)
+    if target == "auto":  # the attempt's own command line: the checkpoint it continues, or none
+        checkpoint = "null" if settled.checkpoint is None else str(settled.checkpoint)
+        new = [f"resume={checkpoint}" if _key(o) == "resume" else o for o in overrides]
+    if settled.checkpoint is not None:
+        new += [f"hydra.run.dir='{settled.run_dir}'", "hydra.output_subdir=null"]
+    return _with_override(args, overrides, *new, replace=True), (
+        settled.run_dir if settled.fresh else None
+    )
+
+
+def _key(override: str) -> str:
+    return override.split("=", 1)[0]
+
+
+def _resume_value(overrides: list[str]) -> str | None:
+    """The last ``resume=`` value of the command line (None: not given)."""
+    values = [o.split("=", 1)[1] for o in overrides if _key(o) == "resume"]
+    return values[-1] if values else None
 
 
 def _with_override(
@@ -185,14 +187,13 @@ def _with_override(
 
 def _resuming(overrides: list[str]) -> bool:
     """Whether the command line continues a given run (``resume=auto`` may start one)."""
-    values = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "resume"]
-    return bool(values) and values[-1] not in ("", "null", "auto")
+    return _resume_value(overrides) not in (None, "", "null", "auto")
 
 
 def _explicit_run_dir(overrides: list[str]) -> Path | None:
     """The run dir named by ``run_dir=`` or ``hydra.run.dir=`` (None if neither is given)."""
     for key in ("run_dir", "hydra.run.dir"):
-        values = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == key]
+        values = [o.split("=", 1)[1] for o in overrides if _key(o) == key]
         if values and values[-1] not in ("", "null"):
             return Path(values[-1].strip("'\"")).expanduser().resolve()
     return None

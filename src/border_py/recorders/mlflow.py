@@ -17,13 +17,14 @@ from hydra.types import RunMode
 from border_py.config import require
 from border_py.errors import ConfigError
 from border_py.files import read_json, write_file
+from border_py.layout import BEST, CHECKPOINTS, HYDRA, META, MLFLOW_RUN, MLFLOW_STORE, POLICY
 from border_py.recorders.base import hyperparameters
 from border_py.secrets import redact, redact_text
 
-RUN_ID_FILE = "mlflow_run.json"  # in the run dir: a resumed run continues the same MLflow run
+RUN_ID_FILE = MLFLOW_RUN  # in the run dir: a resumed run continues the same MLflow run
 STATUS = {"completed": "FINISHED", "interrupted": "KILLED", "failed": "FAILED"}
 BATCH = 100  # MLflow's limit on params per log_batch call
-BEST = Path("checkpoints") / "best"  # in the run dir: the best policy's checkpoint
+BEST_DIR = Path(CHECKPOINTS) / BEST  # in the run dir: the best policy's checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -97,12 +98,12 @@ class MlflowRecorder:
         self.last_step = resume_step or 0
         id_file = run_dir / RUN_ID_FILE
         store = default_store(run_dir)
-        uri = self.tracking_uri or f"sqlite:///{store / 'mlflow.db'}"
+        uri = self.tracking_uri or f"sqlite:///{store / MLFLOW_STORE}"
         saved = _saved_run(id_file) if resume_step is not None else None
         if saved is not None:  # a resume continues the MLflow run if it is in this run's store
             stores = {redact_text(uri): uri}  # as saved (redacted) -> to connect to
             if self.tracking_uri is None:  # border's own store of the run, or of its sweep
-                own = (f"sqlite:///{d / 'mlflow.db'}" for d in (run_dir, run_dir.parent))
+                own = (f"sqlite:///{d / MLFLOW_STORE}" for d in (run_dir, run_dir.parent))
                 stores |= {u: u for u in own}
             if saved["tracking_uri"] in stores:
                 self.client = MlflowClient(tracking_uri=stores[saved["tracking_uri"]])
@@ -164,11 +165,11 @@ class MlflowRecorder:
         """The best policy, the config, Hydra's files and the videos of the run (see the class)."""
         client, run_id = self.client, self.run_id
         client.log_dict(run_id, redact(self.config), "config.yaml")
-        best = self.run_dir / BEST
-        for name in ("policy.pt", "meta.json"):
+        best = self.run_dir / BEST_DIR
+        for name in (POLICY, META):
             if (best / name).is_file():
-                client.log_artifact(run_id, str(best / name), "best")
-        hydra_dir = self.run_dir / ".hydra"
+                client.log_artifact(run_id, str(best / name), BEST)
+        hydra_dir = self.run_dir / HYDRA
         if hydra_dir.is_dir():
             client.log_artifacts(run_id, str(hydra_dir), "hydra")
         for video in sorted(self.run_dir.rglob("*.mp4")):

@@ -14,6 +14,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from border_py.config import positive
 from border_py.files import make_dir
+from border_py.layout import TENSORBOARD
 from border_py.recorders.base import hyperparameters
 from border_py.secrets import redact
 
@@ -49,7 +50,7 @@ class TensorBoardRecorder:
 
     def open(self, run_dir: Path, config: dict[str, Any], resume_step: int | None) -> None:
         """Create the writer; a new run also writes its config and hyper-parameters."""
-        self.log_dir = make_dir(Path(run_dir) / "tensorboard")  # never a symlink
+        self.log_dir = make_dir(Path(run_dir) / TENSORBOARD)  # never a symlink
         _after_existing_files(self.log_dir)
         purge = None if resume_step is None else resume_step + 1
         self.writer = SummaryWriter(str(self.log_dir), purge_step=purge, flush_secs=self.flush_secs)

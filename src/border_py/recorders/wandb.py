@@ -14,12 +14,13 @@ from hydra.types import RunMode
 from border_py.config import require
 from border_py.errors import ConfigError, RunError, first_line
 from border_py.files import read_json, write_file
+from border_py.layout import WANDB, WANDB_RUN
 from border_py.recorders.base import NOT_HPARAMS
 from border_py.secrets import redact, redact_override
 
 log = logging.getLogger(__name__)
 
-RUN_ID_FILE = "wandb_run.json"  # in the run dir: a resumed run continues the same W&B run
+RUN_ID_FILE = WANDB_RUN  # in the run dir: a resumed run continues the same W&B run
 STEP_METRIC = "opt_step"  # every metric is charted against it (W&B's own step only counts logs)
 EXIT_CODES = {"completed": 0, "failed": 1, "interrupted": 130}
 MODES = ("online", "offline", "disabled")
@@ -120,7 +121,7 @@ class WandbRecorder:
         self.run.define_metric("*", step_metric=STEP_METRIC)
         record = {"id": self.run.id, "project": where["project"], "entity": where["entity"]}
         write_file(id_file, json.dumps(record).encode())
-        log.info("W&B run %s (%s) in %s", self.run.id, self.run.settings.mode, run_dir / "wandb")
+        log.info("W&B run %s (%s) in %s", self.run.id, self.run.settings.mode, run_dir / WANDB)
 
     def scalars(self, values: dict[str, Any], step: int) -> None:
         """Log each ``tag: value`` with ``opt_step=step``."""

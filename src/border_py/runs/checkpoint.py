@@ -31,10 +31,20 @@ import torch
 
 from border_py.errors import ConfigError, RunError, first_line
 from border_py.files import create_file, dir_mode, fsync_dir, make_dir, open_regular, read_json
+from border_py.layout import (
+    ABANDONED,
+    AGENT,
+    BEST,
+    BUFFER,
+    CHECKPOINTS,
+    CONFIG,
+    META,
+    POLICY,
+    TRAINER,
+)
 from border_py.runs.links import refuse_links
 
-REQUIRED = ("policy.pt", "agent.pt", "trainer.pt", "config.json", "meta.json")
-BUFFER_FILE = "replay_buffer.npz"
+REQUIRED = (POLICY, AGENT, TRAINER, CONFIG, META)
 CONFIG_KEYS = ("seed", "env", "agent")  # what every saved config holds (border eval builds them)
 STEP_DIR = re.compile(r"^\d{9}$")
 
@@ -71,13 +81,13 @@ def save_checkpoint(
     try:
         make_dir(root)
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=root))
-        create_file(tmp / "policy.pt", lambda f: torch.save(policy, f))
-        create_file(tmp / "agent.pt", lambda f: torch.save(agent_state, f))
-        create_file(tmp / "trainer.pt", lambda f: torch.save(trainer_state, f))
-        create_file(tmp / "config.json", json.dumps(config, indent=2).encode())
+        create_file(tmp / POLICY, lambda f: torch.save(policy, f))
+        create_file(tmp / AGENT, lambda f: torch.save(agent_state, f))
+        create_file(tmp / TRAINER, lambda f: torch.save(trainer_state, f))
+        create_file(tmp / CONFIG, json.dumps(config, indent=2).encode())
         if buffer is not None:
-            create_file(tmp / BUFFER_FILE, lambda f: np.savez(f, **buffer))  # type: ignore[arg-type]
-        create_file(tmp / "meta.json", json.dumps(meta, indent=2).encode())
+            create_file(tmp / BUFFER, lambda f: np.savez(f, **buffer))  # type: ignore[arg-type]
+        create_file(tmp / META, json.dumps(meta, indent=2).encode())
         os.chmod(tmp, dir_mode())  # mkdtemp's 0700 would stay with the checkpoint
         fsync_dir(tmp)
         return _publish(tmp, root, name)
@@ -136,12 +146,12 @@ def set_aside_newer(root: Path, opt_steps: int) -> list[Path]:
         ConfigError: ``root/abandoned`` is a symlink (nothing is moved).
     """
     newer = [path for path in periodic_checkpoints(root) if int(path.name) > opt_steps]
-    best = root / "best"
+    best = root / BEST
     if best.is_dir() and _saved_after(best, opt_steps):
         newer.append(best)
     if not newer:
         return []
-    abandoned = make_dir(root / "abandoned")
+    abandoned = make_dir(root / ABANDONED)
     moved = []
     for path in newer:
         target = abandoned / path.name
@@ -160,7 +170,7 @@ def _saved_after(checkpoint: Path, opt_steps: int) -> bool:
     """Whether ``checkpoint``'s ``meta.json`` says it was saved after ``opt_steps`` (one that
     does not say counts as later: set aside rather than replaced)."""
     try:
-        saved = json.loads((checkpoint / "meta.json").read_text()).get("opt_steps")
+        saved = json.loads((checkpoint / META).read_text()).get("opt_steps")
     except (OSError, ValueError, AttributeError):
         return True
     return not isinstance(saved, int) or saved > opt_steps
@@ -204,13 +214,13 @@ def find_checkpoint(path: str | Path) -> Path:
     if is_complete(path):
         _refuse_links(given, path)
         return path
-    if (path / "checkpoints").is_dir():
+    if (path / CHECKPOINTS).is_dir():
         _refuse_links(given, path)
-        newest = periodic_checkpoints(path / "checkpoints")
+        newest = periodic_checkpoints(path / CHECKPOINTS)
         if newest:
             return newest[-1]
         raise ConfigError(f"{path}: the run has no complete checkpoint to start from")
-    if path.parent.name == "checkpoints":
+    if path.parent.name == CHECKPOINTS:
         missing = [f for f in REQUIRED if not (path / f).is_file()]
         raise ConfigError(f"{path}: incomplete checkpoint (missing {', '.join(missing)})")
     raise ConfigError(
@@ -228,9 +238,9 @@ def _refuse_links(given: Path, found: Path) -> None:
 def _run_of(path: Path) -> Path | None:
     """The run a checkpoint dir belongs to: ``<run>/checkpoints/<name>`` or an abandoned one,
     ``<run>/checkpoints/abandoned/<name>`` (None: neither)."""
-    if path.parent.name == "checkpoints":
+    if path.parent.name == CHECKPOINTS:
         return path.parent.parent
-    if path.parent.name == "abandoned" and path.parent.parent.name == "checkpoints":
+    if path.parent.name == ABANDONED and path.parent.parent.name == CHECKPOINTS:
         return path.parents[2]
     return None
 
@@ -242,7 +252,7 @@ def run_dir_of_checkpoint(checkpoint: Path) -> Path:
         ConfigError: the checkpoint is not one of a run's ``checkpoints/`` (an abandoned
             timeline's is refused: its run has gone on without it).
     """
-    if checkpoint.parent.name != "checkpoints":
+    if checkpoint.parent.name != CHECKPOINTS:
         raise ConfigError(
             f"{checkpoint}: not in a run's checkpoints/ dir, so there is no run to continue"
             " (an abandoned one: move it back into checkpoints/ to resume from it)"
@@ -263,7 +273,7 @@ class Checkpoint:
 
     def buffer(self) -> dict[str, np.ndarray] | None:
         """The replay-buffer snapshot, if the checkpoint has one."""
-        file = self.path / BUFFER_FILE
+        file = self.path / BUFFER
         if not file.is_file():
             return None
         try:
@@ -319,20 +329,20 @@ def load_checkpoint(path: str | Path, full: bool = True) -> Checkpoint:
         ConfigError: a full load (to resume) of a checkpoint that border-py 0.1 wrote.
     """
     ckpt = find_checkpoint(path)
-    meta = _load_json(ckpt / "meta.json")
+    meta = _load_json(ckpt / META)
     if full and saved_by_0_1(meta):
         raise ConfigError(
             f"{ckpt}: saved by border-py {meta.get('border_py', '0.1')}, whose runs 0.2 cannot"
             " resume (the trainer state changed); border eval still plays its policy"
         )
-    config = _load_json(ckpt / "config.json", CONFIG_KEYS)
+    config = _load_json(ckpt / CONFIG, CONFIG_KEYS)
     if saved_by_0_1(meta):
         config = _moved_targets(config)
     return Checkpoint(
         path=ckpt,
-        policy=_load_pt(ckpt / "policy.pt"),
-        agent_state=_load_pt(ckpt / "agent.pt") if full else {},
-        trainer_state=_load_pt(ckpt / "trainer.pt") if full else {},
+        policy=_load_pt(ckpt / POLICY),
+        agent_state=_load_pt(ckpt / AGENT) if full else {},
+        trainer_state=_load_pt(ckpt / TRAINER) if full else {},
         config=config,
         meta=meta,
     )

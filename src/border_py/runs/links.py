@@ -16,8 +16,9 @@ from pathlib import Path
 
 from border_py.errors import ConfigError
 from border_py.files import link_refusal
+from border_py.layout import WANDB
 
-OTHERS = ("wandb",)  # dirs other tools fill, with links of their own (W&B's latest-run)
+OTHERS = (WANDB,)  # dirs other tools fill, with links of their own (W&B's latest-run)
 
 
 def refuse_links(run_dir: Path, own: bool = True) -> None:

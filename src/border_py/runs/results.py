@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from border_py.files import read_json, write_file
+from border_py.layout import RESULT
 from border_py.secrets import redact_override, redact_text
 
-RESULT_FILE = "result.json"
+RESULT_FILE = RESULT
 OBJECTIVES = ("best", "final", "mean")  # best | final (last evaluation) | mean of all evaluations
 
 

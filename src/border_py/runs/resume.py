@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 from border_py.config import GROUPS, OVERLAYS, lookup, require
 from border_py.errors import ConfigError
 from border_py.files import read_record
+from border_py.layout import CONFIG, HYDRA, HYDRA_OVERRIDES
 from border_py.overrides import parse_overrides, set_key, to_plain
 from border_py.runs.checkpoint import Checkpoint, run_dir_of_checkpoint
 from border_py.runs.results import read_result
@@ -42,7 +43,7 @@ def original_overrides(run_dir: Path) -> list[str]:
     if claimed is not None:
         return claimed
     with contextlib.suppress(OSError, yaml.YAMLError):
-        listed = yaml.safe_load(read_record(run_dir / ".hydra" / "overrides.yaml"))
+        listed = yaml.safe_load(read_record(run_dir / HYDRA / HYDRA_OVERRIDES))
         if isinstance(listed, list):  # Hydra's: a list of strings (nothing else is read)
             return [o for o in listed if isinstance(o, str)]
     return [o for o in (read_result(run_dir) or {}).get("overrides", []) if "(resume)" not in o]
@@ -89,7 +90,7 @@ def resumed_config(
             raise ConfigError(f"~{key}: keys cannot be deleted when resuming")
         set_key(merged, key, ov.value(), add=ov.type is not OverrideType.CHANGE)
     config = to_plain(merged)
-    trust.check(config, checkpoint.path / "config.json")
+    trust.check(config, checkpoint.path / CONFIG)
     before, after = _flatten(redact(saved)), _flatten(redact(config))  # logged: no secrets
     for key in sorted(set(before) | set(after)):
         if before.get(key) != after.get(key):

@@ -23,20 +23,35 @@ import logging
 import os
 import time
 from collections.abc import Collection, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from border_py.errors import ConfigError
 from border_py.files import create_file, fsync_dir, link_refusal, make_dir, read_json
-from border_py.runs.checkpoint import is_complete, periodic_checkpoints
+from border_py.layout import (
+    ATTEMPTS,
+    BEST,
+    CHECKPOINTS,
+    CLAIM,
+    LOCK,
+    MLFLOW_RUN,
+    RESULT,
+    TENSORBOARD,
+    WANDB,
+)
+from border_py.runs.checkpoint import (
+    find_checkpoint,
+    is_complete,
+    periodic_checkpoints,
+    run_dir_of_checkpoint,
+)
 from border_py.runs.links import refuse_links
 from border_py.runs.results import read_result
 from border_py.secrets import redact_override
 
 log = logging.getLogger(__name__)
 
-CLAIM = ".border_run"
-LOCK = ".border_lock"  # held (flock) by the session that trains the run
 # flock errors of filesystems that do not support it (some NFS and Lustre mounts): run unguarded
 NO_LOCKS = (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EBADF, errno.EINVAL)
 
@@ -46,8 +61,7 @@ class RunInUse(ConfigError):
 
 
 # what a run leaves in its dir (Hydra's .hydra/ and train.log are written before a run starts)
-RUN_FILES = (CLAIM, "checkpoints", "tensorboard", "result.json", "mlflow_run.json", "wandb")
-ATTEMPTS = "attempts"
+RUN_FILES = (CLAIM, CHECKPOINTS, TENSORBOARD, RESULT, MLFLOW_RUN, WANDB)
 
 
 def run_files(run_dir: Path) -> list[str]:
@@ -181,10 +195,10 @@ def fresh_dir(path: Path) -> Path:
 def newest_checkpoint(run_dir: Path) -> Path | None:
     """The newest complete checkpoint of the run in ``run_dir``: the last periodic one, else
     ``best`` (a run stopped before its first periodic checkpoint), else None."""
-    periodic = periodic_checkpoints(run_dir / "checkpoints")
+    periodic = periodic_checkpoints(run_dir / CHECKPOINTS)
     if periodic:
         return periodic[-1]
-    best = run_dir / "checkpoints" / "best"
+    best = run_dir / CHECKPOINTS / BEST
     return best if is_complete(best) else None
 
 
@@ -257,14 +271,44 @@ def start_afresh(run_dir: Path, keep: Collection[str] = ()) -> None:
         )
 
 
-def auto_resume(run_dir: Path, keep: Collection[str] = ()) -> Path | None:
-    """What ``resume=auto`` means in ``run_dir``: the newest complete checkpoint to continue from,
-    or None: start fresh there (see :func:`start_afresh`).
+@dataclass(frozen=True)
+class Settled:
+    """What a session's ``resume=`` means (see :func:`settle_resume`).
+
+    Attributes:
+        checkpoint: the checkpoint to continue from (None: ``resume=auto`` starts the run).
+        run_dir: the run's dir.
+        fresh: ``resume=auto`` without a checkpoint: the run starts afresh in ``run_dir``, where an
+            earlier attempt's files are to be set aside (:func:`start_afresh`).
+    """
+
+    checkpoint: Path | None
+    run_dir: Path
+    fresh: bool = False
+
+
+def settle_resume(resume: str, run_dir: Path | None) -> Settled:
+    """The one rule of ``resume=`` (when it is given: otherwise a run is fresh), for the
+    ``border`` command and :func:`border_py.train` alike.
+
+    - ``auto``: continue the run in ``run_dir`` from its newest complete checkpoint, or start it
+      afresh there when it has none (a requeued job repeats its command line in the same dir);
+    - a run or checkpoint dir: continue that run in its own dir from that checkpoint (a run dir's
+      newest).
+
+    Reads the run's files; moves and writes nothing.
 
     Raises:
-        RunCompleted: the run in ``run_dir`` has completed.
+        ConfigError: ``auto`` without ``run_dir``, or a path that holds no checkpoint to continue.
+        RunCompleted: ``auto`` found a run that has completed: nothing to do.
     """
-    checkpoint = checkpoint_to_continue(run_dir)
-    if checkpoint is None:
-        start_afresh(run_dir, keep)
-    return checkpoint
+    if resume == "auto":
+        if run_dir is None:
+            raise ConfigError(
+                "resume=auto: needs the dir to continue in: run_dir=<dir> (or hydra.run.dir=<dir>),"
+                " the same for every attempt of a requeued job"
+            )
+        checkpoint = checkpoint_to_continue(run_dir)
+        return Settled(checkpoint, run_dir, fresh=checkpoint is None)
+    checkpoint = find_checkpoint(resume)
+    return Settled(checkpoint, run_dir_of_checkpoint(checkpoint))

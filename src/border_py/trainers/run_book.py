@@ -17,6 +17,7 @@ from rich.table import Table
 from border_py._version import __version__
 from border_py.agents.base import Agent
 from border_py.errors import ConfigError
+from border_py.layout import BEST, CHECKPOINTS
 from border_py.recorders import Recorder
 from border_py.recorders.composite import build_recorders
 from border_py.recorders.console import ProgressView, format_number
@@ -94,7 +95,7 @@ class RunBook:
         self.run_dir = Path(run_dir)
         self.on_eval_callback = on_eval
         self.stopped_by_callback = False
-        self.checkpoints = self.run_dir / "checkpoints"
+        self.checkpoints = self.run_dir / CHECKPOINTS
         self.config = config
         self.loop = loop
         self.spaces = {"observation_space": str(spaces[0]), "action_space": str(spaces[1])}
@@ -162,7 +163,7 @@ class RunBook:
             self.best_return = result.return_mean
             agent_state, trainer_state = outcome.snapshot()
             self._write(
-                "best",
+                BEST,
                 opt_steps,
                 env_steps,
                 outcome.policy,

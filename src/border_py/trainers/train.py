@@ -20,15 +20,11 @@ from border_py.agents.networks import resolve_device
 from border_py.config import build, flag, positive, require
 from border_py.errors import ConfigError, RunError
 from border_py.files import LogFile
+from border_py.layout import HYDRA, LOG
 from border_py.overrides import to_plain
 from border_py.processes import StopSignals
 from border_py.recorders.console import PLAIN_FORMAT, summary_table
-from border_py.runs.checkpoint import (
-    Checkpoint,
-    find_checkpoint,
-    load_checkpoint,
-    run_dir_of_checkpoint,
-)
+from border_py.runs.checkpoint import Checkpoint, load_checkpoint, run_dir_of_checkpoint
 from border_py.runs.results import (
     OBJECTIVES,
     RESULT_FILE,
@@ -37,7 +33,13 @@ from border_py.runs.results import (
     write_result,
 )
 from border_py.runs.resume import check_fits, resumed_config
-from border_py.runs.run_dir import RunCompleted, auto_resume, claim, session_lock
+from border_py.runs.run_dir import (
+    RunCompleted,
+    claim,
+    session_lock,
+    settle_resume,
+    start_afresh,
+)
 from border_py.runs.trust import Trust, check_trust_list
 from border_py.secrets import RedactingFormatter
 from border_py.trainers.components import Components
@@ -55,6 +57,12 @@ def run_dir_of(config: dict[str, Any]) -> Path:
     if HydraConfig.initialized():
         return Path(HydraConfig.get().runtime.output_dir).resolve()
     raise ConfigError("run_dir: not set and no Hydra run dir is active (set run_dir=<path>)")
+
+
+def launcher_files() -> tuple[str, ...]:
+    """What Hydra writes into a job's dir before the job's code runs (its ``.hydra/`` and
+    ``train.log``): kept in place when a fresh attempt sets an earlier one's files aside."""
+    return (HYDRA, LOG) if HydraConfig.initialized() else ()
 
 
 def command_line_overrides() -> list[str]:
@@ -106,27 +114,6 @@ class Plan:
         if self.checkpoint is not None:
             return run_dir_of_checkpoint(self.checkpoint.path)
         return run_dir_of(self.config)
-
-
-def resumed_run_dir(resume: str, config: dict[str, Any]) -> Path:
-    """The dir of the run that ``resume=<resume>`` continues (``auto``: the run's own dir)."""
-    if resume == "auto":
-        return run_dir_of(config)
-    return run_dir_of_checkpoint(find_checkpoint(resume))
-
-
-def settle_auto_resume(config: dict[str, Any]) -> str | None:
-    """``resume=auto`` in the run's dir (``run_dir``, else Hydra's job dir: a requeued sweep job
-    repeats its command line there): the checkpoint to continue from, or None to start fresh.
-
-    Raises:
-        RunCompleted: the run in that dir has completed (nothing to do).
-    """
-    run_dir = run_dir_of(config)
-    # Hydra has already written this attempt's .hydra/ and opened its train.log in a job dir
-    launcher_files = (".hydra", "train.log") if HydraConfig.initialized() else ()
-    checkpoint = auto_resume(run_dir, keep=launcher_files)
-    return None if checkpoint is None else str(checkpoint)
 
 
 def prepare(cfg: DictConfig | dict[str, Any], overrides: list[str] | None = None) -> Plan:
@@ -203,16 +190,20 @@ def train(
         config = to_plain(cfg)
         with contextlib.ExitStack() as held:
             resume = config.get("resume")
-            if resume:  # held before the run's files are read (or, for auto, moved aside)
-                held.enter_context(session_lock(resumed_run_dir(resume, config)))
-            if resume == "auto":
+            if resume:
                 try:
-                    config["resume"] = settle_auto_resume(config)
+                    settled = settle_resume(
+                        resume, run_dir_of(config) if resume == "auto" else None
+                    )
                 except RunCompleted as done:
                     log.info("%s", done)
                     summary = dict(done.result.get("summary") or {})
                     summary["objective"] = objective_value(summary, config.get("objective", "best"))
                     return summary
+                held.enter_context(session_lock(settled.run_dir))  # before anything moves
+                if settled.fresh:  # Hydra has written this attempt's files there
+                    start_afresh(settled.run_dir, keep=launcher_files())
+                config["resume"] = None if settled.checkpoint is None else str(settled.checkpoint)
             plan = prepare(config, overrides)
             run_dir = plan.run_dir()
             given = command_line_overrides() if overrides is None else overrides
@@ -288,7 +279,7 @@ def refuse_in_child_bootstrap() -> None:
 def run_log(run_dir: Path) -> Iterator[None]:
     """Log to ``<run dir>/train.log`` for the run (never through a symlink), unless a handler
     already writes there (Hydra's)."""
-    path = run_dir.resolve() / "train.log"
+    path = run_dir.resolve() / LOG
     root = logging.getLogger()
     writes_there = any(
         isinstance(h, logging.FileHandler)

@@ -1,0 +1,44 @@
+"""Where everything of a run lives: the names of a run dir's entries and of a checkpoint's files,
+spelled out here once (every other module takes them from here).
+
+```
+<run dir>/
+  .border_run        the run's claim (who started it, with which overrides)
+  .border_lock       held (flock) by the session that trains it
+  .hydra/            Hydra's composed config and overrides (config.yaml, hydra.yaml, overrides.yaml)
+  train.log          the log
+  result.json        how the last session ended
+  tensorboard/       TensorBoard event files
+  checkpoints/       <opt steps, 9 digits>/, best/, abandoned/ (an older timeline's)
+  attempts/<n>/      what an attempt killed before its first checkpoint left
+  mlflow_run.json, mlflow.db, wandb/, wandb_run.json   the MLflow and W&B recorders'
+```
+"""
+
+from __future__ import annotations
+
+CLAIM = ".border_run"
+LOCK = ".border_lock"
+HYDRA = ".hydra"
+HYDRA_RECORDS = ("config.yaml", "hydra.yaml", "overrides.yaml")  # what Hydra writes in .hydra/
+HYDRA_OVERRIDES = "overrides.yaml"
+MULTIRUN = "multirun.yaml"  # in a sweep dir
+LOG = "train.log"
+RESULT = "result.json"
+TENSORBOARD = "tensorboard"
+CHECKPOINTS = "checkpoints"
+BEST = "best"
+ABANDONED = "abandoned"
+ATTEMPTS = "attempts"
+MLFLOW_RUN = "mlflow_run.json"
+MLFLOW_STORE = "mlflow.db"
+WANDB = "wandb"
+WANDB_RUN = "wandb_run.json"
+
+# a checkpoint dir's files
+POLICY = "policy.pt"
+AGENT = "agent.pt"
+TRAINER = "trainer.pt"
+CONFIG = "config.json"
+META = "meta.json"
+BUFFER = "replay_buffer.npz"
