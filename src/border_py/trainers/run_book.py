@@ -16,7 +16,6 @@ from rich.table import Table
 
 from border_py._version import __version__
 from border_py.agents.base import Agent
-from border_py.errors import ConfigError
 from border_py.layout import BEST, CHECKPOINTS
 from border_py.recorders import Recorder
 from border_py.recorders.composite import build_recorders
@@ -30,7 +29,6 @@ from border_py.runs.checkpoint import (
     step_name,
 )
 from border_py.secrets import redact
-from border_py.trainers.components import Components
 from border_py.trainers.settings import LoopSettings
 
 if TYPE_CHECKING:
@@ -47,22 +45,6 @@ def build_recorder(config: dict[str, Any]) -> Recorder:
     """The ``recorder`` group: every recorder it names (TensorBoard for configs saved before the
     group existed)."""
     return build_recorders(config.get("recorder"))
-
-
-def restore_agent(parts: Components, checkpoint: Checkpoint) -> None:
-    """Load a checkpoint's agent state, or explain in one line why it does not fit the config."""
-    spaces = parts.env_factory.spaces()
-    saved = checkpoint.meta.get("spaces", {})
-    for name, space in zip(("observation_space", "action_space"), spaces, strict=True):
-        if saved.get(name) not in (None, str(space)):
-            raise ConfigError(
-                f"{checkpoint.path}: its {name} {saved[name]} does not match the env's {space}"
-            )
-    try:
-        parts.agent.load_state_dict(checkpoint.agent_state)
-    except (RuntimeError, KeyError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0]
-        raise ConfigError(f"{checkpoint.path}: does not fit the agent config ({first})") from None
 
 
 class RunBook:

@@ -18,32 +18,19 @@ from threadpoolctl import threadpool_limits
 
 from border_py.agents.networks import resolve_device
 from border_py.config import build, flag, positive, require
-from border_py.errors import ConfigError, RunError
+from border_py.errors import ConfigError
 from border_py.files import LogFile
 from border_py.layout import HYDRA, LOG
 from border_py.overrides import to_plain
 from border_py.processes import StopSignals
 from border_py.recorders.console import PLAIN_FORMAT, summary_table
-from border_py.runs.checkpoint import Checkpoint, load_checkpoint, run_dir_of_checkpoint
-from border_py.runs.results import (
-    OBJECTIVES,
-    RESULT_FILE,
-    objective_value,
-    read_result,
-    write_result,
-)
-from border_py.runs.resume import check_fits, resumed_config
-from border_py.runs.run_dir import (
-    RunCompleted,
-    claim,
-    session_lock,
-    settle_resume,
-    start_afresh,
-)
-from border_py.runs.trust import Trust, check_trust_list
+from border_py.runs.checkpoint import Checkpoint
+from border_py.runs.results import OBJECTIVES
+from border_py.runs.session import RunSession, fits, resolve
+from border_py.runs.trust import check_trust_list
 from border_py.secrets import RedactingFormatter
 from border_py.trainers.components import Components
-from border_py.trainers.run_book import EvalCallback, build_recorder, restore_agent
+from border_py.trainers.run_book import EvalCallback, build_recorder
 from border_py.trainers.settings import LoopSettings
 from border_py.trainers.trainer import Trainer
 
@@ -109,45 +96,24 @@ class Plan:
     checkpoint: Checkpoint | None
     parts: Components  # built once, while validating: the run uses them
 
-    def run_dir(self) -> Path:
-        """A resumed run's own dir, else ``run_dir`` or Hydra's output dir."""
-        if self.checkpoint is not None:
-            return run_dir_of_checkpoint(self.checkpoint.path)
-        return run_dir_of(self.config)
-
 
 def prepare(cfg: DictConfig | dict[str, Any], overrides: list[str] | None = None) -> Plan:
-    """Validate ``cfg`` (for a resume: load the checkpoint and apply ``overrides`` to its config).
+    """Validate ``cfg`` (for a resume: load the checkpoint and apply ``overrides`` to its config)
+    as a session of it would, without a session: nothing is locked, moved or written.
 
-    Raises :class:`ConfigError` (one line) for any bad input, before anything is written.
+    Raises :class:`ConfigError` (one line) for any bad input.
     """
-    config = to_plain(cfg)
-    checkpoint = None
-    if config.get("resume"):
-        checkpoint = load_checkpoint(config["resume"])
-        given = command_line_overrides() if overrides is None else overrides
-        config = resumed_config(checkpoint, given, Trust.of(config))
+    given = command_line_overrides() if overrides is None else overrides
+    config, checkpoint = resolve(to_plain(cfg), given)
     trainer, parts = check(config)
     if checkpoint is not None:
-        done = int(checkpoint.trainer_state["opt_steps"])
-        done_env = int(checkpoint.trainer_state["env_steps"])
-        if trainer.settings.max_opts is not None:
-            require(
-                "trainer.max_opts",
-                trainer.settings.max_opts > done,
-                f"> {done}, the opt steps {checkpoint.path} already has (raise it to continue)",
-                trainer.settings.max_opts,
-            )
-        if trainer.settings.max_env_steps is not None:
-            require(
-                "trainer.max_env_steps",
-                trainer.settings.max_env_steps > done_env,
-                f"> {done_env}, the env steps {checkpoint.path} already has (raise it to continue)",
-                trainer.settings.max_env_steps,
-            )
-        check_fits(checkpoint, config)
-        restore_agent(parts, checkpoint)  # does the saved state fit the agent? (it does now)
+        fits(checkpoint, config, parts.agent, parts.env_factory.spaces(), *budgets(trainer))
     return Plan(trainer, config, checkpoint, parts)
+
+
+def budgets(trainer: Trainer) -> tuple[int | None, int | None]:
+    """The run's budgets: (opt steps, env steps), None where there is none."""
+    return trainer.settings.max_opts, trainer.settings.max_env_steps
 
 
 def train(
@@ -157,105 +123,82 @@ def train(
 ) -> dict[str, Any]:
     """Train the agent the config describes; return the run summary (``best_return`` first).
 
-    A fresh run claims its run dir (``run_dir``, else Hydra's output dir); a dir that holds an
-    earlier run is refused (see :mod:`border_py.runs.run_dir`). The run's log goes to
-    ``<run dir>/train.log`` (also when called from Python). The first SIGINT/SIGTERM from the
-    moment this is called asks for a graceful stop (a final checkpoint if an opt step was made);
-    the second raises ``KeyboardInterrupt``.
+    A session of the run (:class:`~border_py.runs.session.RunSession`): a fresh run claims its
+    run dir (``run_dir``, else Hydra's output dir; a dir that holds an earlier run is refused);
+    ``resume=`` continues a run in its own dir. The run's log goes to ``<run dir>/train.log``
+    (also when called from Python). The first SIGINT/SIGTERM from the moment this is called asks
+    for a graceful stop (a final checkpoint if an opt step was made); a second one, 0.5 s or
+    more later, raises ``KeyboardInterrupt``.
 
     Args:
         cfg: the composed ``train`` config (a DictConfig from Hydra, or the same as plain data).
-            With ``resume=<run or checkpoint dir>``, the run continues in its own run dir from
-            its saved config.
+            With ``resume=<run or checkpoint dir>`` (or ``auto``), the run continues from its
+            saved config.
         overrides: for a resume, the ``key=value`` changes to the saved config; for a fresh run,
-            what its claim records as the overrides it started with, which later resumes
-            compare their config groups with (default: the current Hydra job's command-line
-            overrides).
+            the overrides its claim records (default: the current Hydra job's command line).
         on_eval: called after each evaluation with (opt steps, env steps, ``eval/return_mean``);
             returning True stops the run gracefully (e.g. a tuner pruning a trial).
 
     Returns:
-        The run summary: ``objective`` (the value a sweeper optimizes, per the ``objective`` key),
+        The run summary (also in ``result.json``): ``objective`` (per the ``objective`` key),
         ``best_return``/``final_return``/``mean_return`` (None before any evaluation), opt and env
         steps, samples, seconds, ``solved_at``, ``interrupted``, ``stopped_by_callback``, this
-        session's ``opt_steps_per_sec``, the transition ``accounting`` and ``restarts``; it is
-        also written to ``result.json``.
+        session's ``opt_steps_per_sec``, the transition ``accounting`` and ``restarts``.
 
     Raises:
         ConfigError: a bad setting, raised before any training starts.
     """
     refuse_in_child_bootstrap()
+    config = to_plain(cfg)
+    given = command_line_overrides() if overrides is None else overrides
+    with (
+        stop_signals() as signals,
+        RunSession(config, given, _run_dir_or_none(config), launcher_files()) as run,
+    ):
+        if run.completed is not None:  # resume=auto: the run has completed, nothing to do
+            return run.completed
+        trainer, parts = check(run.config)
+        run.fits(parts.agent, parts.env_factory.spaces(), *budgets(trainer))
+        run_dir = run.start()
+        with run_log(run_dir):
+            log.info("run dir: %s", run_dir)
+            with one_thread():
+                summary = trainer.run(run.config, parts, run_dir, run.checkpoint, signals, on_eval)
+            summary = run.objective(summary)
+            log.info("run summary:\n%s", summary_table(summary))  # before: a full disk keeps it
+            run.finish(summary)
+            return summary
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[StopSignals]:
+    """The process's stop signals, held for a run (see :class:`StopSignals`)."""
     signals = StopSignals.acquire()
     try:
-        config = to_plain(cfg)
-        with contextlib.ExitStack() as held:
-            resume = config.get("resume")
-            if resume:
-                try:
-                    settled = settle_resume(
-                        resume, run_dir_of(config) if resume == "auto" else None
-                    )
-                except RunCompleted as done:
-                    log.info("%s", done)
-                    summary = dict(done.result.get("summary") or {})
-                    summary["objective"] = objective_value(summary, config.get("objective", "best"))
-                    return summary
-                held.enter_context(session_lock(settled.run_dir))  # before anything moves
-                if settled.fresh:  # Hydra has written this attempt's files there
-                    start_afresh(settled.run_dir, keep=launcher_files())
-                config["resume"] = None if settled.checkpoint is None else str(settled.checkpoint)
-            plan = prepare(config, overrides)
-            run_dir = plan.run_dir()
-            given = command_line_overrides() if overrides is None else overrides
-            if plan.checkpoint is None:
-                claim(run_dir, given)
-            if not resume:
-                held.enter_context(session_lock(run_dir))
-            with run_log(run_dir):
-                return _run(plan, run_dir, signals, given, on_eval)
+        yield signals
     finally:
         signals.release()
 
 
-def _run(
-    plan: Plan,
-    run_dir: Path,
-    signals: StopSignals,
-    given: list[str],
-    on_eval: EvalCallback | None,
-) -> dict[str, Any]:
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """torch and numpy's BLAS on one thread for the run (small networks: as fast, and it leaves
+    the cores to the envs and the actors); the previous settings back after it."""
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small networks: one thread is as fast and leaves cores to the envs
-    log.info("run dir: %s", run_dir)
-    if plan.checkpoint is not None:  # the run's first overrides stay; this session's are added
-        earlier = read_result(run_dir) or {}
-        given = list(earlier.get("overrides", [])) + [f"(resume) {o}" for o in given]
+    torch.set_num_threads(1)
     blas = threadpool_limits(limits=1, user_api="blas")  # numpy's too (the serial trainer acts)
     try:
-        summary = plan.trainer.run(
-            plan.config, plan.parts, run_dir, plan.checkpoint, signals, on_eval
-        )
-    except BaseException as exc:
-        status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
-        try:
-            write_result(run_dir, status, error=exc, overrides=given)
-        except OSError as write_error:  # e.g. the disk is full: the run's own error comes first
-            log.error("result.json could not be written: %s", write_error)
-        raise
+        yield
     finally:
         torch.set_num_threads(threads)
         blas.restore_original_limits()
-    summary["objective"] = objective_value(summary, plan.config.get("objective", "best"))
-    status = "interrupted" if summary["interrupted"] else "completed"
-    log.info("run summary:\n%s", summary_table(summary))
+
+
+def _run_dir_or_none(config: dict[str, Any]) -> Path | None:
     try:
-        write_result(run_dir, status, summary, overrides=given)
-    except OSError as exc:  # e.g. the disk is full: the checkpoints and the log have the run
-        raise RunError(
-            f"{run_dir / RESULT_FILE}: could not be written ({exc.strerror or exc}); the run's"
-            " checkpoints are intact and its summary is in train.log"
-        ) from exc
-    return summary
+        return run_dir_of(config)
+    except ConfigError:
+        return None
 
 
 def refuse_in_child_bootstrap() -> None:

@@ -1,0 +1,236 @@
+"""One session of a run, as one object: its dir settled (``resume=``), held, claimed, its saved
+config resumed and checked against the agent, and its outcome recorded in ``result.json``.
+
+Every session of ``border train`` and :func:`border_py.train` follows these rules, in this order:
+
+1. ``resume=`` is settled (:func:`~border_py.runs.run_dir.settle_resume`); a resumed run's dir is
+   held (:func:`~border_py.runs.run_dir.session_lock`) before anything in it is read for the run
+   or moved, and ``resume=auto`` without a checkpoint sets an earlier attempt's files aside;
+2. a resumed run's saved config takes the command line's overrides
+   (:func:`~border_py.runs.resume.resumed_config`, a run dir being data:
+   :mod:`border_py.runs.trust`);
+3. the trainer validates the config (the caller's step), then :meth:`RunSession.fits` checks the
+   checkpoint's budgets and state against it;
+4. :meth:`RunSession.start`: a fresh run claims its dir and holds it;
+5. :meth:`RunSession.finish` records the summary; leaving the session after :meth:`start` with an
+   exception records the run as ``interrupted`` (a second Ctrl-C) or ``failed``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from border_py.agents.base import Agent
+from border_py.config import require
+from border_py.errors import ConfigError, RunError
+from border_py.layout import RESULT
+from border_py.runs.checkpoint import Checkpoint, load_checkpoint, run_dir_of_checkpoint
+from border_py.runs.results import objective_value, read_result, write_result
+from border_py.runs.resume import check_fits, resumed_config
+from border_py.runs.run_dir import (
+    RunCompleted,
+    claim,
+    session_lock,
+    settle_resume,
+    start_afresh,
+)
+from border_py.runs.trust import Trust
+
+log = logging.getLogger(__name__)
+
+
+def resolve(
+    config: dict[str, Any], overrides: list[str]
+) -> tuple[dict[str, Any], Checkpoint | None]:
+    """A session's config and the checkpoint it continues: for ``resume=<checkpoint>``, the saved
+    config with ``overrides`` applied (what the command trusts: :meth:`Trust.of` its own config);
+    else ``config`` itself. Reads the checkpoint; writes nothing.
+
+    Raises:
+        ConfigError: one line: a bad checkpoint, override or untrusted saved config.
+    """
+    if not config.get("resume"):
+        return config, None
+    checkpoint = load_checkpoint(config["resume"])
+    return resumed_config(checkpoint, overrides, Trust.of(config)), checkpoint
+
+
+class RunSession(contextlib.AbstractContextManager["RunSession"]):
+    """One session of a run (see the module docstring); a context manager.
+
+    Args:
+        config: the command's resolved config (its ``resume`` not settled yet).
+        overrides: the command line's overrides: a resume's changes to the saved config, a fresh
+            run's record in its claim.
+        run_dir: ``run_dir``, else the launcher's (Hydra's) dir of this job (None: neither).
+        launcher_files: what the launcher wrote into ``run_dir`` before the session (kept in
+            place when ``resume=auto`` sets an earlier attempt's files aside).
+
+    Attributes:
+        config: the session's config (a resumed run's: the saved one with the overrides).
+        checkpoint: the checkpoint a resumed run continues (None: a fresh run).
+        completed: ``resume=auto`` found the run completed: its recorded summary (nothing to do).
+        dir: the run's dir.
+    """
+
+    def __init__(
+        self,
+        config: dict[str, Any],
+        overrides: list[str],
+        run_dir: Path | None,
+        launcher_files: tuple[str, ...] = (),
+    ) -> None:
+        self.config, self.overrides = config, overrides
+        self.checkpoint: Checkpoint | None = None
+        self.completed: dict[str, Any] | None = None
+        self.dir = run_dir
+        self._launcher_files = launcher_files
+        self._held = contextlib.ExitStack()
+        self._started = False
+
+    def __enter__(self) -> RunSession:
+        resume = self.config.get("resume")
+        if resume:
+            try:
+                settled = settle_resume(resume, self.dir if resume == "auto" else None)
+            except RunCompleted as done:
+                log.info("%s", done)
+                self.completed = self.objective(dict(done.result.get("summary") or {}))
+                return self
+            self.dir = settled.run_dir
+            self._held.enter_context(session_lock(settled.run_dir))  # before anything moves
+            if settled.fresh:
+                start_afresh(settled.run_dir, keep=self._launcher_files)
+            self.config["resume"] = None if settled.checkpoint is None else str(settled.checkpoint)
+        self.config, self.checkpoint = resolve(self.config, self.overrides)
+        if self.checkpoint is not None:
+            self.dir = run_dir_of_checkpoint(self.checkpoint.path)
+        if self.dir is None:
+            raise ConfigError(
+                "run_dir: not set and no Hydra run dir is active (set run_dir=<path>)"
+            )
+        return self
+
+    def fits(
+        self,
+        agent: Agent,
+        spaces: tuple[Any, Any],
+        max_opts: int | None,
+        max_env_steps: int | None,
+    ) -> None:
+        """For a resumed run: refuse budgets the checkpoint has already reached, settings its state
+        cannot follow, and an agent or spaces its state does not fit; then load the agent's state.
+
+        Raises:
+            ConfigError: one line naming the key and the checkpoint.
+        """
+        if self.checkpoint is not None:
+            fits(self.checkpoint, self.config, agent, spaces, max_opts, max_env_steps)
+
+    def start(self) -> Path:
+        """A fresh run claims its dir (refused when the dir holds a run) and holds it; return the
+        run's dir. From now on, leaving the session with an exception records the run's end."""
+        assert self.dir is not None, "entered"
+        if self.checkpoint is None:
+            claim(self.dir, self.overrides)
+            self._held.enter_context(session_lock(self.dir))
+        self._started = True
+        return self.dir
+
+    def recorded_overrides(self) -> list[str]:
+        """What ``result.json`` records: the run's first overrides, then each resumed session's,
+        marked ``(resume)``."""
+        if self.checkpoint is None:
+            return list(self.overrides)
+        earlier = read_result(self.dir) if self.dir is not None else None
+        first = list((earlier or {}).get("overrides", []))
+        return first + [f"(resume) {o}" for o in self.overrides]
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        """Record the session's summary (see :meth:`objective`) in ``result.json``.
+
+        Raises:
+            RunError: ``result.json`` could not be written (the checkpoints and log have the run).
+        """
+        assert self.dir is not None, "entered"
+        self._started = False  # the run has ended: what follows records no failure of it
+        status = "interrupted" if summary["interrupted"] else "completed"
+        try:
+            write_result(self.dir, status, summary, overrides=self.recorded_overrides())
+        except OSError as exc:  # e.g. the disk is full: the checkpoints and the log have the run
+            raise RunError(
+                f"{self.dir / RESULT}: could not be written ({exc.strerror or exc}); the run's"
+                " checkpoints are intact and its summary is in train.log"
+            ) from exc
+
+    def objective(self, summary: dict[str, Any]) -> dict[str, Any]:
+        """``summary`` with its ``objective``: the value a sweeper optimizes (the config's
+        ``objective`` return)."""
+        return summary | {
+            "objective": objective_value(summary, self.config.get("objective", "best"))
+        }
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        try:
+            if self._started and exc is not None and self.dir is not None:
+                status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+                try:
+                    write_result(self.dir, status, error=exc, overrides=self.recorded_overrides())
+                except OSError as write_error:  # e.g. a full disk: the run's own error first
+                    log.error("result.json could not be written: %s", write_error)
+        finally:
+            self._held.close()
+
+
+def fits(
+    checkpoint: Checkpoint,
+    config: dict[str, Any],
+    agent: Agent,
+    spaces: tuple[Any, Any],
+    max_opts: int | None,
+    max_env_steps: int | None,
+) -> None:
+    """See :meth:`RunSession.fits` (also for a validation without a session)."""
+    for key, unit, budget, done in (
+        ("trainer.max_opts", "opt steps", max_opts, checkpoint.trainer_state["opt_steps"]),
+        (
+            "trainer.max_env_steps",
+            "env steps",
+            max_env_steps,
+            checkpoint.trainer_state["env_steps"],
+        ),
+    ):
+        done = int(done)
+        if budget is not None:
+            require(
+                key,
+                budget > done,
+                f"> {done}, the {unit} {checkpoint.path} already has (raise it to continue)",
+                budget,
+            )
+    check_fits(checkpoint, config)
+    restore_agent(checkpoint, agent, spaces)  # does the saved state fit the agent? (it does now)
+
+
+def restore_agent(checkpoint: Checkpoint, agent: Agent, spaces: tuple[Any, Any]) -> None:
+    """Load a checkpoint's agent state, or explain in one line why it does not fit the config."""
+    saved = checkpoint.meta.get("spaces", {})
+    for name, space in zip(("observation_space", "action_space"), spaces, strict=True):
+        if saved.get(name) not in (None, str(space)):
+            raise ConfigError(
+                f"{checkpoint.path}: its {name} {saved[name]} does not match the env's {space}"
+            )
+    try:
+        agent.load_state_dict(checkpoint.agent_state)
+    except (RuntimeError, KeyError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise ConfigError(f"{checkpoint.path}: does not fit the agent config ({first})") from None
