@@ -23,7 +23,8 @@ import torch
 from border_py.agents.base import Agent
 from border_py.config import fraction, non_negative, positive, require
 from border_py.errors import RunError
-from border_py.processes import Context, RestartPolicy, forkserver_context
+from border_py.processes.children import Context, forkserver_context
+from border_py.processes.supervision import RestartPolicy
 from border_py.resources import MAX_N_BUFFER, MAX_QUEUE_SIZE, at_most, enforced
 from border_py.transport.batch import ReceivedBatch
 

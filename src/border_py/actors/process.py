@@ -24,7 +24,8 @@ from border_py.actors.sampler import Sampler, SampleStats, sampler_options
 from border_py.agents.base import ExplorationPosition, FixedEpsilon
 from border_py.agents.factory import build_agent
 from border_py.envs.factory import build_env_factory
-from border_py.processes import Heartbeats, init_child
+from border_py.processes.children import init_child
+from border_py.processes.supervision import Heartbeats
 from border_py.seeding import derive_seed
 from border_py.transport.channel import BatchSender, LearnerGone, SlotRing, send
 from border_py.transport.messages import ActorDone, BatchReady, WorkerFailed

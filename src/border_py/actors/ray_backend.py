@@ -15,7 +15,7 @@ bundle per slot. The learner, its replay buffer and the evaluator stay in this p
 - **Faults**: a call that raised, an actor or node that died, or a call running longer than
   ``heartbeat_timeout`` (killed with ``ray.kill``) ends the incarnation; the slot is started
   again with the next incarnation (fresh env seeds) as the local backend does, under the same
-  :class:`~border_py.processes.RestartPolicy`.
+  :class:`~border_py.processes.supervision.RestartPolicy`.
 - **Ray itself**: ``address=null`` starts a local Ray that listens on the loopback interface
   only (:func:`start_local_ray`; shut down by :meth:`RayActors.stop` on every path); ``auto``,
   ``host:port`` or ``ray://host:port`` join a running cluster (a warning without token
@@ -57,7 +57,8 @@ from border_py.actors.process import ActorSpec, build_sampler
 from border_py.actors.sampler import Sampler, SampleStats
 from border_py.config import positive, require
 from border_py.errors import ConfigError, first_line
-from border_py.processes import RestartPolicy, one_thread_each
+from border_py.processes.children import one_thread_each
+from border_py.processes.supervision import RestartPolicy
 from border_py.resources import actors_per_core, enforced, usable_cores
 from border_py.transport.batch import ReceivedBatch
 

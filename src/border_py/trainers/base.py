@@ -16,7 +16,7 @@ from typing import Any
 from border_py.actors.backend import ActorBackend, Launch
 from border_py.config import flag, fraction, non_negative, positive, require
 from border_py.evaluation.service import EvalService
-from border_py.processes import StopSignals
+from border_py.processes.signals import StopSignals
 from border_py.resources import MAX_EVAL_EPISODES, at_most, enforced
 from border_py.runs.checkpoint import Checkpoint
 from border_py.seeding import set_global_rng_state
