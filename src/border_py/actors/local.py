@@ -29,7 +29,7 @@ from border_py.actors.backend import (
     Launch,
     accounting_of,
 )
-from border_py.actors.process import ActorLinks, ActorSpec, actor_main
+from border_py.actors.process import ActorLinks, actor_main
 from border_py.actors.sampler import sampler_options
 from border_py.config import require
 from border_py.processes.children import (
@@ -190,14 +190,7 @@ class ActorManager(ActorSettings):
         assert self._ctx is not None
         record = self.records[index]
         record.begin_incarnation()
-        spec = ActorSpec(
-            index=index,
-            incarnation=record.incarnation,
-            n_envs=self.n_envs_per_actor,
-            n_buffer=self.n_buffer,
-            epsilons=self.epsilons()[index],
-            exploration_steps=record.env_steps,
-        )
+        spec = self.spec(index, record)
         notices_r, notices_w = self._ctx.Pipe(duplex=False)
         credits_r, credits_w = self._ctx.Pipe(duplex=False)
         links = ActorLinks(
