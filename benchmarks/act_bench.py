@@ -18,7 +18,7 @@ A column says whether each option's outputs are bit-identical to the module's; n
 whose greedy action differs. A second table times the DQN options on 16 rows the way an actor
 calls them: each call between steps of 16 CartPole envs, which evict the policy's code from the
 CPU's caches. torch and numpy's BLAS run one thread each, as in actor processes
-(:func:`border_py.processes.one_thread_each`). Each latency is the best mean over ``--repeats``
+(:func:`border_py.processes.children.one_thread_each`). Each latency is the best mean over ``--repeats``
 runs of ``--calls`` calls.
 
     python benchmarks/act_bench.py [--calls 2000] [--repeats 5] [--batch-sizes 1 16 64]
@@ -40,7 +40,7 @@ from border_py.agents.dqn import DQN
 from border_py.agents.inference import MLPInference
 from border_py.agents.sac import SAC
 from border_py.envs.vector import VectorEnv
-from border_py.processes import one_thread_each
+from border_py.processes.children import one_thread_each
 
 Forward = Callable[[np.ndarray], np.ndarray]
 

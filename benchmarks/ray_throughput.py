@@ -154,13 +154,13 @@ def object_store_costs(atari_batch_bytes: int) -> dict[str, float]:
     fetching and loading them, and the learner getting an Atari batch returned as a task result."""
     import ray
 
-    from border_py.actors.ray_backend import PolicyWeights
+    from border_py.transport.weights import PolicyWeights
 
     @ray.remote(num_cpus=1)
     class Loader:
         def load(self, weights: PolicyWeights) -> float:
             start = time.perf_counter()
-            {k: torch.tensor(v) for k, v in weights.arrays.items()}  # as SamplerActor does
+            weights.state()  # as SamplerActor does
             return time.perf_counter() - start
 
         def batch(self, n_bytes: int) -> np.ndarray:

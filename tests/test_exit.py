@@ -14,7 +14,7 @@ from pathlib import Path
 
 CHILD = """
 import gc, sys
-from border_py.processes import forkserver_context
+from border_py.processes.children import forkserver_context
 
 def report(conn):
     conn.send(gc.get_freeze_count())

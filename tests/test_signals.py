@@ -23,7 +23,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from border_py.processes import SIGNAL_DEBOUNCE, StopSignals
+from border_py.processes.signals import SIGNAL_DEBOUNCE, StopSignals
 
 
 class InterruptedStream(io.StringIO):
@@ -133,7 +133,7 @@ def test_a_signal_that_comes_with_the_first_after_a_quick_stop_is_still_the_stop
 GROUP_SIGNALS = """
 import os, signal, time
 from multiprocessing import forkserver
-from border_py.processes import forkserver_context, init_child, start_process
+from border_py.processes.children import forkserver_context, init_child, start_process
 
 def child(conn):
     init_child("child")

@@ -2,7 +2,7 @@
 matmuls; a BLAS spreading them over every core spins on cores the other processes need).
 
 The children start with ``OPENBLAS_NUM_THREADS=2`` in their environment, which OpenBLAS obeys
-when it loads: only :func:`border_py.processes.one_thread_each` brings it back to one.
+when it loads: only :func:`border_py.processes.children.one_thread_each` brings it back to one.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import json, sys
 import multiprocessing
 
 def report(conn):
-    from border_py.processes import init_child
+    from border_py.processes.children import init_child
     from threadpoolctl import threadpool_info
     import torch
     init_child("test")
@@ -28,7 +28,7 @@ def report(conn):
     conn.send({"blas": blas, "torch": torch.get_num_threads()})
 
 if __name__ == "__main__":
-    from border_py.processes import forkserver_context
+    from border_py.processes.children import forkserver_context
     method = sys.argv[1]
     ctx = forkserver_context() if method == "forkserver" else multiprocessing.get_context(method)
     parent, child = ctx.Pipe()

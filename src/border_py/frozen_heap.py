@@ -1,7 +1,7 @@
 """The forkserver's last preload: every object loaded before it goes to the collector's permanent
 generation (``gc.freeze``).
 
-The forkserver imports ``FORKSERVER_PRELOAD`` (:mod:`border_py.processes`) in order and offers no
+The forkserver imports ``FORKSERVER_PRELOAD`` (:mod:`border_py.processes.children`) in order and offers no
 other hook. When the learner exits, the server exits too, and an interpreter's exit runs full
 collections over every object left, torch's included: 0.4 s on a 2-core machine, during which the
 server still holds the run's stdout and stderr (a pipe reading ``border train`` waits for it).

@@ -11,7 +11,7 @@ import pytest
 
 from border_py import train
 from border_py.actors.backend import ActorBackend, Launch
-from border_py.actors.ray_backend import start_local_ray
+from border_py.actors.ray.session import start_local_ray
 from border_py.config import build
 from border_py.errors import ConfigError
 from border_py.overrides import to_plain
@@ -147,7 +147,7 @@ def test_weights_reach_every_actor_and_back_pressure_holds(tmp_path):
         for _ in range(6):
             backend.check()
             time.sleep(0.5)
-        runs = backend._running
+        runs = backend._calls.running
         assert [run.waiting() for run in runs] == [2, 2]
         assert [run.running() for run in runs] == [0, 0]
         assert backend.poll(1.0, batches.append) == 4

@@ -19,7 +19,7 @@ import uuid
 import psutil
 import pytest
 
-from border_py.actors import ray_backend
+from border_py.actors.ray import session
 from border_py.cli.train import check_overrides
 from border_py.errors import ConfigError
 
@@ -83,12 +83,12 @@ def test_a_local_ray_is_bounded_by_this_machines_cores():
 
 def test_joining_a_cluster_without_token_authentication_is_named(monkeypatch):
     monkeypatch.setenv("RAY_AUTH_MODE", "token")
-    assert ray_backend._without_token_auth() is None
+    assert session._without_token_auth() is None
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
-    assert ray_backend._without_token_auth() == "RAY_AUTH_MODE is not token here"
+    assert session._without_token_auth() == "RAY_AUTH_MODE is not token here"
     monkeypatch.setenv("RAY_AUTH_MODE", "token")
     monkeypatch.setattr(ray, "__version__", "2.51.2")
-    assert ray_backend._without_token_auth() == "Ray 2.51.2 has none; it came with Ray 2.52"
+    assert session._without_token_auth() == "Ray 2.51.2 has none; it came with Ray 2.52"
 
 
 def test_object_store_memory_is_for_a_local_ray_only():

@@ -4,7 +4,7 @@ the other), and ``border train`` joining a cluster made with ``ray start --head`
 
 A cluster keeps 127.0.0.1 as its nodes' address only where Ray runs as on macOS and Windows, one
 machine per cluster (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``; border's
-:func:`~border_py.actors.ray_backend.loopback_ray` in this process), and there ``ray start`` adds
+:func:`~border_py.actors.ray.session.loopback_ray` in this process), and there ``ray start`` adds
 no second node: the multi-node test uses ``Cluster``, whose nodes take the address as given."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import psutil
 import pytest
 
 from border_py.actors.backend import Launch
-from border_py.actors.ray_backend import loopback_ray
+from border_py.actors.ray.session import loopback_ray
 from border_py.config import build
 from border_py.overrides import to_plain
 from border_py.trainers.components import build_components

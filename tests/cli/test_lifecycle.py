@@ -15,7 +15,7 @@ import time
 import psutil
 import pytest
 
-from border_py.processes import SIGNAL_DEBOUNCE
+from border_py.processes.signals import SIGNAL_DEBOUNCE
 
 from ..conftest import BORDER, REPO
 

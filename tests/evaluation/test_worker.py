@@ -10,7 +10,7 @@ import pytest
 from border_py.errors import RunError
 from border_py.evaluation.worker import EvalSettings, EvalWorker
 from border_py.overrides import to_plain
-from border_py.processes import forkserver_context
+from border_py.processes.children import forkserver_context
 from border_py.trainers.components import build_components
 
 from ..conftest import make_config

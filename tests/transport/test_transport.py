@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import sys
 import threading
 import time
 
@@ -33,7 +34,15 @@ from border_py.transport.messages import (
     decode,
     encode,
 )
-from border_py.transport.weights import OPT_STEPS, VERSION, SharedWeights
+from border_py.transport.weights import (
+    OPT_STEPS,
+    VERSION,
+    InlineWeights,
+    PolicyWeights,
+    RayWeights,
+    SharedWeights,
+    WeightPublisher,
+)
 
 CTX = mp.get_context("spawn")
 
@@ -256,6 +265,50 @@ def test_a_slow_reader_skips_versions_and_never_blocks_the_writer():
     assert time.perf_counter() - start < 10  # no lock to wait for
     version, opt_steps, got = weights.read()
     assert version == 50 and opt_steps == 50 and float(got["w"][0]) == 50.0
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda state: SharedWeights.create(CTX, state),
+        lambda _: RayWeights(),
+        lambda _: InlineWeights(),
+    ],
+    ids=["shared", "ray", "inline"],
+)
+def test_every_publisher_gives_each_publication_the_next_version(make):
+    state = {"a": torch.arange(3.0)}
+    publisher = make(state)
+    assert isinstance(publisher, WeightPublisher) and publisher.version == 0
+    assert [publisher.publish(state, opt_steps=k) for k in (5, 9)] == [1, 2]
+    assert publisher.version == 2
+
+
+def test_ray_weights_go_into_the_object_store_once_when_an_actor_needs_them(monkeypatch):
+    puts = []
+
+    class Ray:  # Ray's put, and nothing else
+        @staticmethod
+        def put(value):
+            puts.append(value)
+            return f"ref{len(puts)}"
+
+    monkeypatch.setitem(sys.modules, "ray", Ray)
+    weights = RayWeights()
+    weights.publish({"a": torch.arange(3.0)}, opt_steps=5)
+    weights.publish({"a": torch.arange(3.0) * 2}, opt_steps=9)
+    assert not puts  # nobody needed them yet
+    assert weights.since(0) == ("ref1", 2) and weights.since(1) == ("ref1", 2)
+    assert weights.since(2) == (None, 2)  # an actor with the latest gets nothing
+    (put,) = puts
+    assert isinstance(put, PolicyWeights) and put.opt_steps == 9
+    assert torch.equal(put.state()["a"], torch.arange(3.0) * 2)
+
+
+def test_inline_weights_keep_the_opt_steps_the_agent_acts_at():
+    weights = InlineWeights()
+    weights.publish({}, opt_steps=40)
+    assert weights.opt_steps == 40
 
 
 def test_actor_done_and_failures_decode():

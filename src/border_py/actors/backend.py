@@ -20,10 +20,12 @@ from typing import Any, Protocol, cast, runtime_checkable
 import gymnasium as gym
 import torch
 
+from border_py.actors.process import ActorSpec
 from border_py.agents.base import Agent
 from border_py.config import fraction, non_negative, positive, require
 from border_py.errors import RunError
-from border_py.processes import Context, RestartPolicy, forkserver_context
+from border_py.processes.children import Context, forkserver_context
+from border_py.processes.supervision import RestartPolicy
 from border_py.resources import MAX_N_BUFFER, MAX_QUEUE_SIZE, at_most, enforced
 from border_py.transport.batch import ReceivedBatch
 
@@ -102,6 +104,18 @@ class ActorSettings:
         k = self.n_envs_per_actor
         flat = apex_epsilons(n * k, self.apex_eps, self.apex_alpha)
         return [flat[i * k : (i + 1) * k] for i in range(n)]
+
+    def spec(self, index: int, record: ActorRecord) -> ActorSpec:
+        """What starts the current incarnation of actor ``index`` (``record``: the slot's
+        counters): its envs, batch size and exploration, continued from where the slot was."""
+        return ActorSpec(
+            index=index,
+            incarnation=record.incarnation,
+            n_envs=self.n_envs_per_actor,
+            n_buffer=self.n_buffer,
+            epsilons=self.epsilons()[index],
+            exploration_steps=record.env_steps,
+        )
 
     def check_resources(
         self, config: dict[str, Any], spaces: tuple[gym.Space, gym.Space], n_step: int

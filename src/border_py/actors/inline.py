@@ -1,9 +1,10 @@
 """One actor inside the learner's process: the serial trainer's actor backend.
 
-It steps its vector env with the learner's own agent (so weights need no publishing and the
-exploration schedule is the agent's), one vector step per :meth:`InlineActor.poll`, and
-checkpoints its envs exactly (their current episodes are replayed on resume): on CPU with a fixed
-seed, a serial run is exactly reproducible, across a stop and a resume too.
+It steps its vector env with the learner's own agent (so weights need no copying:
+:class:`~border_py.transport.weights.InlineWeights`; the exploration schedule is the agent's), one
+vector step per :meth:`InlineActor.poll`, and checkpoints its envs exactly (their current episodes
+are replayed on resume): on CPU with a fixed seed, a serial run is exactly reproducible, across a
+stop and a resume too.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from border_py.agents.base import FixedEpsilon
 from border_py.envs.factory import build_env_factory
 from border_py.seeding import derive_seed
 from border_py.transport.batch import ReceivedBatch
+from border_py.transport.weights import InlineWeights
 
 
 class InlineActor:
@@ -39,7 +41,7 @@ class InlineActor:
         self.settings = settings
         self.records = [ActorRecord()]
         self.sampler: Sampler | None = None
-        self.opt_steps = 0
+        self.weights = InlineWeights()
 
     def start(self, launch: Launch) -> None:
         """Build the envs (restored from the checkpoint of a resumed run)."""
@@ -57,14 +59,14 @@ class InlineActor:
             replayable=True,
             **sampler_options(config),
         )
-        self.opt_steps = launch.opt_steps
+        self.publish(launch.policy, launch.opt_steps)
         if launch.resume is not None:
             self.sampler.restore(launch.resume["sampler"])
             self.records[0] = ActorRecord.resumed(launch.resume.get("actor", _fresh()))
 
     def publish(self, policy: dict[str, torch.Tensor], opt_steps: int) -> None:
         """Nothing to copy: the sampler acts with the learner's agent itself."""
-        self.opt_steps = opt_steps
+        self.weights.publish(policy, opt_steps)
 
     def poll(self, timeout: float, deliver: Deliver) -> int:
         """Step every env once and deliver what that finished (transitions may still be None
@@ -78,7 +80,7 @@ class InlineActor:
             env_steps=stats.env_steps,
             episode_returns=stats.episode_returns,
             episode_lengths=stats.episode_lengths,
-            policy_opt_steps=self.opt_steps,
+            policy_opt_steps=self.weights.opt_steps,
             exploration={k: float(v) for k, v in self.sampler.agent.exploration_stats().items()},
         )
         self.records[0].count(batch)

@@ -5,7 +5,7 @@ with its own channel (:mod:`border_py.transport.channel`: shared-memory slots, a
 a credits pipe) and a heartbeat. It hands batches to the learner as they are announced, restarts
 an actor that died or went silent for ``heartbeat_timeout`` seconds (a hung env, a deadlock) with
 a fresh incarnation, ends the run in one line when a restart cannot help
-(:class:`~border_py.processes.RestartPolicy`), and shuts the actors down in stages.
+(:class:`~border_py.processes.supervision.RestartPolicy`), and shuts the actors down in stages.
 """
 
 from __future__ import annotations
@@ -29,17 +29,16 @@ from border_py.actors.backend import (
     Launch,
     accounting_of,
 )
-from border_py.actors.process import ActorLinks, ActorSpec, actor_main
+from border_py.actors.process import ActorLinks, actor_main
 from border_py.actors.sampler import sampler_options
 from border_py.config import require
-from border_py.processes import (
+from border_py.processes.children import (
     Context,
-    Heartbeats,
-    RestartPolicy,
     forkserver_context,
     lower_priority,
     start_process,
 )
+from border_py.processes.supervision import Heartbeats, RestartPolicy
 from border_py.resources import (
     actors_per_core,
     enforced,
@@ -191,14 +190,7 @@ class ActorManager(ActorSettings):
         assert self._ctx is not None
         record = self.records[index]
         record.begin_incarnation()
-        spec = ActorSpec(
-            index=index,
-            incarnation=record.incarnation,
-            n_envs=self.n_envs_per_actor,
-            n_buffer=self.n_buffer,
-            epsilons=self.epsilons()[index],
-            exploration_steps=record.env_steps,
-        )
+        spec = self.spec(index, record)
         notices_r, notices_w = self._ctx.Pipe(duplex=False)
         credits_r, credits_w = self._ctx.Pipe(duplex=False)
         links = ActorLinks(

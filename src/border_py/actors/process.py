@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -21,10 +22,11 @@ from typing import Any
 import numpy as np
 
 from border_py.actors.sampler import Sampler, SampleStats, sampler_options
-from border_py.agents.base import ExplorationPosition, FixedEpsilon
+from border_py.agents.base import Agent, ExplorationPosition, FixedEpsilon
 from border_py.agents.factory import build_agent
 from border_py.envs.factory import build_env_factory
-from border_py.processes import Heartbeats, init_child
+from border_py.processes.children import init_child
+from border_py.processes.supervision import Heartbeats
 from border_py.seeding import derive_seed
 from border_py.transport.channel import BatchSender, LearnerGone, SlotRing, send
 from border_py.transport.messages import ActorDone, BatchReady, WorkerFailed
@@ -81,52 +83,13 @@ def actor_main(spec: ActorSpec, config: dict[str, Any], links: ActorLinks) -> No
         return not links.stopping.value
 
     sender = BatchSender(links.ring, links.notices, links.credits)
-    sent = dropped = 0
     try:
         sampler = build_sampler(spec, config)
         while links.weights.version == 0:  # act with the learner's weights only
             if not running():
                 return
             time.sleep(WEIGHTS_POLL_SECONDS)
-        version = policy_opt_steps = 0
-        loaded_at = 0.0
-        while running():
-            if links.weights.version != version:
-                latest = links.weights.read()
-                if latest is not None:
-                    version, policy_opt_steps, state = latest
-                    sampler.agent.load_policy_state(state)
-                    loaded_at = time.time()
-            stats = SampleStats()
-            batch = sampler.sample(spec.n_buffer, stats, beat)
-            waiting_since = time.monotonic()
-            if not sender.wait_for_slot(running):
-                dropped += len(batch)
-                break
-            waited = time.monotonic() - waiting_since
-            k = sender.free.popleft()
-            rows, frames = links.ring.write(k, batch, stats.episode_returns, stats.episode_lengths)
-            sender.send(
-                BatchReady(
-                    actor=spec.index,
-                    incarnation=spec.incarnation,
-                    slot=k,
-                    rows=rows,
-                    frames=0 if frames is None else len(frames),
-                    frame_source=0 if frames is None else frames.source,
-                    frame_first=0 if frames is None else frames.first,
-                    frame_keep_from=0 if frames is None else frames.keep_from,
-                    priorities=batch.priority is not None,
-                    env_steps=stats.env_steps,
-                    episodes=len(stats.episode_returns),
-                    policy_version=version,
-                    policy_opt_steps=policy_opt_steps,
-                    loaded_at=loaded_at,
-                    exploration={k: float(v) for k, v in sampler.agent.exploration_stats().items()},
-                    waited=waited,
-                )
-            )
-            sent += rows
+        sent, dropped = _sample_until_stopped(spec, sampler, links, sender, beat, running)
         sampler.close()
         send(
             links.notices,
@@ -146,9 +109,75 @@ def actor_main(spec: ActorSpec, config: dict[str, Any], links: ActorLinks) -> No
         raise SystemExit(1) from None
 
 
+@dataclass
+class _Held:
+    """The weights an actor acts with: their version, opt steps and when it loaded them."""
+
+    version: int = 0
+    opt_steps: int = 0
+    loaded_at: float = 0.0
+
+    def refresh(self, weights: SharedWeights, agent: Agent) -> None:
+        """Load the latest weights into ``agent`` if their version changed (and a whole copy
+        could be taken: else the next batch tries again)."""
+        if weights.version != self.version:
+            latest = weights.read()
+            if latest is not None:
+                self.version, self.opt_steps, state = latest
+                agent.load_policy_state(state)
+                self.loaded_at = time.time()
+
+
+def _sample_until_stopped(
+    spec: ActorSpec,
+    sampler: Sampler,
+    links: ActorLinks,
+    sender: BatchSender,
+    beat: Callable[[], None],
+    running: Callable[[], bool],
+) -> tuple[int, int]:
+    """Sample batches into free slots of the ring and announce them until the stop; return the
+    transitions sent and those dropped (sampled, with no slot free before the stop)."""
+    held = _Held()
+    sent = dropped = 0
+    while running():
+        held.refresh(links.weights, sampler.agent)
+        stats = SampleStats()
+        batch = sampler.sample(spec.n_buffer, stats, beat)
+        waiting_since = time.monotonic()
+        if not sender.wait_for_slot(running):
+            dropped += len(batch)
+            break
+        waited = time.monotonic() - waiting_since
+        k = sender.free.popleft()
+        rows, frames = links.ring.write(k, batch, stats.episode_returns, stats.episode_lengths)
+        sender.send(
+            BatchReady(
+                actor=spec.index,
+                incarnation=spec.incarnation,
+                slot=k,
+                rows=rows,
+                frames=0 if frames is None else len(frames),
+                frame_source=0 if frames is None else frames.source,
+                frame_first=0 if frames is None else frames.first,
+                frame_keep_from=0 if frames is None else frames.keep_from,
+                priorities=batch.priority is not None,
+                env_steps=stats.env_steps,
+                episodes=len(stats.episode_returns),
+                policy_version=held.version,
+                policy_opt_steps=held.opt_steps,
+                loaded_at=held.loaded_at,
+                exploration={k: float(v) for k, v in sampler.agent.exploration_stats().items()},
+                waited=waited,
+            )
+        )
+        sent += rows
+    return sent, dropped
+
+
 def build_sampler(spec: ActorSpec, config: dict[str, Any]) -> Sampler:
     """The actor's envs and its CPU copy of the agent, exploring as the spec says (the same for an
-    actor process and a Ray actor, :mod:`border_py.actors.ray_backend`)."""
+    actor process and a Ray actor, :mod:`border_py.actors.ray.worker`)."""
     env_factory = build_env_factory(config)
     agent = build_agent(
         config, env_factory.spaces(), "cpu", f"actor/{spec.index}/{spec.incarnation}"

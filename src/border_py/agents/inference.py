@@ -15,7 +15,7 @@ between env steps that evict torch's much larger dispatch code from the caches, 
 and torch's functional ops 57 us. numpy's BLAS sums in another order than torch's, so the outputs differ from the
 module's in the last bits (relative 1e-7): the weights are the same and so are the actions, except
 for two Q-values equal to within float32 rounding. numpy's BLAS must run one thread per process
-where processes share cores (:func:`border_py.processes.one_thread_each`).
+where processes share cores (:func:`border_py.processes.children.one_thread_each`).
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ import sys
 
 from border_py.cli.errors import fail
 from border_py.config import closest
-from border_py.processes import StopSignals, warm_forkserver
+from border_py.processes.children import warm_forkserver
+from border_py.processes.signals import StopSignals
 
 USAGE = """\
 usage: border <command> [options] [overrides]

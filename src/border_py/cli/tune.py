@@ -33,7 +33,7 @@ from border_py.cli.errors import fail
 from border_py.config import build, closest, config_dir, positive, require
 from border_py.errors import ConfigError
 from border_py.files import LogFile, make_dir, write_file
-from border_py.processes import StopSignals
+from border_py.processes.signals import StopSignals
 from border_py.resources import usable_cores
 from border_py.secrets import RedactingFormatter, redact_override
 

@@ -29,7 +29,8 @@ from border_py.envs.factory import build_env_factory
 from border_py.errors import RunError
 from border_py.evaluation.evaluator import EvalResult, Evaluator
 from border_py.evaluation.service import EvalOutcome, Snapshot
-from border_py.processes import Context, Heartbeats, RestartPolicy, init_child, start_process
+from border_py.processes.children import Context, init_child, start_process
+from border_py.processes.supervision import Heartbeats, RestartPolicy
 from border_py.transport.channel import LearnerGone, Readable, receive, send
 from border_py.transport.messages import EvalDone, EvalRequest, WorkerFailed
 from border_py.transport.weights import SharedWeights

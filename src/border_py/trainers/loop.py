@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from border_py.agents.base import Agent
-from border_py.processes import StopSignals
+from border_py.processes.signals import StopSignals
 from border_py.replay.base import PrioritizedReplay, ReplayBuffer
 from border_py.seeding import global_rng_state
 from border_py.trainers.components import Components

@@ -22,7 +22,7 @@ from border_py.errors import ConfigError
 from border_py.files import LogFile
 from border_py.layout import HYDRA, LOG
 from border_py.overrides import to_plain
-from border_py.processes import StopSignals
+from border_py.processes.signals import StopSignals
 from border_py.recorders.console import PLAIN_FORMAT, summary_table
 from border_py.runs.checkpoint import Checkpoint
 from border_py.runs.results import OBJECTIVES

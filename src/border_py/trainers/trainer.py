@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from border_py.actors.backend import Launch
-from border_py.processes import StopSignals
+from border_py.processes.signals import StopSignals
 from border_py.resources import MAX_EVAL_EPISODES, at_most, enforced
 from border_py.runs.checkpoint import Checkpoint
 from border_py.seeding import set_global_rng_state

@@ -1,0 +1,220 @@
+"""Starting the run's children, and in every child, hygiene and death with the learner.
+
+The learner handles SIGINT/SIGTERM (:mod:`border_py.processes.signals`); its children never do. A
+child is started with SIGINT ignored (:func:`start_process`; an ignored signal stays ignored across
+fork and exec, and Python keeps it so), so it cannot be interrupted at any moment of its life,
+startup included. With the forkserver, the server is started that way (SIGTERM ignored too: a
+SIGTERM to the process group must not end it, and with it its children) and its children inherit
+it; with spawn, the learner ignores SIGINT for the few milliseconds of each child's start (a Ctrl-C
+that lands exactly then is lost: press it again). A child dies with the learner whoever its parent
+is (with the forkserver, its parent is the server): a thread waits on the learner's end of the pipe
+``multiprocessing`` gives every child (it reaches EOF when the learner is gone) and ends the
+process; the kernel's parent-death signal covers the immediate parent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from multiprocessing import forkserver
+from multiprocessing.context import BaseContext, ForkServerContext, SpawnContext
+from types import FrameType
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+# the start methods border-py runs its children with (typeshed's BaseContext has no Process)
+Context = SpawnContext | ForkServerContext
+
+LEARNER_GONE_EXIT = 3  # exit status of a child whose learner died
+
+
+@contextlib.contextmanager
+def signals_ignored(*signums: int) -> Iterator[None]:
+    """Ignore ``signums`` in this process for the duration (main thread only; elsewhere a no-op):
+    a child started meanwhile inherits the ignored dispositions."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def start_process(ctx: BaseContext, process: Any) -> None:
+    """Start ``process`` (of context ``ctx``) with SIGINT ignored from its first instruction on.
+
+    With the forkserver only the server's own start needs it (:func:`_ensure_forkserver`): the
+    children it forks take the server's dispositions.
+    """
+    with _own_start_method(ctx):
+        if ctx.get_start_method() == "forkserver":
+            _ensure_forkserver()
+            process.start()
+        else:
+            with signals_ignored(signal.SIGINT):
+                process.start()
+
+
+def _ensure_forkserver() -> None:
+    """Start the forkserver unless it runs, with SIGINT and SIGTERM ignored.
+
+    A stop signal sent to the process group (a terminal's Ctrl-C, ``timeout``'s SIGTERM) is the
+    learner's to handle. The server ignores SIGINT itself, but not SIGTERM, and its death would
+    kill the children it forked (their parent-death signal) in the middle of the graceful stop.
+    Its children take both dispositions; :func:`init_child` then installs their SIGTERM handler.
+    """
+    with signals_ignored(signal.SIGINT, signal.SIGTERM):
+        forkserver.ensure_running()
+
+
+STDLIB_METHODS = ("fork", "spawn", "forkserver")
+# what the forkserver imports once, so that each child it forks starts with them loaded; then
+# the objects loaded so far are frozen (border_py.frozen_heap: a faster exit of the server)
+FORKSERVER_PRELOAD = [
+    "border_py.actors.process",
+    "border_py.evaluation.worker",
+    "border_py.frozen_heap",
+]
+
+
+def forkserver_context() -> ForkServerContext:
+    """The forkserver context of the run's children, its server preloading their modules."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(FORKSERVER_PRELOAD)
+    return ctx
+
+
+def warm_forkserver() -> None:
+    """Start the forkserver now (see :func:`_ensure_forkserver`), so that it imports torch and
+    the children's modules on another core while the learner imports its own."""
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        forkserver_context()
+        _ensure_forkserver()
+
+
+@contextlib.contextmanager
+def _own_start_method(ctx: BaseContext) -> Iterator[None]:
+    """Tell a child to use ``ctx``'s start method, not a foreign global one.
+
+    A child process takes the global start method of its parent from the data it is started
+    with and sets it first thing; inside a worker of joblib's loky (Hydra's joblib launcher) that
+    method is ``loky``, which a fresh child does not know ("cannot find context for 'loky'"). In
+    that case only, the global method is ``ctx``'s for the duration of the start, then restored.
+    """
+    current = multiprocessing.get_start_method(allow_none=True)
+    if current is None or current in STDLIB_METHODS:
+        yield
+        return
+    multiprocessing.set_start_method(ctx.get_start_method(), force=True)
+    try:
+        yield
+    finally:
+        multiprocessing.set_start_method(current, force=True)
+
+
+def init_child(name: str, stopping: Any = None) -> None:
+    """Set up a child process; call it first thing in the child's entry point.
+
+    Ignores SIGINT (as it already did since its start, see :func:`start_process`), obeys SIGTERM only once
+    ``stopping.value`` is set (the learner's shutdown has begun: a SIGTERM to the whole process
+    group is the learner's to handle), dies with the learner and with its immediate parent, uses
+    one thread for torch and for numpy's BLAS (:func:`one_thread_each`), and logs with a ``name``
+    prefix.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    def on_sigterm(signum: int, frame: FrameType | None) -> None:
+        if stopping is not None and stopping.value:
+            os._exit(0)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    if sys.platform.startswith("linux"):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    _release_forkserver()
+    _watch_learner()
+    one_thread_each()
+    logging.basicConfig(
+        level=logging.INFO, format=f"[%(asctime)s][{name}][%(levelname)s] - %(message)s"
+    )
+
+
+def one_thread_each() -> None:
+    """Run torch and numpy's BLAS on one thread in this process, for the rest of its life.
+
+    A worker shares the cores with the learner and the other workers; a BLAS that spreads a
+    matmul over every core (OpenBLAS does above a size threshold: a policy call of 64 rows through
+    a 128x128 layer) spins its threads on cores another process needs: 2 actors of 64 envs on 2
+    cores delivered 8k transitions/s with numpy's default threads, 128k with one.
+    """
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    torch.set_num_threads(1)
+    threadpool_limits(limits=1, user_api="blas")
+
+
+def _release_forkserver() -> None:
+    """Close this child's copy of the fd that keeps the forkserver alive.
+
+    The forkserver exits when every copy of that fd is closed; Python hands one to each child it
+    forks, so children kept it (and, through their parent-death signal, themselves) alive after
+    the learner died. A child of border-py never starts processes through the forkserver.
+    """
+    server = vars(forkserver)["_forkserver"]
+    if server.get_inherited_fds() is None:  # not a forkserver child
+        return
+    fd = vars(server).get("_forkserver_alive_fd")
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+        vars(server)["_forkserver_alive_fd"] = None
+
+
+def _watch_learner() -> None:
+    """End this process (and the processes it started) as soon as the learner is gone.
+
+    ``multiprocessing`` gives every child the read end of a pipe whose write end only the process
+    that created it (the learner) holds: it reaches EOF exactly when the learner exits or dies.
+    """
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+    sentinel = parent.sentinel
+
+    def watch() -> None:
+        multiprocessing.connection.wait([sentinel])
+        for child in multiprocessing.active_children():  # e.g. vector-env subprocesses
+            with contextlib.suppress(Exception):
+                child.kill()
+        os._exit(LEARNER_GONE_EXIT)
+
+    threading.Thread(target=watch, name="watch-learner", daemon=True).start()
+
+
+def learner_alive() -> bool:
+    """Whether the learner (the process that started this one) is still running."""
+    parent = multiprocessing.parent_process()
+    return parent is None or parent.is_alive()
+
+
+def lower_priority(pid: int, nice: int) -> None:
+    """Give process ``pid`` the niceness ``nice`` (from its parent, right after the start, so that
+    its imports already run at the lower priority). A no-op where unsupported."""
+    if nice and hasattr(os, "setpriority"):
+        try:
+            os.setpriority(os.PRIO_PROCESS, pid, nice)
+        except OSError as exc:
+            log.debug("could not lower the priority of %d: %s", pid, exc)
