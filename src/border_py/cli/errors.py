@@ -4,20 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from border_py.errors import printable
 from border_py.secrets import redact_text
-
-# C0 controls but tab and newline, DEL and C1 controls (ESC and CSI start terminal sequences)
-_CONTROLS = {
-    code: f"\\x{code:02x}"
-    for code in (*range(0x00, 0x20), *range(0x7F, 0xA0))
-    if chr(code) not in "\t\n"
-}
-
-
-def printable(text: str) -> str:
-    """``text`` with its control characters escaped (``ESC`` becomes ``\\x1b``), so that text
-    read from a file reaches the terminal as text, never as a terminal sequence."""
-    return text.translate(_CONTROLS)
 
 
 def fail(message: str, status: int = 2) -> int:
