@@ -35,7 +35,7 @@ from pathlib import Path
 
 from cli_args import parse_with_overrides
 
-from border_py.cli.report import Evaluation, read_run
+from border_py.reports.collect import Evaluation, read_run
 from border_py.runs.results import read_result
 
 

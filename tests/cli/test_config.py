@@ -11,7 +11,8 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 
 from border_py.agents.dqn import DQN
-from border_py.cli.checks import check_overrides, hydra_error_line
+from border_py.cli.checks import check_overrides
+from border_py.cli.errors import hydra_error_line
 from border_py.config import OVERLAYS, build, config_dir, group_options, resolve_target
 from border_py.envs.factory import GymEnvFactory
 from border_py.errors import ConfigError

@@ -165,7 +165,7 @@ def test_the_acrobot_recipe_learns_to_swing_up_on_a_small_budget(tmp_path):
     "name", ["dqn_acrobot", "dqn_mountaincar", "dqn_lunarlander", "sac_mountaincarcontinuous"]
 )
 def test_each_recipe_has_a_search_space_around_it(name):
-    from border_py.cli.tune import load_space
+    from border_py.tuning.space import load_space
 
     space = load_space(name, [])
     assert space.study_name == name and f"experiment={name}" in space.overrides

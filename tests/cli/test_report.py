@@ -9,8 +9,8 @@ import struct
 import numpy as np
 import pytest
 
-from border_py.cli.aggregate import aggregate_curves, estimate
-from border_py.cli.report import collect, group_runs
+from border_py.reports.aggregate import aggregate_curves, estimate, group_runs
+from border_py.reports.collect import collect
 
 from ..conftest import run_border, scalar_tags
 

@@ -13,8 +13,9 @@ import uuid
 import pytest
 import yaml
 
-from border_py.cli.tune import load_space, objective_so_far, search_path
 from border_py.errors import ConfigError
+from border_py.tuning.space import load_space, search_path
+from border_py.tuning.trial import objective_so_far
 
 from ..conftest import BORDER, processes_with_marker, run_border
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from border_py import train
-from border_py.cli.report import report
 from border_py.errors import RunError
+from border_py.reports.report import report
 from border_py.runs.results import write_result
 from border_py.runs.run_dir import claim, set_aside_attempt
 

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from border_py import train
-from border_py.cli.report import find_runs
 from border_py.errors import ConfigError
+from border_py.reports.collect import find_runs
 from border_py.runs.checkpoint import load_checkpoint, save_checkpoint, set_aside_newer
 from border_py.runs.results import write_result
 from border_py.runs.run_dir import claim, session_lock, set_aside_attempt

@@ -1,34 +1,23 @@
 """Checking ``border train``'s overrides before Hydra runs: one line for any mistake.
 
 Group options and keys are checked against the configs Hydra will compose: border's own plus a
-user's (``--config-dir``, ``hydra.searchpath=[...]``). Keys are checked against the class a node
-targets (its signature), a ``_target_`` override may not hand one class's keys to another, and the
-whole config is built as a run would build it (except for ``--cfg``, ``--info``, ``--help``).
+user's (``--config-dir``, ``hydra.searchpath=[...]``; see :mod:`border_py.cli.config_source`).
+Keys are checked against the class a node targets (its signature), a ``_target_`` override may
+not hand one class's keys to another, and the whole config is built as a run would build it
+(except for ``--cfg``, ``--info``, ``--help``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from functools import cached_property
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
-from hydra.core.object_type import ObjectType
 from hydra.core.override_parser.types import Override, OverrideType
 from hydra.errors import HydraException
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
-from omegaconf.errors import OmegaConfBaseException
 
-from border_py.config import (
-    closest,
-    config_dir,
-    config_keys,
-    describe_keys,
-    resolve_target,
-)
+from border_py.cli.config_source import ConfigSource
+from border_py.config import closest, config_keys, describe_keys, resolve_target
 from border_py.errors import ConfigError
 from border_py.overrides import parse_overrides
 from border_py.trainers.train import prepare
@@ -51,125 +40,6 @@ PREFIX = {OverrideType.CHANGE: "", OverrideType.ADD: "+", OverrideType.FORCE_ADD
 def _line(override: Override, value: str) -> str:
     """``override`` with one of its values, as an override string (``+key=value`` keeps its +)."""
     return f"{PREFIX[override.type]}{override.key_or_group}={value}"
-
-
-def hydra_error_line(exc: Exception) -> str:
-    """Hydra's error as one line, keeping the lines that say what to type instead (``To append
-    to your config use +key=value``, ``Either remove + prefix: ...``) and the options it lists."""
-    lines = str(exc).splitlines()
-    first = lines[0].strip().rstrip(".")
-    hints: list[str] = []
-    for i, line in enumerate(lines[1:], start=1):
-        text = line.strip()
-        if text.startswith(("To ", "Either ", "Or ")):
-            hints.append(text[0].lower() + text[1:])
-        elif text.startswith("Available options in"):
-            listed = []
-            for option in lines[i + 1 :]:
-                if not option.startswith("\t"):
-                    break
-                listed.append(option.strip())
-            hints.append(f"{text[0].lower()}{text[1:].rstrip(':')}: {', '.join(listed)}")
-    return f"{first} ({'; '.join(hints)})" if hints else first
-
-
-def _check_available(entry: str) -> None:
-    """Raise :class:`ConfigError` unless a search-path entry names configs Hydra can read (as
-    Hydra decides: a ``file://`` directory, or a ``pkg://`` package with an ``__init__.py``)."""
-    scheme, sep, where = entry.partition("://")
-    if not sep:
-        scheme, where = "file", entry
-    if scheme == "file" and not Path(where).is_dir():
-        raise ConfigError(f"hydra.searchpath: {entry} is not a directory")
-    if scheme == "pkg":
-        package = where.replace("/", ".").rstrip(".")
-        try:
-            found = (resources.files(package) / "__init__.py").is_file()
-        except (ValueError, ModuleNotFoundError, TypeError):
-            found = False
-        if not found:
-            raise ConfigError(
-                f"hydra.searchpath: {entry} is not an importable package with an __init__.py"
-                " (install it, or put its parent dir on PYTHONPATH)"
-            )
-
-
-@dataclass(frozen=True)
-class ConfigSource:
-    """The configs ``border train`` composes: the shipped ones plus a user's own config dirs or
-    packages (``--config-dir DIR``, ``hydra.searchpath=[pkg://my_pkg.conf]``), which Hydra
-    searches after the shipped ones. Their options are checked like the shipped ones.
-
-    Args:
-        searchpath: Hydra search-path entries (``file://...``, ``pkg://...``) beyond border's own.
-    """
-
-    searchpath: tuple[str, ...] = ()
-
-    @classmethod
-    def of(cls, overrides: list[Override], config_dir: str | None = None) -> ConfigSource:
-        """The source a command line names (``--config-dir`` and ``hydra.searchpath=``)."""
-        entries = []
-        if config_dir is not None:
-            path = Path(config_dir).expanduser().absolute()
-            if not path.is_dir():
-                raise ConfigError(f"--config-dir {config_dir}: not a directory")
-            entries.append(f"file://{path}")
-        for ov in overrides:
-            if ov.key_or_group != "hydra.searchpath":
-                continue
-            value = ov.value()
-            if not (isinstance(value, list) and all(isinstance(e, str) for e in value)):
-                raise ConfigError(
-                    f"{ov.input_line}: must be a list, e.g. hydra.searchpath=[pkg://my_pkg.conf]"
-                )
-            for entry in value:
-                _check_available(entry)
-            entries.extend(value)
-        return cls(tuple(entries))
-
-    def overrides(self) -> list[str]:
-        """The ``hydra.searchpath=[...]`` override that composes with this source."""
-        if not self.searchpath:
-            return []
-        quoted = ", ".join(
-            "'" + e.replace("\\", "\\\\").replace("'", "\\'") + "'" for e in self.searchpath
-        )
-        return [f"hydra.searchpath=[{quoted}]"]
-
-    def compose(self, overrides: list[str], hydra: bool = False) -> DictConfig:
-        """The ``train`` config with ``overrides`` (``hydra``: with its ``hydra`` node), Hydra's
-        errors as one :class:`ConfigError` line."""
-        with initialize_config_dir(
-            version_base="1.3", config_dir=str(config_dir()), job_name="check"
-        ):
-            try:
-                return compose(
-                    config_name="train",
-                    overrides=[*self.overrides(), *overrides],
-                    return_hydra_config=hydra,
-                )
-            except (HydraException, OmegaConfBaseException) as exc:
-                raise ConfigError(hydra_error_line(exc)) from None
-
-    @cached_property
-    def catalog(self) -> dict[str, list[str]]:
-        """Config group -> its options, across the whole search path (Hydra's own groups left out)."""
-        with initialize_config_dir(
-            version_base="1.3", config_dir=str(config_dir()), job_name="check"
-        ):
-            loader = GlobalHydra.instance().config_loader()
-            # one repository over the search path (with hydra.searchpath) for every group: what
-            # ``get_group_options`` builds anew, loading the primary config, at each call
-            _, repo = loader._parse_overrides_and_create_caching_repo(  # type: ignore[attr-defined]
-                "train", self.overrides()
-            )
-
-            def options(group: str, kind: ObjectType) -> list[str]:
-                return sorted(repo.get_group_options(group, results_filter=kind))
-
-            groups = [g for g in options("", ObjectType.GROUP) if g != "hydra"]
-            return {group: options(group, ObjectType.CONFIG) for group in groups}
 
 
 def _check_group(override: Override, source: ConfigSource) -> list[str]:

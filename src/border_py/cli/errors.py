@@ -1,23 +1,12 @@
-"""How ``border`` reports bad input and failed runs: one line on stderr and an exit status."""
+"""How ``border`` reports bad input and failed runs: one line on stderr and an exit status, and
+Hydra's multi-line errors worded as such a line."""
 
 from __future__ import annotations
 
 import sys
 
+from border_py.errors import printable
 from border_py.secrets import redact_text
-
-# C0 controls but tab and newline, DEL and C1 controls (ESC and CSI start terminal sequences)
-_CONTROLS = {
-    code: f"\\x{code:02x}"
-    for code in (*range(0x00, 0x20), *range(0x7F, 0xA0))
-    if chr(code) not in "\t\n"
-}
-
-
-def printable(text: str) -> str:
-    """``text`` with its control characters escaped (``ESC`` becomes ``\\x1b``), so that text
-    read from a file reaches the terminal as text, never as a terminal sequence."""
-    return text.translate(_CONTROLS)
 
 
 def fail(message: str, status: int = 2) -> int:
@@ -25,3 +14,23 @@ def fail(message: str, status: int = 2) -> int:
     ``status`` (2: bad input, 1: a failed run)."""
     print(f"border: error: {printable(redact_text(message))}", file=sys.stderr)
     return status
+
+
+def hydra_error_line(exc: Exception) -> str:
+    """Hydra's error as one line, keeping the lines that say what to type instead (``To append
+    to your config use +key=value``, ``Either remove + prefix: ...``) and the options it lists."""
+    lines = str(exc).splitlines()
+    first = lines[0].strip().rstrip(".")
+    hints: list[str] = []
+    for i, line in enumerate(lines[1:], start=1):
+        text = line.strip()
+        if text.startswith(("To ", "Either ", "Or ")):
+            hints.append(text[0].lower() + text[1:])
+        elif text.startswith("Available options in"):
+            listed = []
+            for option in lines[i + 1 :]:
+                if not option.startswith("\t"):
+                    break
+                listed.append(option.strip())
+            hints.append(f"{text[0].lower()}{text[1:].rstrip(':')}: {', '.join(listed)}")
+    return f"{first} ({'; '.join(hints)})" if hints else first

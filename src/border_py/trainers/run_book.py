@@ -19,7 +19,8 @@ from border_py.agents.base import Agent
 from border_py.layout import BEST, CHECKPOINTS
 from border_py.recorders import Recorder
 from border_py.recorders.composite import build_recorders
-from border_py.recorders.console import ProgressView, format_number
+from border_py.recorders.console import format_number
+from border_py.recorders.progress import Budget, ProgressView, Steps
 from border_py.runs.checkpoint import (
     Checkpoint,
     prune,
@@ -102,8 +103,8 @@ class RunBook:
             self.recorder.close("failed")  # whatever did open (e.g. TensorBoard of recorder=both)
             raise
         self.progress = ProgressView(
-            loop.max_opts if loop.max_opts is not None else loop.max_env_steps,  # type: ignore[arg-type]
-            self.budget_position(start_opts, start_env),
+            Budget.of(loop.max_opts, loop.max_env_steps),
+            Steps(start_opts, start_env),
             bool(config.get("progress", True)),
             float(config.get("progress_interval", 30)),
             capacity,
@@ -116,9 +117,10 @@ class RunBook:
         """The recorded step of a moment of the run (``trainer.log_step``)."""
         return env_steps if self.loop.log_step == "env_steps" else opt_steps
 
-    def budget_position(self, opt_steps: int, env_steps: int) -> int:
-        """How far the run is on the budget the progress view shows (opt steps, else env steps)."""
-        return opt_steps if self.loop.max_opts is not None else env_steps
+    def budget_position(self, opt_steps: int, env_steps: int) -> Steps:
+        """Where the run is, as the progress view takes it (both counters: it shows the budget's
+        on the bar and the rate of each)."""
+        return Steps(opt_steps, env_steps)
 
     def record(self, scalars: dict[str, Any], opt_steps: int, env_steps: int) -> None:
         """Record scalars at the moment (opt steps, env steps) on the run's step axis."""

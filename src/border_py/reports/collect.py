@@ -1,0 +1,227 @@
+"""Finding the runs under a directory and reading what the report shows of each.
+
+A run's curve and counters come from its TensorBoard event files (TensorBoard's own reader), its
+status, error and exact returns from ``result.json``. Everything read is untrusted: text has its
+control characters escaped and only numbers reach the number columns.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from border_py.errors import ConfigError, printable
+from border_py.runs.links import refuse_links
+from border_py.runs.results import RESULT_FILE, read_result
+from border_py.runs.resume import original_overrides
+
+log = logging.getLogger(__name__)
+
+CURVE_TAG = "eval/return_mean"
+EVAL_ENV_STEPS_TAG = "eval/env_steps"  # logged with each evaluation, at its opt step
+ENV_STEPS_TAG = "perf/env_steps"  # logged every record_interval opt steps (older runs' fallback)
+X_AXES = {"env_steps": "env steps", "opt_steps": "opt steps", "seconds": "wall time (s)"}
+COLUMNS = (
+    "job",
+    "overrides",
+    "status",
+    "best_return",
+    "final_return",
+    "env_steps",
+    "opt_steps",
+    "seconds",
+    "error",
+)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One point of a run's ``eval/return_mean`` curve, with the three x axes."""
+
+    opt_steps: int
+    env_steps: float | None
+    seconds: float
+    value: float
+
+    def x(self, axis: str) -> float | None:
+        """This point's position on ``axis`` (a key of :data:`X_AXES`)."""
+        return {"env_steps": self.env_steps, "opt_steps": self.opt_steps, "seconds": self.seconds}[
+            axis
+        ]
+
+
+@dataclass
+class RunRow:
+    """One run's line in the report."""
+
+    job: str
+    path: Path
+    overrides: list[str]
+    status: str
+    best_return: float | None = None
+    final_return: float | None = None
+    env_steps: int | None = None
+    opt_steps: int | None = None
+    seconds: float | None = None
+    error: str = ""
+    evaluations: list[Evaluation] = field(default_factory=list)
+
+    def curve(self, axis: str) -> list[tuple[float, float]]:
+        """(x, eval/return_mean) points on ``axis``; evaluations without that x are left out."""
+        points = [(e.x(axis), e.value) for e in self.evaluations]
+        return [(float(x), value) for x, value in points if x is not None]
+
+    def values(self) -> dict[str, Any]:
+        """The row as plain values, keyed by :data:`COLUMNS`."""
+        return {
+            "job": self.job,
+            "overrides": " ".join(self.overrides),
+            "status": self.status,
+            "best_return": self.best_return,
+            "final_return": self.final_return,
+            "env_steps": self.env_steps,
+            "opt_steps": self.opt_steps,
+            "seconds": None if self.seconds is None else round(self.seconds, 1),
+            "error": self.error,
+        }
+
+
+def is_run(path: Path) -> bool:
+    """Whether ``path`` is a border-py run dir."""
+    return any((path / name).exists() for name in (RESULT_FILE, "tensorboard", "checkpoints"))
+
+
+def find_runs(root: Path) -> list[Path]:
+    """Run dirs at or under ``root`` (never inside another run, never through a symlinked dir), in
+    natural order (2 before 10)."""
+    if is_run(root):
+        return [root]
+    found: list[Path] = []
+    for child in root.iterdir():
+        if child.is_dir() and not child.is_symlink() and not child.name.startswith("."):
+            found += find_runs(child)
+    return sorted(found, key=lambda p: _natural(str(p.relative_to(root))))
+
+
+def _natural(text: str) -> list[Any]:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+
+
+def _events(run_dir: Path) -> tuple[dict[str, list[tuple[int, float, float]]], float | None]:
+    """(step, value, wall time) per tag the report uses, and the wall time of the first event."""
+    log_dir = run_dir / "tensorboard"
+    if not log_dir.is_dir():
+        return {}, None
+    acc = EventAccumulator(str(log_dir), size_guidance={"scalars": 0})
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    scalars = {
+        tag: [(e.step, e.value, e.wall_time) for e in acc.Scalars(tag)]
+        for tag in (CURVE_TAG, EVAL_ENV_STEPS_TAG, ENV_STEPS_TAG)
+        if tag in tags
+    }
+    try:
+        first = acc.FirstEventTimestamp()
+    except ValueError:  # no event at all
+        first = None
+    return scalars, first
+
+
+def evaluations(
+    scalars: dict[str, list[tuple[int, float, float]]], started: float | None
+) -> list[Evaluation]:
+    """The run's evaluations with their env steps (``eval/env_steps`` at the same opt step, else
+    ``perf/env_steps`` interpolated at it) and seconds since the run's first event."""
+    at_eval = {step: value for step, value, _ in scalars.get(EVAL_ENV_STEPS_TAG, [])}
+    perf = scalars.get(ENV_STEPS_TAG, [])
+    out = []
+    for step, value, wall in scalars.get(CURVE_TAG, []):
+        env_steps: float | None = at_eval.get(step)
+        if env_steps is None and perf:
+            env_steps = float(np.interp(step, [s for s, _, _ in perf], [v for _, v, _ in perf]))
+        seconds = wall - started if started is not None else 0.0
+        out.append(Evaluation(step, env_steps, seconds, value))
+    return out
+
+
+def read_run(run_dir: Path, root: Path) -> RunRow:
+    """Everything the report shows about one run (text from its files with control characters
+    escaped, numbers only where numbers go)."""
+    result = read_result(run_dir) or {}
+    scalars, started = _events(run_dir)
+    summary = result.get("summary")
+    summary = summary if isinstance(summary, dict) else {}
+    row = RunRow(
+        job=printable(str(run_dir.relative_to(root)) if run_dir != root else run_dir.name),
+        path=run_dir,
+        overrides=[printable(o) for o in original_overrides(run_dir)],
+        status=printable(str(result["status"])) if "status" in result else "unfinished",
+        evaluations=evaluations(scalars, started),
+    )
+    curve = row.curve("opt_steps")
+    if "final_return" in summary:  # exact; TensorBoard keeps float32
+        row.best_return = _number(summary.get("best_return"))
+        row.final_return = _number(summary["final_return"])
+    elif curve:
+        row.best_return = max(v for _, v in curve)
+        row.final_return = curve[-1][1]
+    env = scalars.get(ENV_STEPS_TAG, [])
+    row.env_steps = _number(summary.get("env_steps", int(env[-1][1]) if env else None))
+    steps = [s for tag in scalars.values() for s, _, _ in tag]
+    row.opt_steps = _number(summary.get("opt_steps", max(steps) if steps else None))
+    walls = [w for tag in scalars.values() for _, _, w in tag]
+    row.seconds = _number(summary.get("seconds", max(walls) - min(walls) if walls else None))
+    error = result.get("error")
+    if isinstance(error, dict):
+        row.error = printable(f"{error.get('type')}: {error.get('message')}")
+    return row
+
+
+def _number(value: Any) -> Any:
+    """``value`` if it is a number, else None (a crafted ``result.json`` may hold anything)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return value if ok else None
+
+
+def collect(path: str | Path) -> tuple[Path, list[RunRow]]:
+    """The report's root and its runs; one :class:`ConfigError` line when there is nothing."""
+    root = Path(path).expanduser().resolve()
+    if not root.is_dir():
+        raise ConfigError(f"{root}: no such directory")
+    runs = find_runs(root)
+    if not runs:
+        raise ConfigError(
+            f"{root}: no border-py runs here (no result.json, tensorboard/ or checkpoints/)"
+        )
+    rows = []
+    for run in runs:
+        try:
+            refuse_links(run)  # a link would be read through, a FIFO would block the report
+        except ConfigError as exc:
+            log.warning("skipped %s: %s", run, printable(str(exc)))
+            continue
+        rows.append(read_run(run, root))
+    if not rows:
+        raise ConfigError(f"{root}: no run here that border can read (each was skipped)")
+    return root, rows
+
+
+def shared(overrides: Iterable[list[str]] | Iterable[tuple[str, ...]]) -> list[str]:
+    """Overrides every one of several lists has (shown once, under the table)."""
+    lists = [list(o) for o in overrides]
+    if len(lists) < 2:
+        return []
+    common = set(lists[0]).intersection(*lists[1:])
+    return [o for o in lists[0] if o in common]
+
+
+def shared_overrides(rows: list[RunRow]) -> list[str]:
+    """Overrides every run has (shown once, under the table, when there are several runs)."""
+    return shared(row.overrides for row in rows)
