@@ -1,7 +1,11 @@
-"""The package's shape, checked by tool: no import cycle among border_py's modules (imports under
-``TYPE_CHECKING`` and inside functions included), so that a circle cannot come back unseen."""
+"""The package's shape, checked by tool so that it cannot drift unseen: no import cycle among
+border_py's modules (imports under ``TYPE_CHECKING`` and inside functions included), the run's
+layout named in one module, no module over 400 lines and no function over 60."""
 
 from __future__ import annotations
+
+import ast
+from pathlib import Path
 
 import grimp
 
@@ -57,3 +61,44 @@ def test_the_cycle_finder_finds_a_cycle():
     for a, b in [("p.a", "p.b"), ("p.b", "p.c"), ("p.c", "p.a"), ("p.c", "p.d")]:
         graph.add_import(importer=a, imported=b)
     assert _cycles(graph) == [["p.a", "p.b", "p.c"]]
+
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "border_py"
+# the names of a run's entries that mean nothing else ("best" and "tensorboard" also name an
+# objective and a recorder): spelled out in border_py/layout.py only
+LAYOUT_NAMES = {
+    ".border_run",
+    ".border_lock",
+    ".hydra",
+    "train.log",
+    "result.json",
+    "checkpoints",
+    "abandoned",
+    "attempts",
+    "mlflow_run.json",
+    "mlflow.db",
+    "wandb_run.json",
+    "policy.pt",
+    "agent.pt",
+    "trainer.pt",
+    "config.json",
+    "meta.json",
+    "replay_buffer.npz",
+    "overrides.yaml",
+    "multirun.yaml",
+}
+
+
+def _sources() -> list[Path]:
+    return sorted(SRC.rglob("*.py"))
+
+
+def test_the_run_layout_is_named_in_one_module():
+    spelled = [
+        f"{path.relative_to(SRC)}:{node.lineno} {node.value!r}"
+        for path in _sources()
+        if path.name != "layout.py"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and node.value in LAYOUT_NAMES
+    ]
+    assert spelled == []

@@ -18,8 +18,9 @@ import numpy as np
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from border_py.errors import ConfigError, printable
+from border_py.layout import CHECKPOINTS, RESULT, TENSORBOARD
 from border_py.runs.links import refuse_links
-from border_py.runs.results import RESULT_FILE, read_result
+from border_py.runs.results import read_result
 from border_py.runs.resume import original_overrides
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,7 @@ class RunRow:
 
 def is_run(path: Path) -> bool:
     """Whether ``path`` is a border-py run dir."""
-    return any((path / name).exists() for name in (RESULT_FILE, "tensorboard", "checkpoints"))
+    return any((path / name).exists() for name in (RESULT, TENSORBOARD, CHECKPOINTS))
 
 
 def find_runs(root: Path) -> list[Path]:
@@ -116,7 +117,7 @@ def _natural(text: str) -> list[Any]:
 
 def _events(run_dir: Path) -> tuple[dict[str, list[tuple[int, float, float]]], float | None]:
     """(step, value, wall time) per tag the report uses, and the wall time of the first event."""
-    log_dir = run_dir / "tensorboard"
+    log_dir = run_dir / TENSORBOARD
     if not log_dir.is_dir():
         return {}, None
     acc = EventAccumulator(str(log_dir), size_guidance={"scalars": 0})

@@ -17,7 +17,6 @@ from border_py.files import read_json, write_file
 from border_py.layout import RESULT
 from border_py.secrets import redact_override, redact_text
 
-RESULT_FILE = RESULT
 OBJECTIVES = ("best", "final", "mean")  # best | final (last evaluation) | mean of all evaluations
 
 
@@ -66,9 +65,7 @@ def write_result(
             "message": redact_text(lines[0]) if lines else type(error).__name__,
             "traceback": redact_text("".join(traceback.format_exception(error))),
         }
-    return write_file(
-        Path(run_dir) / RESULT_FILE, json.dumps(record, indent=2, default=str).encode()
-    )
+    return write_file(Path(run_dir) / RESULT, json.dumps(record, indent=2, default=str).encode())
 
 
 def read_result(run_dir: Path) -> dict[str, Any] | None:
@@ -76,7 +73,7 @@ def read_result(run_dir: Path) -> dict[str, Any] | None:
     one (not a JSON object; see :func:`~border_py.files.read_json`); its ``overrides`` are the
     strings among them."""
     try:
-        record = read_json(Path(run_dir) / RESULT_FILE)
+        record = read_json(Path(run_dir) / RESULT)
     except (OSError, ValueError):
         return None
     if not isinstance(record, dict):

@@ -16,6 +16,7 @@ from typing import Any
 
 from border_py.config import build
 from border_py.files import LogFile, make_dir
+from border_py.layout import LOG
 from border_py.secrets import RedactingFormatter
 from border_py.tuning.space import compose_train, override
 
@@ -84,7 +85,7 @@ def _log_into(run_dir: Path) -> None:
     """Send the process's log (the trial's run included) to ``<run_dir>/train.log``."""
     from border_py.recorders.console import PLAIN_FORMAT
 
-    handler = LogFile(run_dir / "train.log")
+    handler = LogFile(run_dir / LOG)
     handler.setFormatter(RedactingFormatter(PLAIN_FORMAT))
     logging.getLogger().addHandler(handler)
     logging.getLogger().setLevel(logging.INFO)
