@@ -1,8 +1,11 @@
 """What every trainer shares: the ``trainer`` group's common keys, and how a run is assembled.
 
 A trainer is its settings plus a :meth:`LoopSettings.wiring`: which actor backend, evaluation
-service and gate the learning loop (:mod:`border_py.trainers.loop`) runs with. Everything else
-(resume, the loop, recording, checkpoints, the summary) is done here once, for every trainer.
+service and gate the learning loop (:mod:`border_py.trainers.loop`) runs with.
+:meth:`LoopSettings.run` assembles a run the same way for every trainer: it puts a resumed run's
+buffer, gate and RNGs back, starts the actors, runs the loop with the run's book
+(:mod:`border_py.trainers.run_book`: recording, evaluations, checkpoints), stops the actors and
+evaluation on every path, and returns the summary.
 """
 
 from __future__ import annotations
