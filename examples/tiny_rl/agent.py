@@ -1,8 +1,8 @@
 """TinyQ: a small DQN-like agent written from scratch against border-py's agent contract.
 
-It imports nothing from border_py: the contract (docs/agents.md) is duck-typed. Per batch of
-n-step transitions ``(s, a, R, s', d)``, where the actors already put ``gamma**k`` into ``d``
-(0 after a terminal state):
+It imports nothing from border_py: the contract (docs/05-customization/agents.md) is duck-typed.
+Per batch of n-step transitions ``(s, a, R, s', d)``, where the actors already put ``gamma**k``
+into ``d`` (0 after a terminal state):
 
     y = R + d * max_a' Q_target(s', a')        L = huber(Q(s, a) - y)
 

@@ -1,6 +1,6 @@
 """examples/: the reference agent (TinyQ) and env (Corridor) written against the agent contract
-in docs/agents.md, run as a user would: configs on Hydra's search path, serial and async, a
-resume, ``border eval``, and the Python script with each start method."""
+in docs/05-customization/agents.md, run as a user would: configs on Hydra's search path, serial and
+async, a resume, ``border eval``, and the Python script with each start method."""
 
 from __future__ import annotations
 
@@ -103,7 +103,8 @@ def test_the_python_script_trains_with_every_start_method(tmp_path, start_method
 
 
 def test_tiny_q_resumes_with_the_lr_it_is_given(monkeypatch):
-    """The example agent keeps its configured lr after loading a state (docs/agents.md)."""
+    """The example agent keeps its configured lr after loading a state (the agent contract,
+    docs/05-customization/agents.md)."""
     import gymnasium as gym
 
     monkeypatch.syspath_prepend(str(REPO / "examples"))

@@ -2,8 +2,8 @@
 
 Steps are recorded one by one (:meth:`NStepProcessor.add`, a few list appends) and turned into
 transitions a block at a time (:meth:`NStepProcessor.take`): an actor takes once per batch it sends,
-so the numpy work of the windows is paid once per batch, not once per env step (at 16 CartPole
-envs, 1.1 instead of 3.7 us per transition, ``benchmarks/async_throughput.py``).
+so the numpy work of the windows is paid once per batch, not once per env step (far less per
+transition on a cheap env: ``benchmarks/async_throughput.py``, docs/04-scaling/performance.md).
 
 A take lays the block out as ``rows x envs`` arrays, the ``n - 1`` rows kept from the previous
 take on top. The transition that starts in row ``s`` of env ``e`` sums the rewards of rows

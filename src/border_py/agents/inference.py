@@ -9,10 +9,11 @@ parameters, so they follow every in-place change (optimizer steps, ``load_state_
 copies into the parameters); parameters replaced or moved to other storage by a module-wide
 operation are noticed at the next call and viewed anew.
 
-Why numpy on CPU, measured (``benchmarks/act_bench.py``, CartPole's 4-128-128-2 Q-network, 16
-rows): alone, numpy and torch's functional ops both take about 33 us a call; as an actor calls it,
-between env steps that evict torch's much larger dispatch code from the caches, numpy takes 36 us
-and torch's functional ops 57 us. numpy's BLAS sums in another order than torch's, so the outputs differ from the
+Why numpy on CPU, measured (``benchmarks/act_bench.py``; the figures:
+docs/04-scaling/performance.md): alone, numpy and torch's functional ops cost about the same per
+call; as an actor calls it, between env steps that evict torch's much larger dispatch code from the
+caches, numpy is clearly the faster.
+numpy's BLAS sums in another order than torch's, so the outputs differ from the
 module's in the last bits (relative 1e-7): the weights are the same and so are the actions, except
 for two Q-values equal to within float32 rounding. numpy's BLAS must run one thread per process
 where processes share cores (:func:`border_py.processes.children.one_thread_each`).

@@ -5,10 +5,10 @@ fused kernel, through the functional ``torch.optim.adam.adam``), preceded when a
 clipping of ``torch.nn.utils.clip_grad_norm_``, and its ``state_dict`` has torch's format, so
 either loads the other's (checkpoints written with ``torch.optim.Adam`` resume). It is not a
 ``torch.optim.Optimizer`` for two measured reasons: creating the first one imports
-``torch._dynamo`` (1.2 s of a learner's start-up on this machine), and its step's hooks and
-profiling wrappers plus the generic clipping make its step 1.9x as long as this one's (318 against
-168 us for a 128x128 MLP), about 0.26 ms of a 1.47 ms DQN update on CPU
-(``benchmarks/update_bench.py``).
+``torch._dynamo``, a large share of a learner's start-up, and its step's hooks and profiling
+wrappers plus the generic clipping make its step markedly longer than this one's on the small
+networks of CPU agents (``benchmarks/update_bench.py``; the figures:
+docs/04-scaling/performance.md).
 
 ``eps`` is Adam's epsilon (``agent.adam_eps``): torch's default 1e-8. Dopamine's Atari configs
 use larger ones: 1.5e-4 with lr 6.25e-5 for Rainbow and for IQN matched to Rainbow; 3.125e-4

@@ -1,1 +1,1 @@
-"""The ``border`` command line: train, eval, report."""
+"""The ``border`` command line: train, eval, report, tune."""

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     if argv is None:  # the command's own process (not a caller's, whose heap is its own)
         # The interpreter's exit runs full garbage collections over every object left, torch's
-        # included (0.4 s on a 2-core machine); frozen, they are skipped. Exit handlers run last
+        # included (benchmarks/start_stop.py); frozen, they are skipped. Exit handlers run last
         # registered first, so the ones registered earlier (multiprocessing's, logging's) still
         # run after this one.
         atexit.register(gc.freeze)

@@ -75,10 +75,10 @@ class VectorEnv:
     ends an episode returns the next episode's first observation), and episode statistics.
 
     It is gymnasium's ``SyncVectorEnv`` with ``AutoresetMode.SAME_STEP`` and
-    ``RecordEpisodeStatistics``, done in one small loop: those two cost about 5 us per env step
-    (their info dicts), a third of an actor's time on a cheap env such as CartPole
-    (``benchmarks/async_throughput.py``). Env ``i``'s first reset is seeded with ``seed + i``, as
-    gymnasium's vector envs seed them.
+    ``RecordEpisodeStatistics``, done in one small loop: those two cost a large share of an actor's
+    time on a cheap env such as CartPole, in their info dicts (``benchmarks/async_throughput.py``;
+    the figures: docs/04-scaling/performance.md). Env ``i``'s first reset is seeded with
+    ``seed + i``, as gymnasium's vector envs seed them.
 
     Args:
         envs: the envs (the same spaces).

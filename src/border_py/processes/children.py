@@ -156,8 +156,9 @@ def one_thread_each() -> None:
 
     A worker shares the cores with the learner and the other workers; a BLAS that spreads a
     matmul over every core (OpenBLAS does above a size threshold: a policy call of 64 rows through
-    a 128x128 layer) spins its threads on cores another process needs: 2 actors of 64 envs on 2
-    cores delivered 8k transitions/s with numpy's default threads, 128k with one.
+    a 128x128 layer) spins its threads on cores another process needs: actors of many envs
+    deliver far fewer transitions with numpy's default threads than with one
+    (``benchmarks/async_throughput.py``; the figures: docs/04-scaling/performance.md).
     """
     import torch
     from threadpoolctl import threadpool_limits

@@ -238,9 +238,9 @@ def poll_milliseconds(timeout: float) -> int:
 
 class Readable:
     """Whether ``conn`` has something to read (a message, or its EOF): one ``select.poll``
-    registered once, about a microsecond a call, where ``Connection.poll`` builds a selector
-    every time (10 us on an idle machine, 50-70 us while actors load every core: a learner asks
-    at least twice per batch, and once per opt step for its evaluator's results)."""
+    registered once, where ``Connection.poll`` builds a selector every time, several times the
+    cost, more while actors load every core (docs/04-scaling/performance.md): a learner asks at
+    least twice per batch, and once per opt step for its evaluator's results."""
 
     def __init__(self, conn: Connection) -> None:
         self._poll = select.poll()

@@ -1,0 +1,202 @@
+"""Every code block of README.md and docs/ runs here, or says why not (see :mod:`.blocks`).
+
+The fast tier checks the markers and the excerpts; the slow tier runs the commands: check and
+transcript lines in one process, each run block in a directory of its own at a tiny budget.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ..conftest import run_border
+from .blocks import (
+    REPO,
+    TINY,
+    Block,
+    all_blocks,
+    as_check,
+    as_run,
+    base_env,
+    blocks,
+    command_env,
+    commands,
+    problems,
+    transcript,
+    with_examples,
+)
+
+HERE = Path(__file__).parent
+RUN = all_blocks("run")
+
+
+def test_every_block_runs_or_says_why_not():
+    found = [problem for block in all_blocks() for problem in problems(block)]
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("block", all_blocks("excerpt"), ids=lambda b: b.name)
+def test_an_excerpt_is_part_of_its_file(block: Block):
+    source = (REPO / block.arg).read_text()
+    if block.lang == "yaml":
+        assert contained(yaml.safe_load(block.text), yaml.safe_load(source)), block.name
+        return
+    lines = iter(line.rstrip() for line in source.splitlines())
+    missing = [
+        line for line in block.text.splitlines() if line.strip() and line.rstrip() not in lines
+    ]
+    assert not missing, f"{block.name}: not in {block.arg} (in this order): {missing[0]!r}"
+
+
+def test_a_block_without_a_marker_or_a_reason_is_named(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```bash\nborder train\n```\n"
+        "<!-- test: skip -->\n```\nout\n```\n"
+        "<!-- test: run -->\n```bash\nrm -rf outputs\n```\n"
+        "<!-- test: check -->\n```bash\nborder eval runs/a\n```\n"
+        "<!-- test: run -->\n```bash\npip install x  # fine\nborder train \\\n  seed=1\n```\n"
+    )
+    found = [problem for block in blocks(page) for problem in problems(block)]
+    assert [problem.split(": ", 1)[1][:20] for problem in found] == [
+        "no `<!-- test: run|c",
+        "`test: skip` needs i",
+        "`rm -rf outputs` is ",
+        "`border eval runs/a`",
+    ]
+    assert commands(blocks(page)[-1])[1].argv == ["border", "train", "seed=1"]
+
+
+def test_a_sweep_is_checked_at_its_first_values():
+    argv = ["border", "train", "-m", "seed=0,1", "resume=auto", "w=[{a:1,b:2}]", "x='a,b'"]
+    single = ["border", "train", "seed=0", "w=[{a:1,b:2}]", "x='a,b'", "--cfg", "job"]
+    assert as_check(argv) == single
+    assert as_check(["border", "train", "--help"]) == ["border", "train", "--help"]
+
+
+def test_a_run_gets_the_tiny_budget_of_its_command():
+    assert as_run(["border", "train", "seed=1"])[-len(TINY) :] == TINY
+    assert as_run(["border", "train", "resume=runs/a"])[-1] == "trainer.max_opts=40"
+    assert as_run(["border", "tune", "x"])[-1] == "trainer=serial"
+    assert as_run(["border", "report", "runs/a"]) == ["border", "report", "runs/a"]
+
+
+def test_example_paths_stand_for_the_blocks_own_runs(tmp_path):
+    run = tmp_path / "outputs" / "2030-01-01" / "10-00-00"
+    (run / "checkpoints" / "000000020").mkdir(parents=True)
+    (run / "checkpoints" / "000000010").mkdir()
+    words = ["border", "eval", "outputs/2026-11-22/10-00-00/checkpoints/000050000", "/scratch/x"]
+    assert with_examples(words, tmp_path) == [
+        "border",
+        "eval",
+        str(run / "checkpoints" / "000000010"),
+        f"{tmp_path}/scratch/x",
+    ]
+
+
+def contained(part: object, whole: object) -> bool:
+    """Whether ``part`` is ``whole`` with some mapping keys left out."""
+    if isinstance(part, dict):
+        return isinstance(whole, dict) and all(
+            key in whole and contained(value, whole[key]) for key, value in part.items()
+        )
+    return part == whole
+
+
+def a_block_dir(path: Path) -> Path:
+    """A fresh directory for a block's commands, with ``my_pkg`` and ``my_conf`` in it."""
+    for name in ("my_pkg", "my_conf"):
+        shutil.copytree(HERE / name, path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    return path
+
+
+@pytest.mark.slow
+def test_checked_commands_compose_and_transcripts_say_what_the_pages_show(tmp_path):
+    cwd = a_block_dir(tmp_path)
+    env = base_env(cwd)
+    items, expected = [], []
+    for block in all_blocks("check"):
+        for command in commands(block):
+            if command.argv[:1] == ["border"]:
+                argv = with_examples(as_check(command.argv), cwd)
+                items.append({"argv": argv[1:], "env": command.env})
+                expected.append((block, command.argv, None))
+    for block in all_blocks("transcript"):
+        for argv, lines in transcript(block):
+            items.append({"argv": argv[1:], "env": {}})
+            expected.append((block, argv, lines))
+    results = in_one_process(items, cwd, env)
+    failures = []
+    for (block, argv, lines), result in zip(expected, results, strict=True):
+        stderr = result["stderr"].strip().splitlines()
+        if lines is None and result["rc"] not in (0, None):
+            failures.append(f"{block.name}: `{shlex.join(argv)}` failed: {result['stderr'][-800:]}")
+        elif lines is not None and stderr[-len(lines) :] != lines:
+            failures.append(f"{block.name}: `{shlex.join(argv)}` said:\n{result['stderr'][-800:]}")
+    assert not failures, "\n".join(failures)
+
+
+def in_one_process(items: list[dict], cwd: Path, env: dict[str, str]) -> list[dict]:
+    """The results of many quick ``border`` lines, run by :mod:`.in_process`."""
+    out = subprocess.run(
+        [sys.executable, str(HERE / "in_process.py")],
+        input=json.dumps(items),
+        cwd=cwd,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block", RUN, ids=lambda b: b.name)
+def test_a_run_block_runs_at_a_tiny_budget(block: Block, tmp_path):
+    cwd = a_block_dir(tmp_path)
+    if block.lang == "python":
+        run_python(block, cwd)
+        return
+    env = base_env(cwd)
+    for command in commands(block):
+        if command.export:
+            env = command_env(env, command.env)
+            continue
+        if command.argv[0] != "border":
+            continue  # a tool's line: blocks.NOT_RUN says why
+        argv = with_examples(as_run(command.argv), cwd)
+        out = run_border(argv[1:], cwd, env=command_env(env, command.env))
+        assert out.returncode == 0, f"{block.name}: `{shlex.join(argv)}`:\n{out.stderr[-2000:]}"
+
+
+def run_python(block: Block, cwd: Path) -> None:
+    """Run a python block as a script, every ``compose("train", ...)`` given the tiny budget."""
+    prelude = (
+        "import hydra\n"
+        "_compose = hydra.compose\n"
+        "def _tiny(config_name=None, overrides=None, **kwargs):\n"
+        f"    extra = {TINY!r} if config_name == 'train' else []\n"
+        "    overrides = [*(overrides or []), *extra]\n"
+        "    return _compose(config_name=config_name, overrides=overrides, **kwargs)\n"
+        "hydra.compose = _tiny\n"
+    )
+    script = cwd / "block.py"
+    script.write_text(prelude + block.text + "\n")
+    out = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=cwd,
+        env={**os.environ, **base_env(cwd)},
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert out.returncode == 0, f"{block.name}:\n{out.stderr[-2000:]}"
