@@ -24,7 +24,7 @@ from border_py.errors import ConfigError
 log = logging.getLogger(__name__)
 
 GROUPS = ("agent", "env", "replay_buffer", "actor_manager", "trainer", "recorder")
-OVERLAYS = ("experiment",)  # `# @package _global_` files setting other groups' keys
+OVERLAYS = ("experiment", "debug")  # `# @package _global_` files setting other groups' keys
 
 
 def config_dir() -> Path:
