@@ -1,5 +1,5 @@
 """Shared test helpers: composing configs at a tiny budget, running the CLI, reading TensorBoard
-events."""
+events, and the fast tier's time limit."""
 
 from __future__ import annotations
 
@@ -21,6 +21,18 @@ BORDER = [sys.executable, "-m", "border_py.cli"]
 # transitions, evaluations of 2 episodes at 150 and 300, training scalars every 50, no periodic
 # checkpoints) with a 16-unit network. A test adds its own overrides after it.
 TINY = ("debug=tiny", "agent.hidden_sizes=[16]")
+# Seconds a test not marked slow may take, setup and teardown included: the fast tier's rule is
+# ~1.5 s a test, and this 2-core machine, shared and loaded, runs one several times slower; the
+# limit catches a test that belongs in the slow tier (or a hang) without failing a loaded run.
+FAST_TIER_TIMEOUT = 15
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Give every test not marked ``slow`` the fast tier's time limit (a test's own
+    ``@pytest.mark.timeout`` wins); ``timeout`` in pyproject.toml bounds the slow ones."""
+    for item in items:
+        if item.get_closest_marker("slow") is None and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(FAST_TIER_TIMEOUT))
 
 
 def make_config(tmp_path: Path, *overrides: str):
