@@ -1,4 +1,5 @@
-"""Shared test helpers: composing configs, running the CLI, reading TensorBoard events."""
+"""Shared test helpers: composing configs at a tiny budget, running the CLI, reading TensorBoard
+events, and the fast tier's time limit."""
 
 from __future__ import annotations
 
@@ -16,12 +17,39 @@ from border_py.config import config_dir
 
 REPO = Path(__file__).resolve().parents[1]
 BORDER = [sys.executable, "-m", "border_py.cli"]
+# The budget of a real run in a test: conf/debug/tiny.yaml (300 opt steps after 200 warm-up
+# transitions, evaluations of 2 episodes at 150 and 300, training scalars every 50, no periodic
+# checkpoints) with a 16-unit network. A test adds its own overrides after it.
+TINY = ("debug=tiny", "agent.hidden_sizes=[16]")
+# Seconds a test not marked slow may take, setup and teardown included: the fast tier's rule is
+# ~1.5 s a test, and this 2-core machine, shared and loaded, runs one several times slower; the
+# limit catches a test that belongs in the slow tier (or a hang) without failing a loaded run.
+FAST_TIER_TIMEOUT = 15
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Give every test not marked ``slow`` the fast tier's time limit (a test's own
+    ``@pytest.mark.timeout`` wins); ``timeout`` in pyproject.toml bounds the slow ones."""
+    for item in items:
+        if item.get_closest_marker("slow") is None and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(FAST_TIER_TIMEOUT))
 
 
 def make_config(tmp_path: Path, *overrides: str):
     """The composed ``train`` config with ``run_dir`` under ``tmp_path``."""
     with initialize_config_dir(version_base="1.3", config_dir=str(config_dir())):
         return compose("train", overrides=[f"run_dir={tmp_path / 'run'}", *overrides])
+
+
+@pytest.fixture
+def tiny_config(tmp_path: Path):
+    """``tiny_config(*overrides)``: the composed ``train`` config at the :data:`TINY` budget with
+    the test's own overrides on top, its run dir ``tmp_path / 'run'``."""
+
+    def compose_tiny(*overrides: str):
+        return make_config(tmp_path, *TINY, *overrides)
+
+    return compose_tiny
 
 
 def run_border(args: list[str], cwd: Path, timeout: float = 240, env: dict | None = None):

@@ -24,7 +24,7 @@ from border_py.errors import ConfigError
 log = logging.getLogger(__name__)
 
 GROUPS = ("agent", "env", "replay_buffer", "actor_manager", "trainer", "recorder")
-OVERLAYS = ("experiment",)  # `# @package _global_` files setting other groups' keys
+OVERLAYS = ("experiment", "debug")  # `# @package _global_` files setting other groups' keys
 
 
 def config_dir() -> Path:
@@ -122,17 +122,17 @@ def coerce_counts(target: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     """``kwargs`` with integral floats (``1e4``: YAML and Hydra read it as a float) turned into
     ints where ``target``'s parameter is annotated ``int`` (or a sequence of ints).
 
-    Annotations are resolved with :func:`typing.get_type_hints`, so ``from __future__ import
-    annotations`` modules work; a target whose hints cannot be resolved is left as it is.
+    The annotations are those of the signature :func:`config_keys` reads the keys from, resolved
+    (so ``from __future__ import annotations`` modules work); a target whose annotations cannot
+    be resolved is left as it is.
     """
     try:
-        init = target.__init__ if isinstance(target, type) else target  # type: ignore[misc]
-        hints = typing.get_type_hints(init)
+        params = inspect.signature(target, eval_str=True).parameters
     except Exception:  # an unresolvable name in a user's annotations: nothing to coerce by
         return kwargs
     out = dict(kwargs)
     for key, value in kwargs.items():
-        annotation = hints.get(key)
+        annotation = params[key].annotation if key in params else None
         if _integral(value) and _only_int(annotation):
             out[key] = int(value)
         elif isinstance(value, (list, tuple)) and _int_sequence(annotation):

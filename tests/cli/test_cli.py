@@ -50,10 +50,23 @@ def test_train_help_lists_groups_and_options(tmp_path):
         "trainer: async, serial",
         "recorder: both, mlflow, tensorboard, wandb",
         "experiment: dqn_acrobot, dqn_cartpole",
+        "debug: tiny",
         "max_opts",
     ):
         assert text in out.stdout
     assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.slow
+def test_debug_tiny_is_a_smoke_run_over_the_looked_up_recipe(tmp_path):
+    out = run_border(["train", "debug=tiny"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "recipe experiment=dqn_cartpole" in out.stderr  # the overlay is composed after it
+    (run_dir,) = (tmp_path / "outputs").glob("*/*")
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["status"] == "completed" and result["summary"]["opt_steps"] == 300
+    assert [step for step, _ in scalar_tags(run_dir)["eval/return_mean"]] == [150, 300]
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["000000300", "best"]
 
 
 @pytest.mark.slow

@@ -12,18 +12,7 @@ import pytest
 from border_py.reports.aggregate import aggregate_curves, estimate, group_runs
 from border_py.reports.collect import collect
 
-from ..conftest import run_border, scalar_tags
-
-TINY = [
-    "trainer=serial",
-    "trainer.max_opts=300",
-    "trainer.warmup_period=200",
-    "trainer.eval_interval=100",
-    "trainer.eval_episodes=2",
-    "trainer.record_interval=50",
-    "trainer.save_interval=0",
-    "agent.hidden_sizes=[16]",
-]
+from ..conftest import TINY, run_border, scalar_tags
 
 
 def test_estimate_on_hand_checked_numbers():
@@ -57,9 +46,8 @@ def _png_size(path) -> tuple[int, int]:
 
 @pytest.mark.slow
 def test_report_of_a_2_groups_x_3_seeds_sweep_aggregates_over_seeds(tmp_path):
-    out = run_border(
-        ["train", "-m", "seed=0,1,2", "agent.lr=1e-3,3e-3", *TINY], tmp_path, timeout=400
-    )
+    grid = ["-m", "seed=0,1,2", "agent.lr=1e-3,3e-3", "trainer=serial"]
+    out = run_border(["train", *grid, *TINY, "trainer.eval_interval=100"], tmp_path, timeout=400)
     assert out.returncode == 0, out.stderr
     (sweep,) = (tmp_path / "outputs" / "multirun").glob("*/*")
     report = run_border(["report", str(sweep), "--csv", str(tmp_path / "groups.csv")], tmp_path)

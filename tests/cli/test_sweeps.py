@@ -17,17 +17,15 @@ from tensorboard.plugins.hparams import plugin_data_pb2
 
 from border_py import train
 
-from ..conftest import BORDER, REPO, make_config, processes_with_marker, run_border, scalar_tags
-
-TINY = [
-    "trainer.max_opts=300",
-    "trainer.warmup_period=200",
-    "trainer.eval_interval=150",
-    "trainer.eval_episodes=2",
-    "trainer.record_interval=50",
-    "trainer.save_interval=0",
-    "agent.hidden_sizes=[16]",
-]
+from ..conftest import (
+    BORDER,
+    REPO,
+    TINY,
+    make_config,
+    processes_with_marker,
+    run_border,
+    scalar_tags,
+)
 
 
 def _sweep_dir(tmp_path):
@@ -116,7 +114,7 @@ def test_a_failing_job_is_recorded_the_sweep_goes_on_and_report_shows_it(tmp_pat
     assert report.returncode == 0, report.stderr
     assert re.search(r"│ 0\s+│ env\.id=tests\.crash_env\\:CrashAfter-v0\s+│ failed", report.stdout)
     assert re.search(r"│ 1\s+│ env\.id=CartPole-v1\s+│ completed\s+│", report.stdout)
-    assert "every run: trainer=serial env=gym trainer.max_opts=300" in report.stdout
+    assert "every run: trainer=serial env=gym debug=tiny agent.hidden_sizes=[16]" in report.stdout
     assert "0 failed: RuntimeError: injected crash" in report.stdout
     png = sweep / "report.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

@@ -19,16 +19,6 @@ FLATTEN = "{_target_:gymnasium.wrappers.FlattenObservation}"
 HALF_REWARD_IN_TRAINING = (
     "{_target_:gymnasium.wrappers.ClipReward,max_reward:0.5,training_only:true}"
 )
-TINY = [
-    "trainer.max_opts=300",
-    "trainer.warmup_period=200",
-    "trainer.eval_interval=150",
-    "trainer.eval_episodes=2",
-    "trainer.record_interval=50",
-    "trainer.save_interval=0",
-    "agent.hidden_sizes=[16]",
-    "progress=false",
-]
 
 
 def test_spaces_are_those_after_the_wrappers():
@@ -143,13 +133,14 @@ def test_a_dict_observation_env_learns_through_flatten_observation(tmp_path, tra
 
 @pytest.mark.slow
 @pytest.mark.parametrize("trainer", ["serial", "async"])
-def test_a_training_only_wrapper_changes_actor_returns_not_evaluation_returns(tmp_path, trainer):
-    cfg = make_config(
-        tmp_path,
+def test_a_training_only_wrapper_changes_actor_returns_not_evaluation_returns(
+    tmp_path, tiny_config, trainer
+):
+    cfg = tiny_config(
         f"trainer={trainer}",
         *DICT_ENV,
         f"env.wrappers=[{FLATTEN},{HALF_REWARD_IN_TRAINING}]",
-        *TINY,
+        "progress=false",
     )
     summary = train(cfg)
     assert summary["opt_steps"] == 300

@@ -18,17 +18,7 @@ from border_py.trainers.run_book import build_recorder
 
 from ..conftest import make_config, scalar_tags
 
-TINY = [
-    "trainer=serial",
-    "trainer.max_opts=300",
-    "trainer.warmup_period=200",
-    "trainer.eval_interval=150",
-    "trainer.eval_episodes=2",
-    "trainer.record_interval=50",
-    "trainer.save_interval=0",
-    "agent.hidden_sizes=[16]",
-    "progress=false",
-]
+SERIAL = ("trainer=serial", "progress=false")  # in-process runs at the tiny_config budget
 
 
 def test_recorder_options_compose_into_one_recorder_per_name(tmp_path):
@@ -133,9 +123,9 @@ def _evals(run: dict) -> list[tuple[int, float]]:
 
 @pytest.mark.slow
 def test_wandb_offline_run_has_the_scalars_and_a_resume_continues_the_same_run(
-    tmp_path, wandb_offline
+    tmp_path, tiny_config, wandb_offline
 ):
-    train(make_config(tmp_path, "recorder=[tensorboard,wandb]", *TINY))
+    train(tiny_config(*SERIAL, "recorder=[tensorboard,wandb]"))
     run_dir = tmp_path / "run"
     run_id = json.loads((run_dir / "wandb_run.json").read_text())["id"]
     (first,) = (run_dir / "wandb").glob(f"offline-run-*-{run_id}/run-{run_id}.wandb")
@@ -190,7 +180,7 @@ def test_wandb_failing_to_start_is_one_line(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_mlflow_run_gets_the_best_policy_the_config_and_the_videos(tmp_path):
+def test_mlflow_run_gets_the_best_policy_the_config_and_the_videos(tmp_path, tiny_config):
     pytest.importorskip("mlflow", reason="the [mlflow] extra is not installed")
     pytest.importorskip("moviepy", reason="the [video] extra is not installed")
     from mlflow.tracking import MlflowClient
@@ -201,12 +191,11 @@ def test_mlflow_run_gets_the_best_policy_the_config_and_the_videos(tmp_path):
         "evaluation_only:true}"
     )
     summary = train(
-        make_config(
-            tmp_path,
+        tiny_config(
+            *SERIAL,
             "recorder=mlflow",
             "+env.kwargs.render_mode=rgb_array",
             f"env.wrappers=[{record_video}]",
-            *TINY,
         )
     )
     run_dir = tmp_path / "run"
@@ -246,14 +235,14 @@ def test_mlflow_run_gets_the_best_policy_the_config_and_the_videos(tmp_path):
 
 
 @pytest.mark.slow
-def test_tensorboard_infers_the_hparams_experiment_of_a_sweep_from_its_runs(tmp_path):
+def test_tensorboard_infers_the_hparams_experiment_of_a_sweep_from_its_runs(tmp_path, tiny_config):
     from tensorboard import context
     from tensorboard.backend.event_processing import data_provider, plugin_event_multiplexer
     from tensorboard.plugins import base_plugin
     from tensorboard.plugins.hparams import backend_context
 
     for i, lr in enumerate(("1e-3", "3e-4")):
-        cfg = make_config(tmp_path, *TINY, f"agent.lr={lr}", f"run_dir={tmp_path / str(i)}")
+        cfg = tiny_config(*SERIAL, f"agent.lr={lr}", f"run_dir={tmp_path / str(i)}")
         train(cfg)
     mux = plugin_event_multiplexer.EventMultiplexer()
     mux.AddRunsFromDirectory(str(tmp_path))

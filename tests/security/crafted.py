@@ -8,21 +8,12 @@ from pathlib import Path
 
 from border_py import train
 
+from .. import conftest
 from ..conftest import make_config
 
 # serial, seconds on CPU: checkpoints at opt steps 100, 200 and 300, evaluations at 150 and 300
 # (so the checkpoint at 100 has no best return yet, and best is from 150 or 300)
-TINY = [
-    "trainer=serial",
-    "trainer.max_opts=300",
-    "trainer.warmup_period=200",
-    "trainer.eval_interval=150",
-    "trainer.eval_episodes=2",
-    "trainer.record_interval=50",
-    "trainer.save_interval=100",
-    "agent.hidden_sizes=[16]",
-    "progress=false",
-]
+TINY = ["trainer=serial", *conftest.TINY, "trainer.save_interval=100", "progress=false"]
 
 
 def tiny_run(where: Path) -> Path:

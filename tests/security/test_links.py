@@ -100,6 +100,7 @@ def test_a_symlinked_abandoned_dir_is_refused_and_nothing_moves(run, tmp_path):
     assert tree(tmp_path) == before
 
 
+@pytest.mark.slow  # two border commands: 11-12 s on this machine under load
 @pytest.mark.parametrize(
     "entry", ["checkpoints/best", "checkpoints/000000200", "checkpoints/000000300/policy.pt"]
 )
@@ -116,6 +117,7 @@ def test_a_symlinked_checkpoint_is_refused_by_eval_and_resume(run, tmp_path, ent
     assert tree(tmp_path) == before  # the link's target, and the run, byte-identical
 
 
+@pytest.mark.slow  # two border commands and two in-process refusals: 14 s under load
 def test_a_symlinked_log_is_refused_by_resume_auto_and_a_fresh_run(run, tmp_path):
     victim = _victim(tmp_path)
     (run / "train.log").unlink()

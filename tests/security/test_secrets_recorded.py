@@ -18,6 +18,7 @@ import psutil
 import pytest
 import yaml
 
+from .. import conftest
 from ..conftest import BORDER, REPO
 
 pytest.importorskip("mlflow", reason="the [mlflow] extra is not installed")
@@ -27,11 +28,7 @@ TINY = [
     "experiment=none",
     "env=gym",
     "env.id=tests.secret_env:TokenCheck-v0",
-    "agent.hidden_sizes=[16]",
-    "trainer.warmup_period=200",
-    "trainer.eval_interval=150",
-    "trainer.eval_episodes=2",
-    "trainer.record_interval=50",
+    *conftest.TINY,
     "progress=false",
 ]
 TRUST = "trust=[tests]"  # the saved config's env comes from tests/ (see README, trust)
@@ -133,7 +130,6 @@ def test_a_ray_run_records_no_secret_and_its_resume_needs_them_given_again(tmp_p
                 *common,
                 *secrets["env"],
                 "actor_manager.n_actors=1",
-                "trainer.max_opts=300",
                 "trainer.save_interval=100",
                 "recorder=[tensorboard,mlflow,wandb]",
                 f"recorder.mlflow.tracking_uri={secrets['uri']}",
@@ -227,8 +223,6 @@ def test_a_sweep_records_no_secret_and_border_eval_needs_it_given_again(tmp_path
             *secrets["env"],
             f"+env.kwargs.api_key={token}",
             "trainer=serial",
-            "trainer.max_opts=300",
-            "trainer.save_interval=0",
             "recorder=both",
             f"recorder.mlflow.tracking_uri={secrets['uri']}",
             f"+hydra.job.env_set.BORDER_TEST_TOKEN={token}",

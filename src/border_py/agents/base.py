@@ -2,7 +2,11 @@
 
 A user's own agent (``agent._target_=my_pkg.MyAgent``) implements :class:`Agent`. Its constructor
 receives the keys of its YAML plus the runtime keyword arguments ``observation_space``,
-``action_space``, ``device`` and ``seed``.
+``action_space``, ``device`` and ``seed``. border's own agents keep their hyper-parameters in a
+dataclass (:mod:`border_py.agents.hparams`) and declare their checkpointed parts once
+(:mod:`border_py.agents.checkpointed`), which gives them the protocol's ``policy_state``,
+``state_dict`` and their loaders; a user's agent may derive from ``Checkpointed`` too, or write
+those four methods itself.
 
 The spaces an agent class takes are declared, not discovered: the class attribute
 ``accepts = Accepts(observation=(...), action=(...))`` (see :class:`Accepts`). ``build_agent``

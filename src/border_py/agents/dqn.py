@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -21,15 +22,22 @@ import torch.nn.functional as F
 
 from border_py.agents.base import Accepts
 from border_py.agents.batch import TensorBatch, obs_tensor
+from border_py.agents.checkpointed import (
+    Checkpointed,
+    Count,
+    OptimizerStates,
+    RandomState,
+    Weights,
+)
 from border_py.agents.exploration import EpsilonGreedy, linear_epsilon
-from border_py.agents.hparams import check_hparams
+from border_py.agents.hparams import HParams, configured_by
 from border_py.agents.inference import MLPInference
-from border_py.agents.networks import cpu_weights, polyak_update, q_network
+from border_py.agents.networks import polyak_update, q_network
 from border_py.agents.optim import Adam, Optimizers
 from border_py.agents.spaces import check_spaces
 from border_py.transitions import Transitions
 
-__all__ = ["DQN", "dqn_targets", "linear_epsilon"]
+__all__ = ["DQN", "DQNArgs", "dqn_targets", "linear_epsilon"]
 
 
 def dqn_targets(
@@ -48,18 +56,11 @@ def dqn_targets(
     return reward + discount * next_value
 
 
-class DQN(EpsilonGreedy):
-    """DQN agent for discrete actions, epsilon-greedy.
+@dataclass(frozen=True)
+class DQNArgs(HParams):
+    """DQN's hyper-parameters (the keys of ``conf/agent/dqn.yaml``).
 
-    The Q-network is an MLP for vector observations and the Nature CNN (Mnih et al. 2015) for
-    uint8 (C, H, W) images, optionally with a dueling head (Wang et al. 2016). uint8 observations
-    (pixels, or vectors such as Atari RAM) are scaled by 1/255 inside the network.
-
-    Args:
-        observation_space: the env's (Box) observation space.
-        action_space: the env's Discrete action space.
-        device: where the learner's networks live (``cpu`` or ``cuda``).
-        seed: seeds network initialization and exploration.
+    Attributes:
         hidden_sizes: widths of the fully connected hidden layers (after the CNN torso for
             images: the Nature DQN has one of 512).
         network: ``auto`` (the CNN torso for uint8 (C, H, W) observations, else an MLP),
@@ -81,63 +82,79 @@ class DQN(EpsilonGreedy):
         eps_decay_steps: env steps over which epsilon decays linearly.
     """
 
+    hidden_sizes: Sequence[int] = (256, 256)
+    network: str = "auto"
+    dueling: bool = False
+    lr: float = 1e-3
+    adam_eps: float = 1e-8
+    gamma: float = 0.99
+    n_step: int = 1
+    batch_size: int = 64
+    double_dqn: bool = True
+    loss: str = "huber"
+    max_grad_norm: float | None = 10.0
+    target_update_interval: int = 100
+    tau: float | None = None
+    eps_start: float = 1.0
+    eps_final: float = 0.05
+    eps_decay_steps: int = 10000
+
+
+class DQN(EpsilonGreedy, Checkpointed):
+    """DQN agent for discrete actions, epsilon-greedy.
+
+    The Q-network is an MLP for vector observations and the Nature CNN (Mnih et al. 2015) for
+    uint8 (C, H, W) images, optionally with a dueling head (Wang et al. 2016). uint8 observations
+    (pixels, or vectors such as Atari RAM) are scaled by 1/255 inside the network.
+
+    Args:
+        observation_space: the env's (Box) observation space.
+        action_space: the env's Discrete action space.
+        device: where the learner's networks live (``cpu`` or ``cuda``).
+        seed: seeds network initialization and exploration.
+        **hparams: the fields of :class:`DQNArgs`.
+    """
+
     accepts = Accepts(observation=(gym.spaces.Box,), action=(gym.spaces.Discrete,))
     reports_td_error = True  # update() returns td_error for prioritized samples (agents/base.py)
+    acting_module = "q"  # actors act with the online Q-network
+    checkpointed = {
+        "q": Weights("q"),
+        "q_target": Weights("q_target"),
+        "optimizer": OptimizerStates(only="q"),
+        "env_steps": Count("env_steps"),
+        "opt_steps": Count("opt_steps"),
+        "rng": RandomState("rng"),  # exploration
+    }
 
+    @configured_by(DQNArgs)
     def __init__(
         self,
         observation_space: gym.Space,
         action_space: gym.Space,
         device: str = "cpu",
         seed: int = 0,
-        hidden_sizes: Sequence[int] = (256, 256),
-        network: str = "auto",
-        dueling: bool = False,
-        lr: float = 1e-3,
-        adam_eps: float = 1e-8,
-        gamma: float = 0.99,
-        n_step: int = 1,
-        batch_size: int = 64,
-        double_dqn: bool = True,
-        loss: str = "huber",
-        max_grad_norm: float | None = 10.0,
-        target_update_interval: int = 100,
-        tau: float | None = None,
-        eps_start: float = 1.0,
-        eps_final: float = 0.05,
-        eps_decay_steps: int = 10000,
+        **hparams: Any,
     ) -> None:
         check_spaces(type(self), observation_space, action_space)
-        check_hparams(
-            lr=lr,
-            adam_eps=adam_eps,
-            batch_size=batch_size,
-            n_step=n_step,
-            target_update_interval=target_update_interval,
-            gamma=gamma,
-            loss=loss,
-            max_grad_norm=max_grad_norm,
-            hidden_sizes=hidden_sizes,
-            double_dqn=double_dqn,
-            dueling=dueling,
-        )
-        if tau is not None:  # null: hard target copies
-            check_hparams(tau=tau)
+        args = self.args = DQNArgs(**hparams)
         assert isinstance(action_space, gym.spaces.Discrete)  # check_spaces made sure
-        super().__init__(int(action_space.n), seed, eps_start, eps_final, eps_decay_steps)
-        self.gamma, self.n_step, self.batch_size = gamma, n_step, batch_size
-        self.double_dqn, self.loss = double_dqn, loss
-        self.target_update_interval, self.tau = target_update_interval, tau
+        n_actions = int(action_space.n)
+        super().__init__(n_actions, seed, args.eps_start, args.eps_final, args.eps_decay_steps)
+        self.gamma, self.n_step, self.batch_size = args.gamma, args.n_step, args.batch_size
         self.device = torch.device(device)
 
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.q = q_network(
-                observation_space, self.n_actions, hidden_sizes, network, dueling
-            ).to(self.device)
+            q = q_network(
+                observation_space, n_actions, args.hidden_sizes, args.network, args.dueling
+            )
+        self.q = q.to(self.device)
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
         self.optimizers = Optimizers(
-            q=Adam(list(self.q.parameters()), lr, adam_eps, max_grad_norm=max_grad_norm)
+            q=Adam(
+                list(self.q.parameters()), args.lr, args.adam_eps, max_grad_norm=args.max_grad_norm
+            )
         )
         self.fast_q = MLPInference.of(self.q)  # None for CNN torsos and dueling heads
         self.opt_steps = 0
@@ -166,10 +183,9 @@ class DQN(EpsilonGreedy):
         from ``bootstrap`` (the target network; an actor's copy has only the online one)."""
         with torch.no_grad():
             next_q = bootstrap(b.next_obs)
-            next_q_online = (
-                self.q(b.next_obs) if self.double_dqn and bootstrap is not self.q else next_q
-            )
-            y = dqn_targets(b.reward, b.discount, next_q_online, next_q, self.double_dqn)
+            double = self.args.double_dqn
+            next_q_online = self.q(b.next_obs) if double and bootstrap is not self.q else next_q
+            y = dqn_targets(b.reward, b.discount, next_q_online, next_q, double)
         q = self.q(b.obs).gather(1, b.action.unsqueeze(1)).squeeze(1)
         return q, y
 
@@ -183,7 +199,7 @@ class DQN(EpsilonGreedy):
         """
         b = TensorBatch.of(batch, self.device, discrete=True)
         q, y = self._q_and_target(b, self.q_target)  # y = R + d * Q_target(s', a*)
-        loss_fn = F.smooth_l1_loss if self.loss == "huber" else F.mse_loss
+        loss_fn = F.smooth_l1_loss if self.args.loss == "huber" else F.mse_loss
         loss = b.weighted_mean(loss_fn(q, y, reduction="none"))  # mean_i w_i * L(Q - y)
 
         optimizer = self.optimizers["q"]
@@ -192,9 +208,9 @@ class DQN(EpsilonGreedy):
         optimizer.step()  # after clipping the gradients' norm to max_grad_norm
         self.opt_steps += 1
 
-        if self.tau is not None:  # theta' <- tau * theta + (1 - tau) * theta'
-            polyak_update(self.q, self.q_target, self.tau)
-        elif self.opt_steps % self.target_update_interval == 0:  # theta' <- theta
+        if self.args.tau is not None:  # theta' <- tau * theta + (1 - tau) * theta'
+            polyak_update(self.q, self.q_target, self.args.tau)
+        elif self.opt_steps % self.args.target_update_interval == 0:  # theta' <- theta
             self.q_target.load_state_dict(self.q.state_dict())
         metrics: dict[str, Any] = {"train/loss": loss.detach(), "train/q_mean": q.detach().mean()}
         if batch.index is not None:  # a numpy copy waits for the GPU: only when the buffer needs it
@@ -208,31 +224,3 @@ class DQN(EpsilonGreedy):
         with torch.no_grad():
             q, y = self._q_and_target(TensorBatch.of(batch, self.device, discrete=True), self.q)
         return (y - q).abs().cpu().numpy().astype(np.float32)
-
-    def policy_state(self) -> dict[str, torch.Tensor]:
-        """The online Q-network's weights on CPU."""
-        return cpu_weights(self.q)
-
-    def load_policy_state(self, state: dict[str, torch.Tensor]) -> None:
-        """Load online Q-network weights."""
-        self.q.load_state_dict(state)
-
-    def state_dict(self) -> dict[str, Any]:
-        """Networks, optimizer, counters and exploration RNG."""
-        return {
-            "q": self.q.state_dict(),
-            "q_target": self.q_target.state_dict(),
-            "optimizer": self.optimizers["q"].state_dict(),
-            "env_steps": self.env_steps,
-            "opt_steps": self.opt_steps,
-            "rng": self.rng.bit_generator.state,
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`."""
-        self.q.load_state_dict(state["q"])
-        self.q_target.load_state_dict(state["q_target"])
-        self.optimizers.load_state_dict({"q": state["optimizer"]})  # the config's lr, eps
-        self.env_steps = int(state["env_steps"])
-        self.opt_steps = int(state["opt_steps"])
-        self.rng.bit_generator.state = state["rng"]

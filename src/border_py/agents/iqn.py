@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import gymnasium as gym
@@ -28,9 +30,16 @@ import torch
 
 from border_py.agents.base import Accepts
 from border_py.agents.batch import TensorBatch, obs_tensor
+from border_py.agents.checkpointed import (
+    Checkpointed,
+    Count,
+    OptimizerStates,
+    RandomState,
+    Weights,
+)
 from border_py.agents.exploration import EpsilonGreedy
-from border_py.agents.hparams import check_hparams
-from border_py.agents.networks import QuantileNetwork, cpu_weights
+from border_py.agents.hparams import HParams, configured_by
+from border_py.agents.networks import QuantileNetwork
 from border_py.agents.optim import Adam, Optimizers
 from border_py.agents.spaces import check_spaces
 from border_py.config import widths
@@ -59,21 +68,11 @@ def midpoints(n: int, device: torch.device) -> torch.Tensor:
     return (torch.arange(n, dtype=torch.float32, device=device) + 0.5) / n
 
 
-class IQN(EpsilonGreedy):
-    """IQN agent: a quantile network with the cosine embedding, the quantile Huber loss, hard
-    target copies and epsilon-greedy exploration.
+@dataclass(frozen=True)
+class IQNArgs(HParams):
+    """IQN's hyper-parameters (the keys of ``conf/agent/iqn.yaml``).
 
-    The quantile network's torso is the Nature CNN for uint8 (C, H, W) images and an MLP for
-    vector observations (uint8 ones, such as Atari RAM, scaled by 1/255); the embedding multiplies
-    the torso's output (for vector observations: the output of all hidden layers but the last)
-    and the last hidden layer and the output layer follow (see
-    :class:`~border_py.agents.networks.QuantileNetwork`).
-
-    Args:
-        observation_space: the env's (Box) observation space.
-        action_space: the env's Discrete action space.
-        device: where the learner's networks live (``cpu`` or ``cuda``).
-        seed: seeds network initialization, quantile sampling and exploration.
+    Attributes:
         hidden_sizes: fully connected widths after the torso (at least one; the paper's Atari
             network has one of 512).
         network: ``auto`` (the CNN torso for uint8 (C, H, W) observations, else an MLP),
@@ -97,69 +96,89 @@ class IQN(EpsilonGreedy):
         eps_decay_steps: env steps over which epsilon decays linearly.
     """
 
+    rules = {"hidden_sizes": partial(widths, at_least=1)}  # the last one follows the embedding
+
+    hidden_sizes: Sequence[int] = (128, 128)
+    network: str = "auto"
+    n_cos: int = 64
+    n_tau: int = 32
+    n_tau_prime: int = 32
+    k: int = 32
+    kappa: float = 1.0
+    lr: float = 1e-3
+    adam_eps: float = 1e-8
+    gamma: float = 0.99
+    n_step: int = 1
+    batch_size: int = 64
+    double_dqn: bool = False
+    max_grad_norm: float | None = 10.0
+    target_update_interval: int = 100
+    eps_start: float = 1.0
+    eps_final: float = 0.05
+    eps_decay_steps: int = 10000
+
+
+class IQN(EpsilonGreedy, Checkpointed):
+    """IQN agent: a quantile network with the cosine embedding, the quantile Huber loss, hard
+    target copies and epsilon-greedy exploration.
+
+    The quantile network's torso is the Nature CNN for uint8 (C, H, W) images and an MLP for
+    vector observations (uint8 ones, such as Atari RAM, scaled by 1/255); the embedding multiplies
+    the torso's output (for vector observations: the output of all hidden layers but the last)
+    and the last hidden layer and the output layer follow (see
+    :class:`~border_py.agents.networks.QuantileNetwork`).
+
+    Args:
+        observation_space: the env's (Box) observation space.
+        action_space: the env's Discrete action space.
+        device: where the learner's networks live (``cpu`` or ``cuda``).
+        seed: seeds network initialization, quantile sampling and exploration.
+        **hparams: the fields of :class:`IQNArgs`.
+    """
+
     accepts = Accepts(observation=(gym.spaces.Box,), action=(gym.spaces.Discrete,))
     reports_td_error = True  # update() returns td_error: usable with prioritized replay
+    acting_module = "z"  # actors act with the online quantile network
+    checkpointed = {
+        "z": Weights("z"),
+        "z_target": Weights("z_target"),
+        "optimizer": OptimizerStates(only="z"),
+        "env_steps": Count("env_steps"),
+        "opt_steps": Count("opt_steps"),
+        "rng": RandomState("rng"),  # exploration
+        "tau_rng": RandomState("tau_rng"),  # quantile levels
+    }
 
+    @configured_by(IQNArgs)
     def __init__(
         self,
         observation_space: gym.Space,
         action_space: gym.Space,
         device: str = "cpu",
         seed: int = 0,
-        hidden_sizes: Sequence[int] = (128, 128),
-        network: str = "auto",
-        n_cos: int = 64,
-        n_tau: int = 32,
-        n_tau_prime: int = 32,
-        k: int = 32,
-        kappa: float = 1.0,
-        lr: float = 1e-3,
-        adam_eps: float = 1e-8,
-        gamma: float = 0.99,
-        n_step: int = 1,
-        batch_size: int = 64,
-        double_dqn: bool = False,
-        max_grad_norm: float | None = 10.0,
-        target_update_interval: int = 100,
-        eps_start: float = 1.0,
-        eps_final: float = 0.05,
-        eps_decay_steps: int = 10000,
+        **hparams: Any,
     ) -> None:
         check_spaces(type(self), observation_space, action_space)
-        check_hparams(
-            n_cos=n_cos,
-            n_tau=n_tau,
-            n_tau_prime=n_tau_prime,
-            k=k,
-            batch_size=batch_size,
-            n_step=n_step,
-            target_update_interval=target_update_interval,
-            kappa=kappa,
-            lr=lr,
-            adam_eps=adam_eps,
-            gamma=gamma,
-            double_dqn=double_dqn,
-            max_grad_norm=max_grad_norm,
-        )
-        widths("hidden_sizes", hidden_sizes, at_least=1)  # the last one follows the embedding
+        args = self.args = IQNArgs(**hparams)
         assert isinstance(action_space, gym.spaces.Discrete)  # check_spaces made sure
-        super().__init__(int(action_space.n), seed, eps_start, eps_final, eps_decay_steps)
-        self.gamma, self.n_step, self.batch_size = gamma, n_step, batch_size
-        self.n_tau, self.n_tau_prime, self.k, self.kappa = n_tau, n_tau_prime, k, kappa
-        self.double_dqn = double_dqn
-        self.target_update_interval = target_update_interval
+        n_actions = int(action_space.n)
+        super().__init__(n_actions, seed, args.eps_start, args.eps_final, args.eps_decay_steps)
+        self.gamma, self.n_step, self.batch_size = args.gamma, args.n_step, args.batch_size
         self.device = torch.device(device)
 
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.z = QuantileNetwork(
-                observation_space, self.n_actions, hidden_sizes, network, n_cos
-            ).to(self.device)
+            z = QuantileNetwork(
+                observation_space, n_actions, args.hidden_sizes, args.network, args.n_cos
+            )
+        self.z = z.to(self.device)
         self.z_target = copy.deepcopy(self.z).requires_grad_(False)
         self.tau_rng = torch.Generator(device=self.device)
         self.tau_rng.manual_seed(seed)
         self.optimizers = Optimizers(
-            z=Adam(list(self.z.parameters()), lr, adam_eps, max_grad_norm=max_grad_norm)
+            z=Adam(
+                list(self.z.parameters()), args.lr, args.adam_eps, max_grad_norm=args.max_grad_norm
+            )
         )
         self.opt_steps = 0
 
@@ -176,9 +195,9 @@ class IQN(EpsilonGreedy):
         with torch.no_grad():
             x = obs_tensor(obs, self.device)
             if explore:
-                taus = self._sample_taus(len(x), self.k)
+                taus = self._sample_taus(len(x), self.args.k)
             else:
-                taus = midpoints(self.k, self.device).expand(len(x), self.k)
+                taus = midpoints(self.args.k, self.device).expand(len(x), self.args.k)
             actions = self.q_values(x, taus, self.z).argmax(dim=1).cpu().numpy()
         return self.explore(actions) if explore else actions
 
@@ -201,7 +220,7 @@ class IQN(EpsilonGreedy):
         z = self.z(b.obs, taus)  # (B, N, A)
         z = z.gather(2, b.action.view(size, 1, 1).expand(size, z.shape[1], 1)).squeeze(2)
         delta = target.unsqueeze(1) - z.unsqueeze(2)  # delta_ij, (B, N, N')
-        return quantile_huber_loss(delta, taus, self.kappa), z
+        return quantile_huber_loss(delta, taus, self.args.kappa), z
 
     def update(self, batch: Transitions) -> dict[str, Any]:
         """One gradient step on the quantile Huber loss, then the target copy when due.
@@ -212,10 +231,10 @@ class IQN(EpsilonGreedy):
         """
         b = TensorBatch.of(batch, self.device, discrete=True)
         size = len(batch)
-        taus_k = self._sample_taus(size, self.k)  # tau~_k: pick a*
-        taus_prime = self._sample_taus(size, self.n_tau_prime)  # tau'_j: target quantiles
-        taus = self._sample_taus(size, self.n_tau)  # tau_i: online quantiles
-        chooser = self.z if self.double_dqn else self.z_target
+        taus_k = self._sample_taus(size, self.args.k)  # tau~_k: pick a*
+        taus_prime = self._sample_taus(size, self.args.n_tau_prime)  # tau'_j: target quantiles
+        taus = self._sample_taus(size, self.args.n_tau)  # tau_i: online quantiles
+        chooser = self.z if self.args.double_dqn else self.z_target
         per_sample, z = self._per_sample_loss(b, taus, taus_prime, taus_k, self.z_target, chooser)
         loss = b.weighted_mean(per_sample)  # eq. 3 averaged over the batch, weights applied once
 
@@ -224,7 +243,7 @@ class IQN(EpsilonGreedy):
         loss.backward()
         optimizer.step()  # after clipping the gradients' norm to max_grad_norm
         self.opt_steps += 1
-        if self.opt_steps % self.target_update_interval == 0:
+        if self.opt_steps % self.args.target_update_interval == 0:
             self.z_target.load_state_dict(self.z.state_dict())
         return {
             "train/loss": loss.detach(),
@@ -243,36 +262,11 @@ class IQN(EpsilonGreedy):
         b = TensorBatch.of(batch, self.device, discrete=True)
         with torch.no_grad():
             per_sample, _ = self._per_sample_loss(
-                b, levels(self.n_tau), levels(self.n_tau_prime), levels(self.k), self.z, self.z
+                b,
+                levels(self.args.n_tau),
+                levels(self.args.n_tau_prime),
+                levels(self.args.k),
+                self.z,
+                self.z,
             )
         return per_sample.cpu().numpy().astype(np.float32)
-
-    def policy_state(self) -> dict[str, torch.Tensor]:
-        """The online quantile network's weights on CPU."""
-        return cpu_weights(self.z)
-
-    def load_policy_state(self, state: dict[str, torch.Tensor]) -> None:
-        """Load online quantile network weights."""
-        self.z.load_state_dict(state)
-
-    def state_dict(self) -> dict[str, Any]:
-        """Networks, optimizer, counters, exploration and quantile-sampling RNGs."""
-        return {
-            "z": self.z.state_dict(),
-            "z_target": self.z_target.state_dict(),
-            "optimizer": self.optimizers["z"].state_dict(),
-            "env_steps": self.env_steps,
-            "opt_steps": self.opt_steps,
-            "rng": self.rng.bit_generator.state,
-            "tau_rng": self.tau_rng.get_state(),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`."""
-        self.z.load_state_dict(state["z"])
-        self.z_target.load_state_dict(state["z_target"])
-        self.optimizers.load_state_dict({"z": state["optimizer"]})  # the config's lr, eps
-        self.env_steps = int(state["env_steps"])
-        self.opt_steps = int(state["opt_steps"])
-        self.rng.bit_generator.state = state["rng"]
-        self.tau_rng.set_state(state["tau_rng"])

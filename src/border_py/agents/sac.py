@@ -38,6 +38,7 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -47,12 +48,20 @@ import torch.nn.functional as F
 
 from border_py.agents.base import Accepts
 from border_py.agents.batch import TensorBatch, obs_tensor
-from border_py.agents.hparams import check_hparams
+from border_py.agents.checkpointed import (
+    Checkpointed,
+    Count,
+    OptimizerStates,
+    OptionalArray,
+    RandomState,
+    Tensor,
+    Weights,
+)
+from border_py.agents.hparams import HParams, configured_by
 from border_py.agents.inference import MLPInference
 from border_py.agents.networks import (
     GaussianPolicy,
     QEnsemble,
-    cpu_weights,
     flat_dim,
     input_scale,
     polyak_update,
@@ -102,29 +111,23 @@ def temperature_loss(
     return -(log_alpha * (log_prob.detach() + target_entropy)).mean()
 
 
-class SAC:
-    """Soft Actor-Critic agent with a tanh-squashed Gaussian policy and ``n_critics`` Q-networks.
+def _noise_correlation(key: str, value: Any) -> None:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    require(key, number and 0 <= value < 1, "in [0, 1) (0: white policy noise)", value)
 
-    Actors receive the policy network alone (:meth:`policy_state`). SAC reports no per-sample TD
-    errors, so it does not drive prioritized replay (its batches' ``weight`` is not used).
-    Observations are flattened (uint8 ones scaled by 1/255).
 
-    Transitions must be 1-step (``n_step=1``): an n-step target would need the entropy bonus
-    ``-alpha * log pi(a_t|s_t)`` of every intermediate state, which an n-step transition
-    (``R = sum_t gamma^t r_t``) no longer holds, so ``n_step > 1`` is refused.
+@dataclass(frozen=True)
+class SACArgs(HParams):
+    """SAC's hyper-parameters (the keys of ``conf/agent/sac.yaml``).
 
-    Args:
-        observation_space: the env's (Box) observation space.
-        action_space: the env's Box action space (finite bounds).
-        device: where the learner's networks live (``cpu`` or ``cuda``).
-        seed: seeds network initialization, exploration noise and the update's action samples.
+    Attributes:
         hidden_sizes: widths of the hidden layers of the policy and of each critic.
         actor_lr: Adam learning rate of the policy.
         critic_lr: Adam learning rate of the critics.
         alpha_lr: Adam learning rate of ``log_alpha`` (with ``learn_alpha``).
         adam_eps: Adam's epsilon, for all three optimizers.
         gamma: discount factor.
-        n_step: must be 1 (see above).
+        n_step: must be 1 (see :class:`SAC`).
         batch_size: transitions per optimization step.
         tau: Polyak coefficient of the target critics, applied every opt step.
         n_critics: Q-networks; targets and the policy loss use their minimum.
@@ -140,101 +143,121 @@ class SAC:
             across episodes.
     """
 
-    accepts = Accepts(observation=(gym.spaces.Box,), action=(gym.spaces.Box,), bounded_actions=True)
+    rules = {"noise_correlation": _noise_correlation}
 
+    hidden_sizes: Sequence[int] = (256, 256)
+    actor_lr: float = 3e-4
+    critic_lr: float = 3e-4
+    alpha_lr: float = 3e-4
+    adam_eps: float = 1e-8
+    gamma: float = 0.99
+    n_step: int = 1
+    batch_size: int = 256
+    tau: float = 0.005
+    n_critics: int = 2
+    alpha: float = 1.0
+    learn_alpha: bool = True
+    target_entropy: float | None = None
+    random_steps: int = 1000
+    noise_correlation: float = 0.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(
+            "n_step",
+            self.n_step == 1,
+            "1 for SAC (n-step returns would drop the entropy terms of the intermediate states)",
+            self.n_step,
+        )
+
+
+class SAC(Checkpointed):
+    """Soft Actor-Critic agent with a tanh-squashed Gaussian policy and ``n_critics`` Q-networks.
+
+    Actors receive the policy network alone (:meth:`policy_state`). SAC reports no per-sample TD
+    errors, so it does not drive prioritized replay (its batches' ``weight`` is not used).
+    Observations are flattened (uint8 ones scaled by 1/255).
+
+    Transitions must be 1-step (``n_step=1``): an n-step target would need the entropy bonus
+    ``-alpha * log pi(a_t|s_t)`` of every intermediate state, which an n-step transition
+    (``R = sum_t gamma^t r_t``) no longer holds, so ``n_step > 1`` is refused.
+
+    Args:
+        observation_space: the env's (Box) observation space.
+        action_space: the env's Box action space (finite bounds).
+        device: where the learner's networks live (``cpu`` or ``cuda``).
+        seed: seeds network initialization, exploration noise and the update's action samples.
+        **hparams: the fields of :class:`SACArgs`.
+    """
+
+    accepts = Accepts(observation=(gym.spaces.Box,), action=(gym.spaces.Box,), bounded_actions=True)
+    acting_module = "policy"  # all an actor needs
+    checkpointed = {
+        "policy": Weights("policy"),
+        "critics": Weights("critics"),
+        "critic_targets": Weights("critic_targets"),
+        "log_alpha": Tensor("log_alpha"),
+        "optimizers": OptimizerStates(),
+        "env_steps": Count("env_steps"),
+        "opt_steps": Count("opt_steps"),
+        "rng": RandomState("rng"),  # random steps and exploration noise
+        "generator": RandomState("generator"),  # the update's action samples
+        "noise": OptionalArray("noise"),  # checkpoints before noise_correlation have none
+    }
+
+    @configured_by(SACArgs)
     def __init__(
         self,
         observation_space: gym.Space,
         action_space: gym.Space,
         device: str = "cpu",
         seed: int = 0,
-        hidden_sizes: Sequence[int] = (256, 256),
-        actor_lr: float = 3e-4,
-        critic_lr: float = 3e-4,
-        alpha_lr: float = 3e-4,
-        adam_eps: float = 1e-8,
-        gamma: float = 0.99,
-        n_step: int = 1,
-        batch_size: int = 256,
-        tau: float = 0.005,
-        n_critics: int = 2,
-        alpha: float = 1.0,
-        learn_alpha: bool = True,
-        target_entropy: float | None = None,
-        random_steps: int = 1000,
-        noise_correlation: float = 0.0,
+        **hparams: Any,
     ) -> None:
         check_spaces(type(self), observation_space, action_space)
-        check_hparams(
-            actor_lr=actor_lr,
-            critic_lr=critic_lr,
-            alpha_lr=alpha_lr,
-            adam_eps=adam_eps,
-            batch_size=batch_size,
-            n_step=n_step,
-            n_critics=n_critics,
-            alpha=alpha,
-            random_steps=random_steps,
-            gamma=gamma,
-            tau=tau,
-            learn_alpha=learn_alpha,
-            target_entropy=target_entropy,
-            hidden_sizes=hidden_sizes,
-        )
-        number = isinstance(noise_correlation, (int, float)) and not isinstance(
-            noise_correlation, bool
-        )
-        require(
-            "noise_correlation",
-            number and 0 <= noise_correlation < 1,
-            "in [0, 1) (0: white policy noise)",
-            noise_correlation,
-        )
-        require(
-            "n_step",
-            n_step == 1,
-            "1 for SAC (n-step returns would drop the entropy terms of the intermediate states)",
-            n_step,
-        )
+        args = self.args = SACArgs(**hparams)
         assert isinstance(action_space, gym.spaces.Box)  # check_spaces made sure
-        self.gamma, self.n_step, self.batch_size = gamma, n_step, batch_size
-        self.tau, self.learn_alpha, self.random_steps = tau, learn_alpha, random_steps
-        self.noise_correlation = float(noise_correlation)
-        self.noise: np.ndarray | None = None  # the correlated noise of each env row (rho > 0)
-        self.action_shape = tuple(action_space.shape)
-        self.act_dim = flat_dim(self.action_shape)
-        self.target_entropy = float(-self.act_dim if target_entropy is None else target_entropy)
-        self.low = action_space.low.astype(np.float32).reshape(-1)
-        self.high = action_space.high.astype(np.float32).reshape(-1)
-        self.center = (self.high + self.low) / 2
-        self.scale = (self.high - self.low) / 2
+        self.gamma, self.n_step, self.batch_size = args.gamma, args.n_step, args.batch_size
         self.device = torch.device(device)
+        self._action_bounds(action_space)
+        self.target_entropy = float(
+            -self.act_dim if args.target_entropy is None else args.target_entropy
+        )
 
         obs_dim, scale = flat_dim(observation_space.shape or ()), input_scale(observation_space)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.policy = GaussianPolicy(obs_dim, hidden_sizes, self.act_dim, scale).to(self.device)
-            self.critics = QEnsemble(obs_dim, self.act_dim, hidden_sizes, n_critics, scale).to(
-                self.device
-            )
+            policy = GaussianPolicy(obs_dim, args.hidden_sizes, self.act_dim, scale)
+            critics = QEnsemble(obs_dim, self.act_dim, args.hidden_sizes, args.n_critics, scale)
+        self.policy, self.critics = policy.to(self.device), critics.to(self.device)
         self.critic_targets = copy.deepcopy(self.critics).requires_grad_(False)
         self.log_alpha = torch.tensor(
-            math.log(alpha), device=self.device, requires_grad=learn_alpha
+            math.log(args.alpha), device=self.device, requires_grad=args.learn_alpha
         )
-        self._center_t = torch.as_tensor(self.center, device=self.device)
-        self._scale_t = torch.as_tensor(self.scale, device=self.device)
         self.optimizers = Optimizers(
-            actor=Adam(list(self.policy.parameters()), actor_lr, adam_eps),
-            critic=Adam(list(self.critics.parameters()), critic_lr, adam_eps),
+            actor=Adam(list(self.policy.parameters()), args.actor_lr, args.adam_eps),
+            critic=Adam(list(self.critics.parameters()), args.critic_lr, args.adam_eps),
         )
-        if learn_alpha:
-            self.optimizers["alpha"] = Adam([self.log_alpha], alpha_lr, adam_eps)
+        if args.learn_alpha:
+            self.optimizers["alpha"] = Adam([self.log_alpha], args.alpha_lr, args.adam_eps)
         self.fast_policy = MLPInference.of(self.policy.body)
         self.rng = np.random.default_rng(seed)  # acting: random steps and exploration noise
         self.generator = torch.Generator(device=self.device)  # the update's action samples
         self.generator.manual_seed(seed)
+        self.noise: np.ndarray | None = None  # the correlated noise of each env row (rho > 0)
         self.env_steps = 0  # exploration position: env steps acted with explore=True
         self.opt_steps = 0
+
+    def _action_bounds(self, action_space: gym.spaces.Box) -> None:
+        """The affine map of actions in ``[-1, 1]^A`` onto the env's bounds."""
+        self.action_shape = tuple(action_space.shape)
+        self.act_dim = flat_dim(self.action_shape)
+        self.low = action_space.low.astype(np.float32).reshape(-1)
+        self.high = action_space.high.astype(np.float32).reshape(-1)
+        self.center = (self.high + self.low) / 2
+        self.scale = (self.high - self.low) / 2
+        self._center_t = torch.as_tensor(self.center, device=self.device)
+        self._scale_t = torch.as_tensor(self.scale, device=self.device)
 
     def set_exploration_step(self, env_steps: int) -> None:
         """Continue from ``env_steps`` exploring env steps (an actor of a resumed run)."""
@@ -259,7 +282,7 @@ class SAC:
         """Actions for a batch of observations: ``tanh(mean)`` (greedy), a policy sample
         (``explore``), or uniformly random ones during the first ``random_steps`` env steps."""
         n = len(obs)
-        if explore and self.env_steps < self.random_steps:
+        if explore and self.env_steps < self.args.random_steps:
             self.env_steps += n
             return self.to_env(self.rng.uniform(-1.0, 1.0, (n, self.act_dim)))
         u, log_std = self.policy_outputs(obs)
@@ -273,12 +296,12 @@ class SAC:
         the next step of each row's AR(1) process (``noise_correlation`` > 0; a new batch shape
         starts the processes afresh from their stationary N(0, 1))."""
         xi = self.rng.standard_normal(shape, dtype=np.float32)
-        if self.noise_correlation == 0:
+        if self.args.noise_correlation == 0:
             return xi
         if self.noise is None or self.noise.shape != shape:
             self.noise = xi
         else:
-            self.noise = correlated_noise(self.noise, self.noise_correlation, xi)
+            self.noise = correlated_noise(self.noise, float(self.args.noise_correlation), xi)
         return self.noise
 
     def exploration_stats(self) -> dict[str, float]:
@@ -327,51 +350,15 @@ class SAC:
             "train/entropy": -log_prob.detach().mean(),
             "train/q_mean": q.detach().mean(),
         }
-        if self.learn_alpha:  # J_alpha
+        if self.args.learn_alpha:  # J_alpha
             alpha_loss = temperature_loss(self.log_alpha, log_prob, self.target_entropy)
             opt["alpha"].zero_grad()
             alpha_loss.backward()
             opt["alpha"].step()
             metrics["train/alpha_loss"] = alpha_loss.detach()
         metrics["train/alpha"] = self.log_alpha.detach().exp()
-        polyak_update(self.critics, self.critic_targets, self.tau)  # Q'_i <- tau Q_i + (1-tau) Q'_i
+        polyak_update(
+            self.critics, self.critic_targets, self.args.tau
+        )  # Q'_i <- tau Q_i + (1-tau) Q'_i
         self.opt_steps += 1
         return metrics
-
-    def policy_state(self) -> dict[str, torch.Tensor]:
-        """The policy network's weights on CPU (all an actor needs)."""
-        return cpu_weights(self.policy)
-
-    def load_policy_state(self, state: dict[str, torch.Tensor]) -> None:
-        """Load policy weights."""
-        self.policy.load_state_dict(state)
-
-    def state_dict(self) -> dict[str, Any]:
-        """Networks, targets, ``log_alpha``, optimizers, counters and RNG states."""
-        return {
-            "policy": self.policy.state_dict(),
-            "critics": self.critics.state_dict(),
-            "critic_targets": self.critic_targets.state_dict(),
-            "log_alpha": self.log_alpha.detach().clone(),
-            "optimizers": self.optimizers.state_dict(),
-            "env_steps": self.env_steps,
-            "opt_steps": self.opt_steps,
-            "rng": self.rng.bit_generator.state,
-            "generator": self.generator.get_state(),
-            "noise": None if self.noise is None else torch.from_numpy(self.noise.copy()),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict`."""
-        self.policy.load_state_dict(state["policy"])
-        self.critics.load_state_dict(state["critics"])
-        self.critic_targets.load_state_dict(state["critic_targets"])
-        with torch.no_grad():
-            self.log_alpha.copy_(state["log_alpha"])
-        self.optimizers.load_state_dict(state["optimizers"])
-        self.env_steps = int(state["env_steps"])
-        self.opt_steps = int(state["opt_steps"])
-        self.rng.bit_generator.state = state["rng"]
-        self.generator.set_state(state["generator"])
-        noise = state.get("noise")  # checkpoints before noise_correlation have none
-        self.noise = None if noise is None else noise.numpy().astype(np.float32)
