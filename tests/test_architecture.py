@@ -102,3 +102,17 @@ def test_the_run_layout_is_named_in_one_module():
         if isinstance(node, ast.Constant) and node.value in LAYOUT_NAMES
     ]
     assert spelled == []
+
+
+def test_no_module_over_400_lines_and_no_function_over_60():
+    too_long = []
+    for path in _sources():
+        text = path.read_text()
+        if len(text.splitlines()) > 400:
+            too_long.append(f"{path.relative_to(SRC)}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                if lines > 60:
+                    too_long.append(f"{path.relative_to(SRC)}:{node.lineno} {node.name}: {lines}")
+    assert too_long == []
