@@ -348,3 +348,15 @@ def test_a_run_saved_by_0_1_is_refused_in_one_line_but_its_policy_still_evaluate
     assert "saved by border-py 0.1.0, whose runs 0.2 cannot resume" in line
     out = run_border(["eval", str(run), "eval.n_episodes=2"], tmp_path)
     assert out.returncode == 0, out.stderr
+
+
+def test_resume_auto_starts_a_run_then_finds_it_completed(tmp_path):
+    """``resume=auto`` from Python: the first session finds no checkpoint and trains the run from
+    the start (its dir held once: a second lock of its own was refused as another session's); a
+    requeued session finds the run completed and returns its recorded summary."""
+    auto = ["trainer=serial", "debug=tiny", "trainer.save_interval=100", "resume=auto"]
+    first = train(make_config(tmp_path, *auto, "trainer.max_opts=200"))
+    assert first["opt_steps"] == 200 and not first["interrupted"]
+    again = train(make_config(tmp_path, *auto, "trainer.max_opts=300"))
+    assert again["opt_steps"] == 200 and again["objective"] == first["objective"]
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["status"] == "completed"

@@ -90,6 +90,7 @@ class RunSession(contextlib.AbstractContextManager["RunSession"]):
         self.dir = run_dir
         self._launcher_files = launcher_files
         self._held = contextlib.ExitStack()
+        self._locked = False  # the session holds the run's dir
         self._started = False
 
     def __enter__(self) -> RunSession:
@@ -103,6 +104,7 @@ class RunSession(contextlib.AbstractContextManager["RunSession"]):
                 return self
             self.dir = settled.run_dir
             self._held.enter_context(session_lock(settled.run_dir))  # before anything moves
+            self._locked = True
             if settled.fresh:
                 start_afresh(settled.run_dir, keep=self._launcher_files)
             self.config["resume"] = None if settled.checkpoint is None else str(settled.checkpoint)
@@ -137,7 +139,9 @@ class RunSession(contextlib.AbstractContextManager["RunSession"]):
         assert self.dir is not None, "entered"
         if self.checkpoint is None:
             claim(self.dir, self.overrides)
+        if not self._locked:  # resume= took the lock before the run's files were read
             self._held.enter_context(session_lock(self.dir))
+            self._locked = True
         self._started = True
         return self.dir
 
