@@ -348,3 +348,34 @@ def test_a_run_saved_by_0_1_is_refused_in_one_line_but_its_policy_still_evaluate
     assert "saved by border-py 0.1.0, whose runs 0.2 cannot resume" in line
     out = run_border(["eval", str(run), "eval.n_episodes=2"], tmp_path)
     assert out.returncode == 0, out.stderr
+
+
+def test_the_trainer_state_is_typed_and_keeps_its_saved_format():
+    """``trainer.pt`` stays one flat mapping (checkpoints of earlier versions load); the code
+    reads it as a TrainerState, the serial trainer's told by its backend's keys."""
+    from border_py.runs.state import TrainerState
+
+    saved = {
+        "opt_steps": 300,
+        "env_steps": 1200,
+        "samples": 1190,
+        "gate": {"base_env": 0},
+        "env_intervals": {"eval": 1, "save": 0},
+        "replay": {"size": 1190},
+        "rng": {"numpy": 1},
+        "sampler": {"envs": []},
+        "actor": {"received": 3},
+        "best_return": 9.5,
+        "eval_returns": [1.0, 9.5],
+        "seconds": 4.25,
+    }
+    state = TrainerState.from_dict(saved)
+    assert state.serial and state.backend == {"sampler": {"envs": []}, "actor": {"received": 3}}
+    assert (state.opt_steps, state.best_return, state.eval_returns) == (300, 9.5, [1.0, 9.5])
+    assert state.to_dict() == saved
+    older = {
+        k: v for k, v in saved.items() if k not in ("env_intervals", "eval_returns", "seconds")
+    }
+    older["actors"] = older.pop("sampler")
+    state = TrainerState.from_dict(older)
+    assert not state.serial and state.env_intervals == {} and state.seconds == 0.0
