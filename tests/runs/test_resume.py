@@ -360,3 +360,34 @@ def test_resume_auto_starts_a_run_then_finds_it_completed(tmp_path):
     again = train(make_config(tmp_path, *auto, "trainer.max_opts=300"))
     assert again["opt_steps"] == 200 and again["objective"] == first["objective"]
     assert json.loads((tmp_path / "run" / "result.json").read_text())["status"] == "completed"
+
+
+def test_the_trainer_state_is_typed_and_keeps_its_saved_format():
+    """``trainer.pt`` stays one flat mapping (checkpoints of earlier versions load); the code
+    reads it as a TrainerState, the serial trainer's told by its backend's keys."""
+    from border_py.runs.state import TrainerState
+
+    saved = {
+        "opt_steps": 300,
+        "env_steps": 1200,
+        "samples": 1190,
+        "gate": {"base_env": 0},
+        "env_intervals": {"eval": 1, "save": 0},
+        "replay": {"size": 1190},
+        "rng": {"numpy": 1},
+        "sampler": {"envs": []},
+        "actor": {"received": 3},
+        "best_return": 9.5,
+        "eval_returns": [1.0, 9.5],
+        "seconds": 4.25,
+    }
+    state = TrainerState.from_dict(saved)
+    assert state.serial and state.backend == {"sampler": {"envs": []}, "actor": {"received": 3}}
+    assert (state.opt_steps, state.best_return, state.eval_returns) == (300, 9.5, [1.0, 9.5])
+    assert state.to_dict() == saved
+    older = {
+        k: v for k, v in saved.items() if k not in ("env_intervals", "eval_returns", "seconds")
+    }
+    older["actors"] = older.pop("sampler")
+    state = TrainerState.from_dict(older)
+    assert not state.serial and state.env_intervals == {} and state.seconds == 0.0

@@ -17,8 +17,9 @@ import torch
 from border_py.agents.base import Agent
 from border_py.evaluation.evaluator import EvalResult, Evaluator
 
-# the learner's (agent state, trainer state) at the evaluated opt step, for a best checkpoint
-Snapshot = Callable[[], tuple[dict[str, Any], dict[str, Any]]]
+# the learner's (agent state, trainer state) at the evaluated opt step, for a best checkpoint (the
+# trainer state is the learner's own: carried, never read, here)
+Snapshot = Callable[[], tuple[dict[str, Any], Any]]
 
 
 @dataclass

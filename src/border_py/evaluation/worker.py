@@ -155,7 +155,7 @@ def _evaluate(request: EvalRequest, agent: Any, evaluator: Evaluator, links: Eva
 class _Pending:
     request: EvalRequest
     policy: dict[str, torch.Tensor]
-    snapshot: tuple[dict[str, Any], dict[str, Any]]
+    snapshot: tuple[dict[str, Any], Any]
 
 
 class EvalWorker:
@@ -336,6 +336,6 @@ class EvalWorker:
         self.results.close()
 
 
-def _snapshot(state: tuple[dict[str, Any], dict[str, Any]]) -> Snapshot:
+def _snapshot(state: tuple[dict[str, Any], Any]) -> Snapshot:
     """A snapshot taken earlier, as the callable :class:`EvalOutcome` holds."""
     return lambda: state

@@ -15,6 +15,7 @@ Everything is written into a hidden temporary directory that is renamed into pla
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import os
@@ -43,6 +44,7 @@ from border_py.layout import (
     TRAINER,
 )
 from border_py.runs.links import refuse_links
+from border_py.runs.state import TrainerState
 
 REQUIRED = (POLICY, AGENT, TRAINER, CONFIG, META)
 CONFIG_KEYS = ("seed", "env", "agent")  # what every saved config holds (border eval builds them)
@@ -262,7 +264,7 @@ def run_dir_of_checkpoint(checkpoint: Path) -> Path:
 
 @dataclass
 class Checkpoint:
-    """A loaded checkpoint."""
+    """A loaded checkpoint (``trainer_state``: ``trainer.pt`` as saved; :attr:`state`: typed)."""
 
     path: Path
     policy: dict[str, torch.Tensor]
@@ -270,6 +272,11 @@ class Checkpoint:
     trainer_state: dict[str, Any]
     config: dict[str, Any]
     meta: dict[str, Any]
+
+    @functools.cached_property
+    def state(self) -> TrainerState:
+        """The run's state at the checkpoint, typed (a full load only)."""
+        return TrainerState.from_dict(self.trainer_state)
 
     def buffer(self) -> dict[str, np.ndarray] | None:
         """The replay-buffer snapshot, if the checkpoint has one."""
@@ -338,7 +345,7 @@ def load_checkpoint(path: str | Path, full: bool = True) -> Checkpoint:
     config = _load_json(ckpt / CONFIG, CONFIG_KEYS)
     if saved_by_0_1(meta):
         config = _moved_targets(config)
-    return Checkpoint(
+    checkpoint = Checkpoint(
         path=ckpt,
         policy=_load_pt(ckpt / POLICY),
         agent_state=_load_pt(ckpt / AGENT) if full else {},
@@ -346,6 +353,14 @@ def load_checkpoint(path: str | Path, full: bool = True) -> Checkpoint:
         config=config,
         meta=meta,
     )
+    if full:
+        try:
+            checkpoint.state  # noqa: B018 (parsed once: a file without the run's state is refused)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ConfigError(
+                f"{ckpt / TRAINER}: not a trainer state ({first_line(exc)})"
+            ) from None
+    return checkpoint
 
 
 def _moved_targets(node: Any) -> Any:

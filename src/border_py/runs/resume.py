@@ -106,7 +106,7 @@ def resumed_config(
 def check_fits(checkpoint: Checkpoint, config: dict[str, Any]) -> None:
     """Refuse resume overrides that the checkpoint's state cannot follow."""
     fixed = ["agent.n_step", "replay_buffer.frame_stack"]  # pending windows, stored frames
-    if "sampler" in checkpoint.trainer_state:  # serial: the saved envs are restored one by one
+    if checkpoint.state.serial:  # the saved envs are restored one by one
         fixed += ["actor_manager.n_envs_per_actor", "replay_buffer.priority_from_actors"]
     for key in fixed:
         before, after = lookup(checkpoint.config, key), lookup(config, key)
@@ -115,7 +115,7 @@ def check_fits(checkpoint: Checkpoint, config: dict[str, Any]) -> None:
                 f"{key}={after}: cannot change when resuming (the checkpoint has {before})"
             )
     if checkpoint.meta.get("replay_buffer"):
-        size = int(checkpoint.trainer_state["replay"]["size"])
+        size = int(checkpoint.state.replay["size"])
         capacity = lookup(config, "replay_buffer.capacity")
         require(
             "replay_buffer.capacity",

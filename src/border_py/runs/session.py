@@ -205,15 +205,9 @@ def fits(
 ) -> None:
     """See :meth:`RunSession.fits` (also for a validation without a session)."""
     for key, unit, budget, done in (
-        ("trainer.max_opts", "opt steps", max_opts, checkpoint.trainer_state["opt_steps"]),
-        (
-            "trainer.max_env_steps",
-            "env steps",
-            max_env_steps,
-            checkpoint.trainer_state["env_steps"],
-        ),
+        ("trainer.max_opts", "opt steps", max_opts, checkpoint.state.opt_steps),
+        ("trainer.max_env_steps", "env steps", max_env_steps, checkpoint.state.env_steps),
     ):
-        done = int(done)
         if budget is not None:
             require(
                 key,

@@ -20,6 +20,7 @@ import numpy as np
 from border_py.agents.base import Agent
 from border_py.processes.signals import StopSignals
 from border_py.replay.base import PrioritizedReplay, ReplayBuffer
+from border_py.runs.state import TrainerState
 from border_py.seeding import global_rng_state
 from border_py.trainers.components import Components
 from border_py.trainers.run_book import RunBook
@@ -92,7 +93,7 @@ class Learner:
         parts: LearnerParts,
         state: RunState,
         signals: StopSignals,
-        resume: dict[str, Any] | None,
+        resume: TrainerState | None,
     ) -> None:
         wiring = parts.wiring
         self.settings, self.book = settings, parts.book
@@ -106,7 +107,7 @@ class Learner:
         self.last_saved = state.opt_steps if resume is not None else -1
         self.last_eval_requested = -1
         # env-step intervals: the last interval index an evaluation (checkpoint) was done in
-        buckets = (resume or {}).get("env_intervals", {})
+        buckets = resume.env_intervals if resume is not None else {}
         self.eval_bucket = int(buckets.get("eval", self._bucket(settings.eval_env_interval)))
         self.save_bucket = int(buckets.get("save", self._bucket(settings.save_env_interval)))
         self.window = Window()
@@ -304,18 +305,20 @@ class Learner:
                 self.backend.restarts(),
             )
 
-    def trainer_state(self) -> dict[str, Any]:
-        """The run's state beside the agent's: counters, gate, replay position, RNG, actors."""
+    def trainer_state(self) -> TrainerState:
+        """The run's state beside the agent's: counters, gate, replay position, RNG, actors (the
+        run's book adds its evaluations and seconds when it saves)."""
         state = self.state
-        return {
-            "opt_steps": state.opt_steps,
-            "env_steps": state.env_steps,
-            "samples": state.samples,
-            "gate": self.gate.state(),
-            "env_intervals": {"eval": self.eval_bucket, "save": self.save_bucket},
-            "replay": self.buffer.state(),
-            "rng": global_rng_state(),
-        } | self.backend.state()
+        return TrainerState(
+            opt_steps=state.opt_steps,
+            env_steps=state.env_steps,
+            samples=state.samples,
+            gate=self.gate.state(),
+            env_intervals={"eval": self.eval_bucket, "save": self.save_bucket},
+            replay=self.buffer.state(),
+            rng=global_rng_state(),
+            backend=self.backend.state(),
+        )
 
     def save(self) -> None:
         """A periodic (or final) checkpoint of the run as it is now."""

@@ -7,6 +7,7 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ from border_py.runs.checkpoint import (
     set_aside_newer,
     step_name,
 )
+from border_py.runs.state import TrainerState
 from border_py.secrets import redact
 from border_py.trainers.settings import LoopSettings
 
@@ -88,13 +90,13 @@ class RunBook:
         start_opts = start_env = 0
         recover(self.checkpoints)
         if resume is not None:
-            state = resume.trainer_state
-            start_opts, start_env = int(state["opt_steps"]), int(state["env_steps"])
+            state = resume.state
+            start_opts, start_env = state.opt_steps, state.env_steps
             for path in set_aside_newer(self.checkpoints, start_opts):
                 log.warning("resuming from an older checkpoint: moved %s aside", path)
-            self.best_return = float(state["best_return"])
-            self.eval_returns = [float(r) for r in state.get("eval_returns", [])]
-            self.seconds_before = float(state.get("seconds", 0.0))
+            self.best_return = state.best_return
+            self.eval_returns = list(state.eval_returns)
+            self.seconds_before = state.seconds
         self.recorder: Recorder = build_recorder(config)
         start_step = self.step_of(start_opts, start_env)
         try:  # a resumed run's events after the checkpoint (written before a crash) are discarded
@@ -185,7 +187,7 @@ class RunBook:
         opt_steps: int,
         env_steps: int,
         agent: Agent,
-        trainer_state: dict[str, Any],
+        trainer_state: TrainerState,
         buffer: dict[str, Any] | None,
     ) -> Path:
         """A checkpoint of the run as it is now, ``checkpoints/<opt_steps:09d>/``; older ones pruned.
@@ -212,7 +214,7 @@ class RunBook:
         env_steps: int,
         policy: dict[str, torch.Tensor],
         agent_state: dict[str, Any],
-        trainer_state: dict[str, Any],
+        trainer_state: TrainerState,
         buffer: dict[str, Any] | None,
         extra: dict[str, Any],
     ) -> Path:
@@ -225,17 +227,18 @@ class RunBook:
             "replay_buffer": buffer is not None,
             "border_py": __version__,
         } | extra
-        state = trainer_state | {
-            "best_return": self.best_return,
-            "eval_returns": list(self.eval_returns),
-            "seconds": self.elapsed(),
-        }
+        state = replace(
+            trainer_state,
+            best_return=self.best_return,
+            eval_returns=list(self.eval_returns),
+            seconds=self.elapsed(),
+        )
         return save_checkpoint(
             self.checkpoints,
             name,
             policy=policy,
             agent_state=agent_state,
-            trainer_state=state,
+            trainer_state=state.to_dict(),
             config=redact(self.config),  # secrets are never recorded
             meta=meta,
             buffer=buffer,

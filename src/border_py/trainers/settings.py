@@ -15,6 +15,7 @@ from border_py.config import flag, fraction, non_negative, positive, require
 from border_py.evaluation.service import EvalService
 
 if TYPE_CHECKING:
+    from border_py.runs.state import TrainerState
     from border_py.trainers.components import Components
 
 
@@ -27,13 +28,9 @@ class RunState:
     samples: int = 0  # transitions received into the replay buffer
 
     @classmethod
-    def resumed(cls, trainer_state: dict[str, Any]) -> RunState:
+    def resumed(cls, state: TrainerState) -> RunState:
         """The counters a checkpoint saved."""
-        return cls(
-            int(trainer_state["opt_steps"]),
-            int(trainer_state["env_steps"]),
-            int(trainer_state["samples"]),
-        )
+        return cls(state.opt_steps, state.env_steps, state.samples)
 
 
 class Gate(Protocol):

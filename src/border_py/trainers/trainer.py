@@ -71,7 +71,7 @@ class Trainer:
         Returns the run summary (see :func:`border_py.trainers.train.train`).
         """
         settings = self.settings
-        state = RunState() if resume is None else RunState.resumed(resume.trainer_state)
+        state = RunState() if resume is None else RunState.resumed(resume.state)
         status = "failed"
         book: RunBook | None = None
         wiring: Wiring | None = None
@@ -92,7 +92,7 @@ class Trainer:
                 resume,
                 on_eval,
             )
-            resumed = None if resume is None else resume.trainer_state
+            resumed = None if resume is None else resume.state
             learner = Learner(settings, LearnerParts(parts, wiring, book), state, signals, resumed)
             interrupted = learner.run() if started else True
             status = "interrupted" if interrupted else "completed"
@@ -110,7 +110,7 @@ class Trainer:
             agent=parts.agent,
             policy=parts.agent.policy_state(),
             opt_steps=state.opt_steps,
-            resume=None if resume is None else resume.trainer_state,
+            resume=None if resume is None else resume.state.backend,
         )
 
     @staticmethod
@@ -153,20 +153,20 @@ class Trainer:
         self, resume: Checkpoint, parts: Components, wiring: Wiring, state: RunState
     ) -> None:
         """Put the replay buffer, the gate and the RNGs back as the checkpoint left them."""
-        trainer_state, gate = resume.trainer_state, wiring.gate
-        gate.restore(trainer_state["gate"])
+        saved, gate = resume.state, wiring.gate
+        gate.restore(saved.gate)
         arrays = resume.buffer()
         if arrays is not None:
-            parts.buffer.load(trainer_state["replay"], arrays)
+            parts.buffer.load(saved.replay, arrays)
         else:
-            parts.buffer.continue_schedule(trainer_state["replay"])
+            parts.buffer.continue_schedule(saved.replay)
             gate.restart(state)
             log.warning(
                 "resuming without a replay buffer (trainer.save_replay_buffer was off):"
                 " collecting %d transitions before optimizing again",
                 self.settings.warmup_period,
             )
-        set_global_rng_state(trainer_state["rng"])
+        set_global_rng_state(saved.rng)
         log.info(
             "resumed from %s at opt step %d, env step %d",
             resume.path,
