@@ -17,3 +17,14 @@ def test_an_incarnation_continues_its_slot_with_its_own_epsilons():
     assert spec.exploration_steps == 700
     assert spec.epsilons == pytest.approx(apex_epsilons(4, 0.4, 7.0)[2:])
     assert ActorSettings().spec(0, ActorRecord()).epsilons is None  # the agent's own schedule
+
+
+def test_a_resumed_start_continues_the_saved_slots_and_starts_an_added_one_afresh():
+    settings = ActorSettings(n_actors=3, max_restarts=4)
+    saved = {"incarnation": 2, "received": 10, "episodes": 1, "return_sum": 5.0, "env_steps": 900}
+    records, policies = settings.slots({"actors": [saved, saved]})
+    assert [r.env_steps for r in records] == [900, 900, 0]
+    assert [r.incarnation for r in records] == [3, 3, 0]  # their next incarnations
+    assert [(p.what, p.max_restarts) for p in policies] == [(f"actor {i}", 4) for i in range(3)]
+    fresh, _ = settings.slots(None)
+    assert [r.env_steps for r in fresh] == [0, 0, 0]

@@ -117,6 +117,16 @@ class ActorSettings:
             exploration_steps=record.env_steps,
         )
 
+    def slots(self, resume: dict[str, Any] | None) -> tuple[list[ActorRecord], list[RestartPolicy]]:
+        """Each actor slot's record and restart policy at a start (``resume``: what the backend
+        saved; a resumed run's slots continue their records, an added slot starts afresh)."""
+        saved = (resume or {}).get("actors", [])
+        records = [ActorRecord() for _ in range(self.n_actors)]
+        for i, state in enumerate(saved[: self.n_actors]):
+            records[i] = ActorRecord.resumed(state)
+        policies = [RestartPolicy(f"actor {i}", self.max_restarts) for i in range(self.n_actors)]
+        return records, policies
+
     def check_resources(
         self, config: dict[str, Any], spaces: tuple[gym.Space, gym.Space], n_step: int
     ) -> None:

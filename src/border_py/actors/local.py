@@ -174,13 +174,7 @@ class ActorManager(ActorSettings):
         self.weights.publish(launch.policy, launch.opt_steps)
         self.heartbeats = Heartbeats.create(ctx, self.n_actors)
         self.stopping = ctx.RawValue("b", 0)
-        saved = (launch.resume or {}).get("actors", [])
-        self.records = [ActorRecord() for _ in range(self.n_actors)]
-        for i, state in enumerate(saved[: self.n_actors]):
-            self.records[i] = ActorRecord.resumed(state)
-        self._policies = [
-            RestartPolicy(f"actor {i}", self.max_restarts) for i in range(self.n_actors)
-        ]
+        self.records, self._policies = self.slots(launch.resume)
         self._running = [None] * self.n_actors
         for index in range(self.n_actors):
             self._spawn(index)

@@ -123,13 +123,7 @@ class RayActors(ActorSettings):
         import ray
 
         self._config = launch.config
-        saved = (launch.resume or {}).get("actors", [])
-        self.records = [ActorRecord() for _ in range(self.n_actors)]
-        for i, state in enumerate(saved[: self.n_actors]):
-            self.records[i] = ActorRecord.resumed(state)
-        self._policies = [
-            RestartPolicy(f"actor {i}", self.max_restarts) for i in range(self.n_actors)
-        ]
+        self.records, self._policies = self.slots(launch.resume)
         self._calls = Calls(self.n_actors)
         self.nodes = [None] * self.n_actors
         self.publish(launch.policy, launch.opt_steps)
