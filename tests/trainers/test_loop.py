@@ -222,5 +222,33 @@ def test_the_run_stops_at_whichever_budget_comes_first(tmp_path, trainer):
     assert summary["opt_steps"] < 1_000_000
     if trainer == "serial":
         assert summary["env_steps"] == 1500
-    else:  # batches in flight when the budget is reached still arrive: at most 8 per actor
-        assert 1500 <= summary["env_steps"] <= 1500 + 2 * 8 * 100
+    else:  # what the actors sampled before the budget halted them still arrives (see below):
+        # the crossing batch, then at most queue_size + 1 = 9 batches of <= 100 + 2 env steps
+        # (n_step 3) per actor
+        assert 1500 <= summary["env_steps"] < 1500 + 100 + 2 * 9 * 102
+
+
+def test_the_env_step_budget_halts_the_actors_at_once(tmp_path):
+    """At ``max_env_steps`` the actors start no new batch: past the batch that reached it, only
+    what they had queued (``queue_size`` each) or were sampling arrives. A learner slowed by a
+    checkpoint at every opt step lets them run ahead: had they been stopped only when the loop
+    ended, each would have queued and sampled once more (4-5 batches past the budget)."""
+    summary = train(
+        make_config(
+            tmp_path,
+            *TINY,
+            "trainer=async",
+            "agent.n_step=1",  # a batch of 10 transitions is 10 env steps
+            "actor_manager.n_actors=2",
+            "actor_manager.n_buffer=10",
+            "actor_manager.queue_size=1",
+            "trainer.warmup_period=100",
+            "trainer.max_opts=1000000",
+            "trainer.max_env_steps=600",
+            "trainer.save_interval=1",
+            "trainer.keep_checkpoints=1",
+            "trainer.eval_interval=100000",
+        )
+    )
+    past = (summary["env_steps"] - 600) // 10  # batches after the one that reached the budget
+    assert summary["env_steps"] % 10 == 0 and 0 <= past <= 2 * (1 + 1) - 1

@@ -279,6 +279,10 @@ class ActorBackend(Protocol):
         """Hand every batch waiting (up to a bound) to ``deliver``, waiting up to ``timeout``
         seconds for the first; return how many were delivered."""
 
+    def halt(self) -> None:
+        """The env-step budget is reached: the actors start no new batch (idempotent). What they
+        already sampled still reaches :meth:`poll` and :meth:`stop`, and none is restarted."""
+
     def check(self) -> None:
         """Restart actors that died or went silent; raise :class:`ActorFailure` when one may not."""
 

@@ -89,6 +89,9 @@ class InlineActor:
         deliver(batch)
         return 1
 
+    def halt(self) -> None:
+        """Nothing to tell: the actor steps only when polled."""
+
     def check(self) -> None:
         """Nothing to watch: the actor is this process."""
 

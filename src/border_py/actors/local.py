@@ -110,6 +110,7 @@ class ActorManager(ActorSettings):
         self._policies: list[RestartPolicy] = []
         self._ctx: Context | None = None
         self._stopped = False
+        self._halted = False  # the budget is reached: the actors are ending
         self._poller = select.poll()  # the notices pipes of self._polled (see poll)
         self._polled: dict[Connection, int] = {}
         self._by_fd: dict[int, int] = {}
@@ -251,12 +252,18 @@ class ActorManager(ActorSettings):
                 record.incarnation_error = message.exception
         return delivered
 
+    def halt(self) -> None:
+        """Raise the stop flag: each actor sends the batch it is sampling (a slot free) and says
+        goodbye; :meth:`check` restarts none of them."""
+        self._halted = True
+        self.stopping.value = 1
+
     # -- health ------------------------------------------------------------------------------
 
     def check(self) -> None:
         """Restart actors that died or stayed silent too long; raise :class:`ActorFailure` when a
         restart cannot help."""
-        if self._stopped:
+        if self._stopped or self._halted:
             return
         for index, run in enumerate(self._running):
             if run is None:

@@ -192,6 +192,9 @@ class Learner:
             w.lag_sum += n * (state.opt_steps - batch.policy_opt_steps)
         state.env_steps += batch.env_steps
         w.env_steps += batch.env_steps
+        budget = self.settings.max_env_steps
+        if budget is not None and state.env_steps >= budget:
+            self.backend.halt()  # at once: what actors sample on until the stop is overshoot
         w.waited += batch.waited
         w.returns += batch.episode_returns
         w.lengths += batch.episode_lengths

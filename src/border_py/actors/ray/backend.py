@@ -108,6 +108,7 @@ class RayActors(ActorSettings):
         self._remote: Any = None  # ray.remote(SamplerActor)
         self.weights = RayWeights()
         self._stopped = False
+        self._halted = False  # the budget is reached: no new calls
 
     def check_resources(self, config: dict[str, Any], spaces: tuple[Any, Any], n_step: int) -> None:
         """Also bound the actors of a local Ray by this machine's cores (a cluster's CPUs are
@@ -216,9 +217,13 @@ class RayActors(ActorSettings):
         """Keep the weights; they go into the object store when an actor next needs them."""
         self.weights.publish(policy, opt_steps)
 
+    def halt(self) -> None:
+        """No new calls: the calls in flight still arrive, and no actor is replaced."""
+        self._halted = True
+
     def _top_up(self) -> None:
-        """Give the actors new calls (none once the stop began)."""
-        if not self._stopped:
+        """Give the actors new calls (none once the budget is reached or the stop began)."""
+        if not (self._stopped or self._halted):
             self._calls.top_up(self.weights, self.max_calls_in_flight, self.queue_size)
 
     # -- data in -----------------------------------------------------------------------------
@@ -275,7 +280,7 @@ class RayActors(ActorSettings):
     def check(self) -> None:
         """Restart actors that failed, died or ran one call too long; raise
         :class:`ActorFailure` when a restart cannot help. Then top up their calls."""
-        if self._stopped or not self._calls.running:
+        if self._stopped or self._halted or not self._calls.running:
             return
         for index, cause, error in self._calls.unsound(self.heartbeat_timeout):
             self._replace(index, cause, error)
