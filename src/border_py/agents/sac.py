@@ -308,13 +308,14 @@ class SAC(Checkpointed):
         """Nothing: SAC explores by sampling its policy (its entropy is in the update's metrics)."""
         return {}
 
+    def standard_normal(self, shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
+        """The update's N(0, 1) draws, from :attr:`generator` on the learner's device."""
+        return torch.randn(shape, generator=self.generator, device=self.device, dtype=dtype)
+
     def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A reparameterized action ``tanh(mean + std * eps)`` in ``[-1, 1]^A`` and its log-prob."""
         mean, log_std = self.policy(obs)
-        eps = torch.randn(
-            mean.shape, generator=self.generator, device=self.device, dtype=mean.dtype
-        )
-        u = mean + log_std.exp() * eps
+        u = mean + log_std.exp() * self.standard_normal(mean.shape, mean.dtype)
         return torch.tanh(u), squashed_log_prob(u, mean, log_std)
 
     def update(self, batch: Transitions) -> dict[str, Any]:
