@@ -10,13 +10,27 @@ Prints three tables:
    (storage is allocated lazily, so this needs no RAM), against two stacks per row (measured at
    10k rows: 1M would not fit).
 
+With ``--checkpoint`` it measures instead what a checkpoint of a full Atari-shaped buffer costs
+(the Pong recipe's: prioritized, ``frame_stack=4``, 84x84 uint8 frames stored once, synthetic):
+``--transitions`` of them are saved through the real checkpoint code and resumed through the real
+resume code, each in a fresh process, whose peak resident memory during the save, and during the
+resume, over the buffer's bytes, is ``save_peak_rss_ratio`` and ``resume_peak_rss_ratio``
+(Linux: the peak, ``VmHWM``, is reset just before each). It needs about the buffer's size of
+memory (1M transitions: ~7 GB) and of free disk (in ``--dir``, default the temp dir).
+
     python benchmarks/replay_bench.py [--capacity 1000000] [--atari-capacity 200000] [--batches 300]
+    python benchmarks/replay_bench.py --checkpoint [--transitions 1000000] [--dir /tmp]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+import multiprocessing
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -147,12 +161,134 @@ def memory_table(capacity: int) -> None:
         )
 
 
+def rss_kib(field: str) -> int:
+    """This process's ``VmRSS`` (now) or ``VmHWM`` (its peak) in KiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def reset_peak() -> None:
+    """Start this process's peak resident memory (``VmHWM``) afresh from now (Linux >= 4.0)."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def atari_buffer(transitions: int) -> PrioritizedReplayBuffer:
+    return PrioritizedReplayBuffer(transitions, 0, beta_steps=1000, frame_stack=STACK)
+
+
+def sample_digest(buffer: PrioritizedReplayBuffer) -> str:
+    """A digest of the next sample of 64 (the same after an exact resume)."""
+    batch = buffer.sample(64)
+    digest = hashlib.sha256()
+    for array in (batch.obs, batch.index, batch.weight, batch.action):
+        digest.update(array.tobytes())
+    return digest.hexdigest()
+
+
+def save_child(root: str, transitions: int) -> dict:
+    """Fill an Atari-shaped buffer, then save it in a checkpoint: its peak memory and seconds."""
+    from border_py._version import __version__
+    from border_py.runs.checkpoint import save_checkpoint
+    from border_py.runs.state import TrainerState
+
+    baseline = rss_kib("VmRSS")
+    buffer = atari_buffer(transitions)
+    fill(buffer, atari_rows, transitions, 10_000)
+    state = TrainerState(0, transitions, transitions, {}, buffer.state(), {}, {})
+    config = {"seed": 0, "env": {}, "agent": {}}
+    reset_peak()
+    start = time.perf_counter()
+    save_checkpoint(
+        Path(root),
+        "000000001",
+        policy={},
+        agent_state={},
+        trainer_state=state.to_dict(),
+        config=config,
+        meta={"replay_buffer": True, "border_py": __version__},
+        buffer=buffer.arrays(),
+    )
+    seconds = time.perf_counter() - start
+    peak = rss_kib("VmHWM")
+    return {
+        "nbytes": buffer.nbytes,
+        "peak": (peak - baseline) * 1024,
+        "seconds": seconds,
+        "digest": sample_digest(buffer),
+    }
+
+
+def resume_child(root: str, transitions: int) -> dict:
+    """Load the checkpoint and restore its buffer as a resume does: peak memory and seconds."""
+    from border_py.runs.checkpoint import load_checkpoint
+    from border_py.runs.resume import check_resume_memory
+
+    baseline = rss_kib("VmRSS")
+    reset_peak()
+    start = time.perf_counter()
+    checkpoint = load_checkpoint(Path(root) / "000000001")
+    check_resume_memory(checkpoint, transitions, True)
+    buffer = atari_buffer(transitions)
+    arrays = checkpoint.buffer()
+    assert arrays is not None
+    buffer.load(checkpoint.state.replay, arrays)
+    del arrays
+    seconds = time.perf_counter() - start
+    peak = rss_kib("VmHWM")
+    return {
+        "nbytes": buffer.nbytes,
+        "peak": (peak - baseline) * 1024,
+        "seconds": seconds,
+        "digest": sample_digest(buffer),
+    }
+
+
+def in_child(function, *args) -> dict:
+    """``function(*args)`` in a fresh (spawned) process."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(function, args)
+
+
+def checkpoint_table(transitions: int, where: str | None) -> dict:
+    with tempfile.TemporaryDirectory(prefix="replay-bench-", dir=where) as root:
+        saved = in_child(save_child, root, transitions)
+        resumed = in_child(resume_child, root, transitions)
+    gib = saved["nbytes"] / 2**30
+    result = {
+        "transitions": transitions,
+        "buffer_gib": round(gib, 3),
+        "save_peak_rss_ratio": round(saved["peak"] / saved["nbytes"], 3),
+        "save_seconds": round(saved["seconds"], 2),
+        "resume_peak_rss_ratio": round(resumed["peak"] / resumed["nbytes"], 3),
+        "resume_seconds": round(resumed["seconds"], 2),
+        "same_samples": saved["digest"] == resumed["digest"],
+    }
+    print(
+        f"\ncheckpoint of a full Atari-shaped buffer ({transitions:,} transitions, {gib:.2f} GiB)"
+    )
+    for step in ("save", "resume"):
+        print(
+            f"{step:>7}: peak RSS {result[f'{step}_peak_rss_ratio']:.3f} x the buffer"
+            f" (target <= 1.15), {result[f'{step}_seconds']:.1f} s"
+        )
+    print(f"the resumed buffer samples what the saved one would: {result['same_samples']}")
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--capacity", type=int, default=1_000_000)
     parser.add_argument("--atari-capacity", type=int, default=200_000)
     parser.add_argument("--batches", type=int, default=300)
+    parser.add_argument("--checkpoint", action="store_true", help="measure a checkpoint instead")
+    parser.add_argument("--transitions", type=int, default=1_000_000)
+    parser.add_argument("--dir", default=None, help="where --checkpoint writes (a temp dir in it)")
     args = parser.parse_args()
+    if args.checkpoint:
+        print("RESULT " + json.dumps(checkpoint_table(args.transitions, args.dir)))
+        return
     cost_table(
         "CartPole rows",
         lambda first, n, rng: cartpole_rows(n, rng),

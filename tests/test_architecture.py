@@ -84,6 +84,7 @@ LAYOUT_NAMES = {
     "config.json",
     "meta.json",
     "replay_buffer.npz",
+    "arrays.json",
     "overrides.yaml",
     "multirun.yaml",
 }

@@ -95,14 +95,14 @@ def open_files(n_actors: int, enforce: bool) -> None:
         )
 
 
-def memory(setting: str, what: str, need: int, enforce: bool) -> None:
+def memory(setting: str, what: str, need: int, enforce: bool, remedy: str = "lower it") -> None:
     """Bound ``need`` bytes of ``what`` (e.g. "the replay buffer") by the memory available;
-    ``setting`` is the ``key=value`` the refusal starts with."""
+    ``setting`` is the ``key=value`` the refusal starts with, ``remedy`` what to do."""
     available = available_memory()
     if available is not None and need > available[0]:
         bound(
             f"{setting}: {what} needs ~{size_text(need)}, more than the"
-            f" {size_text(available[0])} {available[1]}; lower it",
+            f" {size_text(available[0])} {available[1]}; {remedy}",
             enforce,
         )
 

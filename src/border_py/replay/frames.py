@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from border_py.replay.chunked import copy_ring
 from border_py.transitions import MISSING, ZERO, FrameChunk
 
 
@@ -127,22 +128,33 @@ class FrameStore:
         return np.take(flat, slots, axis=0).reshape(*slots.shape, *self.pixels.shape[1:])
 
     def state(self) -> dict[str, Any]:
-        """Counters and translation tables as plain data."""
+        """Counters and translation tables as plain data; ``ring``: how :meth:`arrays` lays the
+        frames out (the ring's size: frame ``g`` in row ``g % ring``)."""
         return {
             "written": self.written,
             "floor": self.first_live,
+            "ring": self.capacity,
             "sources": [[int(s), seg.tolist()] for s, seg in self.sources.items()],
         }
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """The live frames and their links, oldest first."""
-        if self.pixels is None:
+        """The frames and their links as the ring holds them (views, no copy): its rows up to the
+        last one a live frame is in (every row once it has wrapped)."""
+        if self.pixels is None or self.written == self.first_live:
             return {}
-        slots = np.arange(self.first_live, self.written) % self.capacity
-        return {"frame_pixels": self.pixels[slots], "frame_prev": self.prev[slots]}
+        last = self.written - 1
+        wrapped = self.first_live // self.capacity != last // self.capacity
+        rows = self.capacity if wrapped else last % self.capacity + 1
+        return {"frame_pixels": self.pixels[:rows], "frame_prev": self.prev[:rows]}
 
     def load(self, state: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
-        """Restore :meth:`state` and :meth:`arrays` (into a ring at least as large)."""
+        """Restore :meth:`state` and :meth:`arrays` (into a ring at least as large), chunk by
+        chunk (see :mod:`border_py.replay.chunked`). A state without ``ring`` (an older
+        checkpoint's) comes with the live frames alone, oldest first.
+
+        Raises:
+            ValueError: the live frames do not fit this ring, or the arrays lack some.
+        """
         self.written, self.floor = int(state["written"]), int(state["floor"])
         self.sources = {
             int(s): np.asarray(seg, np.int64).reshape(-1, 3) for s, seg in state["sources"]
@@ -150,9 +162,18 @@ class FrameStore:
         if "frame_pixels" not in arrays:
             return
         pixels, prev = arrays["frame_pixels"], arrays["frame_prev"]
-        if len(pixels) > self.capacity:
-            raise ValueError(f"{len(pixels)} saved frames do not fit a ring of {self.capacity}")
+        live = self.written - self.floor
+        if live > self.capacity:
+            raise ValueError(f"{live} saved frames do not fit a ring of {self.capacity}")
+        ring, base = (int(state["ring"]), 0) if "ring" in state else (max(live, 1), self.floor)
         self.pixels = np.zeros((self.capacity + 1, *pixels.shape[1:]), np.uint8)
-        slots = np.arange(self.floor, self.written) % self.capacity
-        self.pixels[slots] = pixels
-        self.prev[slots] = prev
+        for dst, src in ((self.pixels, pixels), (self.prev, prev)):
+            copy_ring(
+                dst,
+                src,
+                self.floor,
+                self.written,
+                dst_slots=self.capacity,
+                src_slots=ring,
+                src_base=base,
+            )

@@ -10,7 +10,7 @@ import numpy as np
 from border_py.config import flag, fraction, non_negative, positive
 from border_py.errors import ConfigError, RunError
 from border_py.replay.sum_tree import MinTree, SumTree, level_sizes
-from border_py.replay.uniform import UniformReplayBuffer
+from border_py.replay.uniform import UniformReplayBuffer, copy_rows
 from border_py.transitions import Transitions
 
 
@@ -165,8 +165,8 @@ class PrioritizedReplayBuffer(UniformReplayBuffer):
         return super().state() | {"samples": self.samples, "max_priority": self.max_priority}
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """The rows plus their priorities (``priority``)."""
-        return super().arrays() | {"priority": self.priorities()}
+        """The rows plus their priorities (``priority``), views as well."""
+        return super().arrays() | {"priority": self._sum.leaves(slice(0, self._size))}
 
     def continue_schedule(self, state: dict) -> None:
         """Also continue beta's annealing and the largest priority seen."""
@@ -183,12 +183,9 @@ class PrioritizedReplayBuffer(UniformReplayBuffer):
                 "replay_buffer=prioritized: the checkpoint's replay buffer has no priorities"
                 " (it was saved by a uniform buffer)"
             )
-        size, next_row = int(state["size"]), int(state["next"])
         super().load(state, arrays)
-        if size != self.capacity and next_row != size:
-            priority = np.roll(priority, -next_row)
         leaves = np.zeros(self.capacity)
-        leaves[:size] = priority
+        copy_rows(leaves, priority, int(state["size"]), int(state["next"]), self.capacity)
         self._sum.rebuild(leaves)
         self._min.rebuild(np.where(leaves > 0, leaves, np.inf))
         self.samples = int(state["samples"])

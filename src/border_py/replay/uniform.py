@@ -14,6 +14,7 @@ import numpy as np
 
 from border_py.config import non_negative, positive, require
 from border_py.errors import ConfigError
+from border_py.replay.chunked import copy_ring
 from border_py.replay.frames import FrameStore
 from border_py.transitions import STORED, Transitions
 
@@ -221,7 +222,8 @@ class UniformReplayBuffer:
         return state
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """The stored transitions (only the filled rows), for a compact snapshot."""
+        """The stored transitions (only the filled rows) for a snapshot: views of the storage,
+        valid until the next push."""
         arrays = {k: v[: self._size] for k, v in self._storage.items()}
         if self._frames is not None:
             arrays |= self._frames.arrays()
@@ -233,7 +235,8 @@ class UniformReplayBuffer:
         self.rng.bit_generator.state = state["rng"]
 
     def load(self, state: dict, arrays: dict[str, np.ndarray]) -> None:
-        """Restore :meth:`state` and :meth:`arrays`.
+        """Restore :meth:`state` and :meth:`arrays` (which may be memory-mapped files: they are
+        copied in chunks, see :mod:`border_py.replay.chunked`).
 
         With the same capacity the rows keep their places (an exact resume); with a larger one
         they are put in time order, oldest first, and new transitions follow them.
@@ -251,16 +254,25 @@ class UniformReplayBuffer:
         rows = {k: v for k, v in arrays.items() if not k.startswith("frame_")}
         if self._frames is not None:
             self._frames.load(state["frames"], arrays)
-        if size != self.capacity and next_row != size:  # a wrapped ring: unroll it, oldest first
-            rows = {k: np.roll(v, -next_row, axis=0) for k, v in rows.items()}
-            next_row = size
         self._storage = {
             k: np.zeros((self.capacity, *v.shape[1:]), dtype=v.dtype) for k, v in rows.items()
         }
         for key, value in rows.items():
-            self._storage[key][:size] = value
+            copy_rows(self._storage[key], value, size, next_row, self.capacity)
+        if size != self.capacity and next_row != size:  # a wrapped ring, unrolled: oldest first
+            next_row = size
         self._size, self._next = size, next_row % self.capacity
         self.rng.bit_generator.state = state["rng"]
+
+
+def copy_rows(dst: np.ndarray, saved: np.ndarray, size: int, next_row: int, capacity: int) -> None:
+    """Copy a snapshot's ``size`` rows (``next_row``: its ring's next row) into ``dst`` of
+    ``capacity`` rows: in place with the same capacity or an unwrapped ring, else unrolled,
+    oldest first (see :meth:`UniformReplayBuffer.load`)."""
+    unroll = size != capacity and next_row != size
+    if size:
+        start = -next_row if unroll else 0
+        copy_ring(dst, saved, 0, size, dst_slots=capacity, src_slots=size, src_base=start)
 
 
 def _frame_capacity(capacity: int) -> int:

@@ -6,11 +6,19 @@ A checkpoint directory (``best`` or the opt steps zero-padded to 9 digits) holds
 - ``agent.pt``: the agent's full state (networks, targets, optimizers, counters, exploration RNG);
 - ``trainer.pt``: the trainer's state (counters, best eval so far, RNG states, envs, actors);
 - ``config.json``: the resolved config of the run; ``meta.json``: facts for people;
-- ``replay_buffer.npz``: the replay buffer's transitions, with ``trainer.save_replay_buffer``.
+- ``replay_buffer/``: the replay buffer's arrays, with ``trainer.save_replay_buffer``: one
+  ``<name>.npy`` per array (``obs``, ``action``, ..., ``priority``, ``frame_pixels``, ...; only
+  the filled rows) and ``arrays.json``, their dtypes and shapes; the buffer's position and RNG
+  are in ``trainer.pt`` (see :mod:`border_py.runs.replay_snapshot`). Checkpoints of earlier
+  versions hold ``replay_buffer.npz`` instead, which is still read.
 
 Everything is written into a hidden temporary directory that is renamed into place, so a reader
-(or a resume after ``kill -9``) never sees a half-written checkpoint. ``.pt`` files load with
-``torch.load(weights_only=True)``; the buffer with ``numpy.load(allow_pickle=False)``.
+(or a resume after ``kill -9``) never sees a half-written checkpoint; every file, and every dir,
+is fsynced before that rename. ``.pt`` files load with ``torch.load(weights_only=True)``; the
+buffer's files are memory-mapped (``numpy.load(path, mmap_mode="r")`` reads one too), never
+unpickled. Saving streams each of the buffer's arrays from its storage into its file and resuming
+copies each mapped file into the new buffer's storage chunk by chunk, so neither holds a second
+copy of the buffer in memory: the process peaks at about one buffer (plus 64 MiB).
 """
 
 from __future__ import annotations
@@ -22,7 +30,6 @@ import os
 import re
 import shutil
 import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,7 +43,6 @@ from border_py.layout import (
     ABANDONED,
     AGENT,
     BEST,
-    BUFFER,
     CHECKPOINTS,
     CONFIG,
     META,
@@ -44,6 +50,7 @@ from border_py.layout import (
     TRAINER,
 )
 from border_py.runs.links import refuse_links
+from border_py.runs.replay_snapshot import read_snapshot, write_snapshot
 from border_py.runs.state import TrainerState
 
 REQUIRED = (POLICY, AGENT, TRAINER, CONFIG, META)
@@ -88,7 +95,7 @@ def save_checkpoint(
         create_file(tmp / TRAINER, lambda f: torch.save(trainer_state, f))
         create_file(tmp / CONFIG, json.dumps(config, indent=2).encode())
         if buffer is not None:
-            create_file(tmp / BUFFER, lambda f: np.savez(f, **buffer))  # type: ignore[arg-type]
+            write_snapshot(tmp, buffer)
         create_file(tmp / META, json.dumps(meta, indent=2).encode())
         os.chmod(tmp, dir_mode())  # mkdtemp's 0700 would stay with the checkpoint
         fsync_dir(tmp)
@@ -279,17 +286,12 @@ class Checkpoint:
         return TrainerState.from_dict(self.trainer_state)
 
     def buffer(self) -> dict[str, np.ndarray] | None:
-        """The replay-buffer snapshot, if the checkpoint has one."""
-        file = self.path / BUFFER
-        if not file.is_file():
-            return None
-        try:
-            with np.load(file, allow_pickle=False) as data:
-                return {k: data[k] for k in data.files}
-        except (OSError, ValueError, zipfile.BadZipFile) as exc:
-            raise ConfigError(
-                f"{file}: corrupt replay-buffer snapshot ({first_line(exc)})"
-            ) from None
+        """The replay-buffer snapshot (memory-mapped arrays), if the checkpoint has one.
+
+        Raises:
+            ConfigError: one line: a corrupt or truncated file of the snapshot.
+        """
+        return read_snapshot(self.path)
 
 
 def _load_pt(file: Path) -> Any:

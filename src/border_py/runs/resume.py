@@ -14,9 +14,11 @@ from omegaconf import OmegaConf
 from border_py.config import GROUPS, OVERLAYS, lookup, require
 from border_py.errors import ConfigError
 from border_py.files import read_record
-from border_py.layout import CONFIG, HYDRA, HYDRA_OVERRIDES
+from border_py.layout import BUFFER_NPZ, CONFIG, HYDRA, HYDRA_OVERRIDES
 from border_py.overrides import parse_overrides, set_key, to_plain
+from border_py.resources import enforced, memory
 from border_py.runs.checkpoint import Checkpoint, run_dir_of_checkpoint
+from border_py.runs.replay_snapshot import snapshot_nbytes
 from border_py.runs.results import read_result
 from border_py.runs.run_dir import claimed_overrides
 from border_py.runs.trust import Trust, literal
@@ -129,3 +131,20 @@ def check_fits(checkpoint: Checkpoint, config: dict[str, Any]) -> None:
                 f"replay_buffer.capacity={capacity}: must stay >= {saved} when resuming with saved"
                 " frames (their ring is sized from the capacity)"
             )
+        check_resume_memory(checkpoint, capacity, enforced(config))
+
+
+def check_resume_memory(checkpoint: Checkpoint, capacity: int, enforce: bool) -> None:
+    """Bound the memory that restoring ``checkpoint``'s saved replay buffer takes (before any of it
+    is read): the buffer holds at least the saved arrays' bytes, and an older ``.npz`` snapshot is
+    read whole beside it (the build of the buffer bounds its full ``capacity`` too, where its
+    class can estimate that)."""
+    saved, whole = snapshot_nbytes(checkpoint.path)
+    memory(
+        f"replay_buffer.capacity={capacity}",
+        f"resuming {checkpoint.path}'s replay buffer"
+        + (f" (its {BUFFER_NPZ} read whole beside the buffer)" if whole else ""),
+        2 * saved if whole else saved,
+        enforce,
+        "free memory or resume on a machine with more",
+    )

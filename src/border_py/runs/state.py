@@ -24,7 +24,7 @@ class TrainerState:
         samples: transitions received into the replay buffer.
         gate: where the gate counts from (see :class:`~border_py.trainers.settings.Gate`).
         env_intervals: the env-step interval an evaluation and a checkpoint were last done in.
-        replay: the replay buffer's position (its arrays are ``replay_buffer.npz``).
+        replay: the replay buffer's position (its arrays are in ``replay_buffer/``).
         rng: the global RNG states (python, numpy, torch).
         backend: what the actor backend saved: each actor slot's record (``actors``), or the
             serial trainer's actor (``sampler``, ``actor``).
