@@ -31,6 +31,10 @@ starts (a setting that needs one the agent lacks fails in one line):
   and when ``batch.index`` is set returns, among its metrics, ``"td_error"``: a float32 numpy array
   (B,) of non-negative per-sample TD-error magnitudes, which become the sampled rows' new
   priorities (the trainer removes it from the metrics).
+- :class:`TensorUpdate` (``update_tensors``, ``device``, ``discrete_actions``): the learner's
+  prefetch (``trainer.prefetch``) hands the update a batch a background thread already sampled
+  and copied to ``device``. An agent with only ``update(Transitions)`` trains as before, without
+  prefetch (the learner says so in one log line).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
+from border_py.agents.batch import TensorBatch
 from border_py.transitions import Transitions
 
 
@@ -79,6 +84,28 @@ class Agent(Protocol):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict`."""
+
+
+@runtime_checkable
+class TensorUpdate(Protocol):
+    """An agent whose update takes a batch already converted to tensors on its device.
+
+    ``update(batch)`` must equal ``update_tensors(TensorBatch.of(batch, device,
+    discrete_actions))`` with ``td_error`` made a numpy array: the learner's prefetch
+    (``trainer.prefetch``) converts batches in a background thread and calls this instead.
+
+    Attributes:
+        device: where the batch's tensors must be.
+        discrete_actions: actions become int64 indices (else float32).
+    """
+
+    device: torch.device
+    discrete_actions: bool
+
+    def update_tensors(self, batch: TensorBatch) -> dict[str, Any]:
+        """``update``'s step on ``batch``; an agent that :func:`reports_td_error` returns
+        ``"td_error"`` as a tensor (B,) on its device, left there (reading it back to the host
+        waits for the device: the learner does so one step later)."""
 
 
 @runtime_checkable

@@ -4,6 +4,11 @@ Observations keep their compact dtype: uint8 pixels (or uint8 vectors) travel to
 uint8 and are converted to float and scaled by 1/255 inside the network's first module
 (:class:`~border_py.agents.networks.NatureCNN`, :class:`~border_py.agents.networks.VectorInput`);
 any other observation dtype becomes float32. Rewards, discounts and importance weights are float32.
+
+``pinned=True`` (the learner's prefetch thread on CUDA) stages each array in page-locked host
+memory and copies it with ``non_blocking=True``: the copy runs on the device's copy engine while
+the thread goes on, and the caller orders it before use (a CUDA event). On CPU, and with
+``pinned=False``, the conversion is ``torch.as_tensor`` as it always was.
 """
 
 from __future__ import annotations
@@ -16,11 +21,19 @@ import torch
 from border_py.transitions import Transitions
 
 
-def obs_tensor(obs: np.ndarray, device: torch.device) -> torch.Tensor:
+def to_device(
+    array: np.ndarray, dtype: torch.dtype | None, device: torch.device, pinned: bool = False
+) -> torch.Tensor:
+    """``array`` as a ``dtype`` tensor (None: its own) on ``device``; ``pinned``: through
+    page-locked memory, copied without blocking (see the module docstring)."""
+    if not pinned:
+        return torch.as_tensor(array, dtype=dtype, device=device)
+    return torch.as_tensor(array, dtype=dtype).pin_memory().to(device, non_blocking=True)
+
+
+def obs_tensor(obs: np.ndarray, device: torch.device, pinned: bool = False) -> torch.Tensor:
     """Observations on ``device``: uint8 as uint8, anything else as float32."""
-    if obs.dtype == np.uint8:
-        return torch.as_tensor(obs, device=device)
-    return torch.as_tensor(obs, dtype=torch.float32, device=device)
+    return to_device(obs, None if obs.dtype == np.uint8 else torch.float32, device, pinned)
 
 
 @dataclass(frozen=True)
@@ -44,21 +57,25 @@ class TensorBatch:
     weight: torch.Tensor | None
 
     @classmethod
-    def of(cls, batch: Transitions, device: torch.device, discrete: bool) -> TensorBatch:
-        """Convert ``batch`` once; ``discrete`` actions become int64 indices, else float32."""
-        weight = batch.weight
+    def of(
+        cls, batch: Transitions, device: torch.device, discrete: bool, pinned: bool = False
+    ) -> TensorBatch:
+        """Convert ``batch`` once; ``discrete`` actions become int64 indices, else float32;
+        ``pinned``: through page-locked memory without blocking (CUDA; see the module docstring)."""
+        f32, weight = torch.float32, batch.weight
         return cls(
-            obs=obs_tensor(batch.obs, device),
-            action=torch.as_tensor(
-                batch.action, dtype=torch.int64 if discrete else torch.float32, device=device
-            ),
-            reward=torch.as_tensor(batch.reward, dtype=torch.float32, device=device),
-            next_obs=obs_tensor(batch.next_obs, device),
-            discount=torch.as_tensor(batch.discount, dtype=torch.float32, device=device),
-            weight=None
-            if weight is None
-            else torch.as_tensor(weight, dtype=torch.float32, device=device),
+            obs=obs_tensor(batch.obs, device, pinned),
+            action=to_device(batch.action, torch.int64 if discrete else f32, device, pinned),
+            reward=to_device(batch.reward, f32, device, pinned),
+            next_obs=obs_tensor(batch.next_obs, device, pinned),
+            discount=to_device(batch.discount, f32, device, pinned),
+            weight=None if weight is None else to_device(weight, f32, device, pinned),
         )
+
+    def tensors(self) -> list[torch.Tensor]:
+        """Every tensor of the batch (e.g. to mark them used on another CUDA stream)."""
+        parts = [self.obs, self.action, self.reward, self.next_obs, self.discount, self.weight]
+        return [t for t in parts if t is not None]
 
     def weighted_mean(self, per_sample: torch.Tensor) -> torch.Tensor:
         """The batch loss: the mean of the per-sample losses, each multiplied once by its

@@ -11,9 +11,9 @@ Loss on a batch of n-step transitions ``(s, a, R, s', d)`` where ``d`` already h
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -29,8 +29,9 @@ from border_py.agents.checkpointed import (
     RandomState,
     Weights,
 )
+from border_py.agents.compiled import check_mode, compiled
 from border_py.agents.exploration import EpsilonGreedy, linear_epsilon
-from border_py.agents.hparams import HParams, configured_by
+from border_py.agents.hparams import HParams, Rule, configured_by
 from border_py.agents.inference import MLPInference
 from border_py.agents.networks import polyak_update, q_network
 from border_py.agents.optim import Adam, Optimizers
@@ -80,7 +81,13 @@ class DQNArgs(HParams):
         eps_start: initial exploration epsilon.
         eps_final: final exploration epsilon.
         eps_decay_steps: env steps over which epsilon decays linearly.
+        compile: run the TD loss (forward and backward) through ``torch.compile``
+            (:mod:`border_py.agents.compiled`).
+        compile_mode: ``torch.compile``'s mode: ``default``, ``reduce-overhead`` (CUDA graphs)
+            or ``max-autotune``.
     """
+
+    rules: ClassVar[Mapping[str, Rule]] = {"compile_mode": check_mode}
 
     hidden_sizes: Sequence[int] = (256, 256)
     network: str = "auto"
@@ -98,6 +105,8 @@ class DQNArgs(HParams):
     eps_start: float = 1.0
     eps_final: float = 0.05
     eps_decay_steps: int = 10000
+    compile: bool = False
+    compile_mode: str = "default"
 
 
 class DQN(EpsilonGreedy, Checkpointed):
@@ -118,6 +127,7 @@ class DQN(EpsilonGreedy, Checkpointed):
     accepts = Accepts(observation=(gym.spaces.Box,), action=(gym.spaces.Discrete,))
     reports_td_error = True  # update() returns td_error for prioritized samples (agents/base.py)
     acting_module = "q"  # actors act with the online Q-network
+    discrete_actions = True  # TensorUpdate: actions as int64 indices
     checkpointed = {
         "q": Weights("q"),
         "q_target": Weights("q_target"),
@@ -153,10 +163,15 @@ class DQN(EpsilonGreedy, Checkpointed):
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
         self.optimizers = Optimizers(
             q=Adam(
-                list(self.q.parameters()), args.lr, args.adam_eps, max_grad_norm=args.max_grad_norm
+                list(self.q.parameters()),
+                args.lr,
+                args.adam_eps,
+                max_grad_norm=args.max_grad_norm,
+                capturable=args.compile and self.device.type == "cuda",  # graph-safe steps
             )
         )
         self.fast_q = MLPInference.of(self.q)  # None for CNN torsos and dueling heads
+        self._loss = compiled(self._td_loss, args.compile, args.compile_mode)
         self.opt_steps = 0
 
     def q_values(self, obs: np.ndarray) -> np.ndarray:
@@ -197,11 +212,15 @@ class DQN(EpsilonGreedy, Checkpointed):
         sample (``batch.index`` set) the metrics include ``td_error``, the per-sample
         ``|y - Q(s, a)|`` (float32 numpy), for the buffer's priority update.
         """
-        b = TensorBatch.of(batch, self.device, discrete=True)
-        q, y = self._q_and_target(b, self.q_target)  # y = R + d * Q_target(s', a*)
-        loss_fn = F.smooth_l1_loss if self.args.loss == "huber" else F.mse_loss
-        loss = b.weighted_mean(loss_fn(q, y, reduction="none"))  # mean_i w_i * L(Q - y)
+        metrics = self.update_tensors(TensorBatch.of(batch, self.device, discrete=True))
+        td_error = metrics.pop("td_error")
+        if batch.index is not None:  # a numpy copy waits for the GPU: only when the buffer needs it
+            metrics["td_error"] = td_error.cpu().numpy().astype(np.float32)
+        return metrics
 
+    def update_tensors(self, batch: TensorBatch) -> dict[str, Any]:
+        """:meth:`update` on a batch already on the device; ``td_error`` stays a device tensor."""
+        q, loss, td_error = self._loss(batch)
         optimizer = self.optimizers["q"]
         optimizer.zero_grad()
         loss.backward()
@@ -212,10 +231,19 @@ class DQN(EpsilonGreedy, Checkpointed):
             polyak_update(self.q, self.q_target, self.args.tau)
         elif self.opt_steps % self.args.target_update_interval == 0:  # theta' <- theta
             self.q_target.load_state_dict(self.q.state_dict())
-        metrics: dict[str, Any] = {"train/loss": loss.detach(), "train/q_mean": q.detach().mean()}
-        if batch.index is not None:  # a numpy copy waits for the GPU: only when the buffer needs it
-            metrics["td_error"] = (y - q.detach()).abs().cpu().numpy().astype(np.float32)
-        return metrics
+        return {
+            "train/loss": loss.detach(),
+            "train/q_mean": q.detach().mean(),
+            "td_error": td_error,
+        }
+
+    def _td_loss(self, b: TensorBatch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(Q(s, a), L, |y - Q(s, a)|)``: the update's pure tensor part (what ``compile``
+        compiles)."""
+        q, y = self._q_and_target(b, self.q_target)  # y = R + d * Q_target(s', a*)
+        loss_fn = F.smooth_l1_loss if self.args.loss == "huber" else F.mse_loss
+        loss = b.weighted_mean(loss_fn(q, y, reduction="none"))  # mean_i w_i * L(Q - y)
+        return q, loss, (y - q.detach()).abs()
 
     def td_error(self, batch: Transitions) -> np.ndarray:
         """Per-sample ``|y - Q(s, a)|`` with the online network for the bootstrap too (an actor's

@@ -53,6 +53,7 @@ RULES: dict[str, Rule] = {
     "adam_eps": positive,
     "batch_size": _positive_int,
     "max_grad_norm": _null_or_positive,
+    "compile": flag,
     # returns and targets
     "gamma": fraction,
     "n_step": _positive_int,

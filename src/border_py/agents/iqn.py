@@ -138,6 +138,7 @@ class IQN(EpsilonGreedy, Checkpointed):
 
     accepts = Accepts(observation=(gym.spaces.Box,), action=(gym.spaces.Discrete,))
     reports_td_error = True  # update() returns td_error: usable with prioritized replay
+    discrete_actions = True  # TensorUpdate: actions as int64 indices
     acting_module = "z"  # actors act with the online quantile network
     checkpointed = {
         "z": Weights("z"),
@@ -229,8 +230,13 @@ class IQN(EpsilonGreedy, Checkpointed):
         quantile Huber loss summed over the online quantiles), the magnitude a prioritized
         buffer ranks samples by.
         """
-        b = TensorBatch.of(batch, self.device, discrete=True)
-        size = len(batch)
+        metrics = self.update_tensors(TensorBatch.of(batch, self.device, discrete=True))
+        metrics["td_error"] = metrics["td_error"].cpu().numpy().astype(np.float32)
+        return metrics
+
+    def update_tensors(self, b: TensorBatch) -> dict[str, Any]:
+        """:meth:`update` on a batch already on the device; ``td_error`` stays a device tensor."""
+        size = len(b.action)
         taus_k = self._sample_taus(size, self.args.k)  # tau~_k: pick a*
         taus_prime = self._sample_taus(size, self.args.n_tau_prime)  # tau'_j: target quantiles
         taus = self._sample_taus(size, self.args.n_tau)  # tau_i: online quantiles
@@ -248,7 +254,7 @@ class IQN(EpsilonGreedy, Checkpointed):
         return {
             "train/loss": loss.detach(),
             "train/q_mean": z.detach().mean(),
-            "td_error": per_sample.detach().cpu().numpy().astype(np.float32),
+            "td_error": per_sample.detach(),
         }
 
     def td_error(self, batch: Transitions) -> np.ndarray:

@@ -192,6 +192,7 @@ class SAC(Checkpointed):
 
     accepts = Accepts(observation=(gym.spaces.Box,), action=(gym.spaces.Box,), bounded_actions=True)
     acting_module = "policy"  # all an actor needs
+    discrete_actions = False  # TensorUpdate: actions as float32
     checkpointed = {
         "policy": Weights("policy"),
         "critics": Weights("critics"),
@@ -320,7 +321,10 @@ class SAC(Checkpointed):
 
     def update(self, batch: Transitions) -> dict[str, Any]:
         """One step on the critics, the policy and alpha, then the target critics' Polyak update."""
-        b = TensorBatch.of(batch, self.device, discrete=False)
+        return self.update_tensors(TensorBatch.of(batch, self.device, discrete=False))
+
+    def update_tensors(self, b: TensorBatch) -> dict[str, Any]:
+        """:meth:`update` on a batch already on the device."""
         action = (
             b.action.reshape(len(b.action), -1) - self._center_t
         ) / self._scale_t  # in [-1, 1]

@@ -65,3 +65,19 @@ class PrioritizedReplay(ReplayBuffer, Protocol):
 
     def update_priorities(self, index: np.ndarray, td_error: np.ndarray) -> None:
         """The sampled rows' new TD errors."""
+
+
+@runtime_checkable
+class OverwriteTracking(Protocol):
+    """A buffer that can tell which rows were overwritten since a sample (the learner's prefetch
+    writes priorities back after later pushes: a row overwritten meanwhile keeps its new
+    transition's priority).
+
+    Attributes:
+        rows_written: rows pushed so far (a monotonic count).
+    """
+
+    rows_written: int
+
+    def overwritten(self, idx: np.ndarray, since: int) -> np.ndarray:
+        """Which rows ``idx`` were written after :attr:`rows_written` was ``since`` (bool)."""

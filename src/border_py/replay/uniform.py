@@ -54,6 +54,7 @@ class UniformReplayBuffer:
         self._storage: dict[str, np.ndarray] = {}
         self._next = 0
         self._size = 0
+        self.rows_written = 0  # rows push() wrote since the buffer was built (not checkpointed)
         self._frames = FrameStore(_frame_capacity(capacity), frame_stack) if frame_stack else None
 
     def __len__(self) -> int:
@@ -140,6 +141,7 @@ class UniformReplayBuffer:
             self._storage[key][idx] = value
         self._next = (self._next + n) % self.capacity
         self._size = min(self._size + n, self.capacity)
+        self.rows_written += n
         self._on_push(idx, batch, n)
 
     def _columns(self, batch: Transitions) -> dict[str, np.ndarray]:
@@ -159,6 +161,16 @@ class UniformReplayBuffer:
         # the older of the two stacks' oldest frames (MISSING, below every id, wins)
         oldest = np.minimum(frames.oldest(obs), frames.oldest(next_obs))
         return batch.arrays() | {"obs": obs, "next_obs": next_obs, "oldest": oldest}
+
+    def overwritten(self, idx: np.ndarray, since: int) -> np.ndarray:
+        """Which rows ``idx`` :meth:`push` wrote after :attr:`rows_written` was ``since``: the
+        ring's rows from ``_next - written`` on, ``written = rows_written - since`` of them
+        (a sample's rows whose priorities would land on another transition's row)."""
+        written = self.rows_written - since
+        if written >= self.capacity:
+            return np.ones(np.shape(idx), dtype=bool)
+        first = (self._next - written) % self.capacity
+        return (np.asarray(idx) - first) % self.capacity < written
 
     def _on_push(self, idx: np.ndarray, batch: Transitions, n: int) -> None:
         """Hook: rows ``idx`` now hold the last ``n`` transitions of ``batch``."""

@@ -9,6 +9,7 @@ which actor backend, which evaluation service, which gate.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections import deque
@@ -23,6 +24,7 @@ from border_py.replay.base import PrioritizedReplay, ReplayBuffer
 from border_py.runs.state import TrainerState
 from border_py.seeding import global_rng_state
 from border_py.trainers.components import Components
+from border_py.trainers.prefetch import build_prefetcher
 from border_py.trainers.run_book import RunBook
 from border_py.trainers.settings import LoopSettings, RunState, Wiring
 from border_py.transport.batch import ReceivedBatch
@@ -112,12 +114,28 @@ class Learner:
         self.save_bucket = int(buckets.get("save", self._bucket(settings.save_env_interval)))
         self.window = Window()
         self.published: deque[tuple[int, float]] = deque(maxlen=64)  # (opt steps, time)
+        self.prefetch = build_prefetcher(settings.prefetch, self.agent, self.buffer)
+        # the buffer is shared with the prefetch thread: pushes and checkpoint reads take its lock
+        self.buffer_lock: contextlib.AbstractContextManager[Any] = (
+            self.prefetch.lock if self.prefetch else contextlib.nullcontext()
+        )
 
     # -- the loop ----------------------------------------------------------------------------
 
     def run(self) -> bool:
         """Train (the backend started) until a stop condition; return True if a stop signal
-        ended it."""
+        ended it. The prefetch thread, if any, is closed whatever ends the loop."""
+        try:
+            self._train()
+        except BaseException:
+            if self.prefetch is not None:
+                self.prefetch.close(flush=False)
+            raise
+        if self.prefetch is not None:
+            self.prefetch.close(flush=True)
+        return self._stop()
+
+    def _train(self) -> None:
         state = self.state
         last_health = time.monotonic()
         while not self._finished():
@@ -135,6 +153,9 @@ class Learner:
             self._show_progress()
             if self.gate.may_optimize(state, len(self.buffer)):
                 self._optimize()
+
+    def _stop(self) -> bool:
+        state = self.state
         interrupted = self.signals.requested
         log.info(
             "stopping at opt %d, env steps %d: %s",
@@ -186,7 +207,8 @@ class Learner:
         w, state = self.window, self.state
         if batch.transitions is not None and len(batch.transitions):
             n = len(batch.transitions)
-            self.buffer.push(batch.transitions)
+            with self.buffer_lock:
+                self.buffer.push(batch.transitions)
             state.samples += n
             w.samples += n
             w.lag_sum += n * (state.opt_steps - batch.policy_opt_steps)
@@ -205,7 +227,10 @@ class Learner:
         state, settings = self.state, self.settings
         if self.first_opt_at is None:
             self.first_opt_at = time.perf_counter()
-        metrics = learn_step(self.agent, self.buffer)
+        if self.prefetch is None:
+            metrics = learn_step(self.agent, self.buffer)
+        else:
+            metrics = self.prefetch.learn()
         state.opt_steps += 1
         self.window.opts += 1
         if state.opt_steps % self.publish_interval == 0:
@@ -312,23 +337,33 @@ class Learner:
         """The run's state beside the agent's: counters, gate, replay position, RNG, actors (the
         run's book adds its evaluations and seconds when it saves)."""
         state = self.state
+        with self.buffer_lock:
+            replay = self.buffer.state()
         return TrainerState(
             opt_steps=state.opt_steps,
             env_steps=state.env_steps,
             samples=state.samples,
             gate=self.gate.state(),
             env_intervals={"eval": self.eval_bucket, "save": self.save_bucket},
-            replay=self.buffer.state(),
+            replay=replay,
             rng=global_rng_state(),
             backend=self.backend.state(),
         )
 
     def save(self) -> None:
-        """A periodic (or final) checkpoint of the run as it is now."""
+        """A periodic (or final) checkpoint of the run as it is now (with prefetch: the last
+        step's priorities written back first, the sampling thread held off meanwhile)."""
         state = self.state
-        self.book.save(
-            state.opt_steps, state.env_steps, self.agent, self.trainer_state(), self.buffer.arrays()
-        )
+        if self.prefetch is not None:
+            self.prefetch.flush()
+        with self.buffer_lock:
+            self.book.save(
+                state.opt_steps,
+                state.env_steps,
+                self.agent,
+                self.trainer_state(),
+                self.buffer.arrays(),
+            )
         self.last_saved = state.opt_steps
 
     def opt_steps_per_sec(self) -> float:

@@ -93,6 +93,9 @@ class LoopSettings:
         target_return: stop early once ``eval/return_mean`` reaches it (None: never).
         eval_epsilon: probability of a random action in evaluation episodes (None: the env's
             default, 0.001 for Atari as in Dopamine, 0 elsewhere).
+        prefetch: batches a background thread samples and copies to the device ahead of the
+            update, priorities written back one step late (0: none, the serial learn step;
+            :mod:`border_py.trainers.prefetch`).
     """
 
     max_opts: int | None = None
@@ -111,6 +114,7 @@ class LoopSettings:
     save_replay_buffer: bool = False
     target_return: float | None = None
     eval_epsilon: float | None = None
+    prefetch: int = 0
 
     def __post_init__(self) -> None:
         for key in ("max_opts", "max_env_steps", "eval_interval", "eval_env_interval"):
@@ -144,6 +148,7 @@ class LoopSettings:
         require("target_return", target is None or number, "null or a number", target)
         if self.eval_epsilon is not None:
             fraction("eval_epsilon", self.eval_epsilon)
+        non_negative("prefetch", self.prefetch)
 
     def evaluation_epsilon(self, env_default: float) -> float:
         """``eval_epsilon``, or ``env_default`` (the env's own evaluation epsilon)."""
