@@ -135,6 +135,39 @@ def parity(device: str) -> dict[str, dict[str, float]]:
     return out
 
 
+# -- 2. learner --------------------------------------------------------------------------------
+
+
+def learner(device: str, tiny: bool) -> dict[str, dict[str, float]]:
+    """Part 2: opt/s at each batch size: bare (updates on a batch already on the device), fed
+    from the replay without and with prefetch (:mod:`learner_pipeline`'s phases)."""
+    import learner_pipeline  # beside this file
+
+    out = {}
+    for batch_size in (32, 64, 256):
+        args = argparse.Namespace(
+            device=device,
+            batch_size=batch_size,
+            seconds=1.0 if tiny else 6.0,
+            capacity=20_000 if tiny else 200_000,
+            fill=2_000 if tiny else 50_000,
+            replay_ratio=8.0,
+            actor_batch=16,
+        )
+        buffer = learner_pipeline.filled(args)
+        rates = {
+            "bare": learner_pipeline.phase("bare", args, buffer),
+            "no_prefetch": learner_pipeline.phase("fed_no_prefetch", args, buffer),
+            "prefetch_2": learner_pipeline.phase("fed_depth_2", args, buffer, depth=2),
+        }
+        out[f"batch_{batch_size}"] = {f"{k}_opt_per_sec": round(v, 2) for k, v in rates.items()}
+        out[f"batch_{batch_size}"] |= {
+            "no_prefetch_vs_bare": round(rates["no_prefetch"] / rates["bare"], 3),
+            "prefetch_vs_bare": round(rates["prefetch_2"] / rates["bare"], 3),
+        }
+    return out
+
+
 # -- 3. host to device -------------------------------------------------------------------------
 
 
@@ -186,7 +219,13 @@ class Utilisation:
             self._thread.join(timeout=10)
 
     def _sample(self) -> None:
-        query = [self.smi, "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits", "-i", "0"]
+        query = [
+            self.smi,
+            "--query-gpu=utilization.gpu",
+            "--format=csv,noheader,nounits",
+            "-i",
+            "0",
+        ]
         while not self._stop.wait(self.every):
             try:
                 line = subprocess.run(query, capture_output=True, text=True, timeout=5).stdout

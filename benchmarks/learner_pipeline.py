@@ -43,11 +43,12 @@ from border_py.trainers.loop import learn_step
 from border_py.trainers.prefetch import Prefetcher
 
 
-def make_agent(batch_size: int) -> DQN:
+def make_agent(batch_size: int, device: str = "cpu") -> DQN:
     obs = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
     return DQN(
         obs,
         gym.spaces.Discrete(6),
+        device,
         seed=0,
         hidden_sizes=[512],
         network="cnn",
@@ -75,30 +76,44 @@ class Feed:
             self.owed -= self.batch
 
 
-def opts_per_second(step: Callable[[], Any], seconds: float) -> float:
+def opts_per_second(step: Callable[[], Any], seconds: float, device: torch.device) -> float:
+    """Steps per second over about ``seconds`` (a CUDA device synchronised before the clock
+    starts and stops: the figure counts finished work, not queued kernels)."""
     for _ in range(3):  # warm up
         step()
+    sync(device)
     done, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         step()
         done += 1
+    sync(device)
     return done / (time.perf_counter() - start)
+
+
+def sync(device: torch.device) -> None:
+    """Wait for the work queued on a CUDA ``device`` (nothing to wait for on the CPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def phase(
     name: str, args: argparse.Namespace, buffer: PrioritizedReplayBuffer, depth: int = 0
 ) -> float:
-    agent = make_agent(args.batch_size)
+    agent = make_agent(args.batch_size, args.device)
     if name == "bare":
         prepared = TensorBatch.of(buffer.sample(args.batch_size), agent.device, True)
-        return opts_per_second(lambda: agent.update_tensors(prepared), args.seconds)
+        return opts_per_second(lambda: agent.update_tensors(prepared), args.seconds, agent.device)
     feed = Feed(buffer, buffer.rows_written, args.batch_size / args.replay_ratio, args.actor_batch)
     if depth == 0:
         nolock = _NoLock()
-        return opts_per_second(lambda: (feed(nolock), learn_step(agent, buffer)), args.seconds)
+        return opts_per_second(
+            lambda: (feed(nolock), learn_step(agent, buffer)), args.seconds, agent.device
+        )
     prefetcher = Prefetcher(agent, buffer, depth)
     try:
-        return opts_per_second(lambda: (feed(prefetcher.lock), prefetcher.learn()), args.seconds)
+        return opts_per_second(
+            lambda: (feed(prefetcher.lock), prefetcher.learn()), args.seconds, agent.device
+        )
     finally:
         prefetcher.close(flush=True)
 
@@ -130,6 +145,7 @@ def main() -> None:
     parser.add_argument("--fill", type=int, default=20_000)
     parser.add_argument("--replay-ratio", type=float, default=8.0, help="Dopamine's DQN: 8")
     parser.add_argument("--actor-batch", type=int, default=16)
+    parser.add_argument("--device", default="cpu", help="the learner's: cpu or cuda")
     args = parser.parse_args()
     torch.set_num_threads(1)
     phases = [("bare", 0), ("fed_no_prefetch", 0)] + [(f"fed_depth_{d}", d) for d in args.depth]

@@ -1,0 +1,38 @@
+"""benchmarks/gpu_check.py, the one command for a GPU machine, runs on the CPU at its tiny size in
+CI so that it never rots: every part reports, the parity holds, and the Pong run trains."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from ..conftest import REPO
+
+
+@pytest.mark.slow
+def test_gpu_check_runs_on_cpu_at_its_tiny_size(tmp_path):
+    out = tmp_path / "gpu_check.json"
+    done = subprocess.run(
+        [sys.executable, "benchmarks/gpu_check.py", "--device", "cpu", "--tiny", "--out", out],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("RESULT ")
+    figures = json.loads(last.removeprefix("RESULT "))
+    assert figures == json.loads(out.read_text())
+    assert set(figures["parity"]) == {"dqn_mlp", "dqn_nature_cnn", "iqn", "sac"}
+    assert figures["parity_ok"] and figures["pong_ok"]
+    for batch in ("batch_32", "batch_64", "batch_256"):
+        rates = figures["learner"][batch]
+        assert rates["bare_opt_per_sec"] > 0 and rates["prefetch_2_opt_per_sec"] > 0
+    pong = figures["pong"]
+    assert pong["exit_code"] == 0 and pong["frames_per_sec"] > 0
+    assert [e["opt_steps"] for e in pong["evaluations"]][:2] == [100, 200]
+    assert pong["gpu_utilisation"]["samples"] == 0  # no nvidia-smi here
