@@ -23,11 +23,17 @@ learner with 1, 2 and 4 actors of ``experiment=dqn_pong_async`` (Nature-CNN poli
 env with random actions and no policy:
 
     python benchmarks/async_throughput.py --atari [--seconds 10] [--atari-envs-per-actor 4] [overrides...]
+
+``--backend envpool`` (or ``ale_vector``, ``gymnasium_async``) steps the actors' envs with that
+``env.backend``; the raw process stays gymnasium's. The Atari table ends with one line
+``RESULT {json}``: ``ratio_2_actors_vs_raw`` is the frames/s reaching the learner with 2 actors
+over the raw gymnasium process.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import multiprocessing as mp
 import statistics
@@ -228,17 +234,29 @@ def raw_atari_frames(config: dict, seconds: float) -> float:
 
 def atari_section(args: argparse.Namespace) -> None:
     """Atari sampling throughput in frames/s (env steps x frame skip) with 1, 2, 4 actors."""
-    config = load_config(["experiment=dqn_pong_async", *args.overrides])
+    backend = [f"env.backend={args.backend}"] if args.backend else []
+    config = load_config(["experiment=dqn_pong_async", *backend, *args.overrides])
     n_envs = args.atari_envs_per_actor
     skip = config["env"]["frame_skip"]
     raw = raw_atari_frames(config, args.seconds)
-    print(f"\nAtari sampling, {config['env']['id']}, {n_envs} envs per actor (learner only drains)")
+    print(
+        f"\nAtari sampling, {config['env']['id']}, {n_envs} envs per actor, env.backend="
+        f"{config['env'].get('backend', 'gymnasium')} (learner only drains)"
+    )
     print(f"   raw frames/s, random actions, 1 process, no policy: {raw:,.0f}")
     print(f"   {'n_actors':>8} {'frames/s':>10} {'x raw 1-proc':>13} {'publish->actor ms':>18}")
-    for n in (1, 2, 4):
+    result: dict[str, object] = {
+        "backend": config["env"].get("backend", "gymnasium"),
+        "envs_per_actor": n_envs,
+        "raw_frames_per_sec": round(raw),
+    }
+    for n in args.atari_actors:
         rate, latency = sampling_rate(config, n, n_envs, args.seconds)
         frames = rate * skip  # one transition per env step in steady state
         print(f"   {n:>8} {frames:>10,.0f} {frames / raw:>13.2f} {latency:>18.1f}")
+        result[f"frames_per_sec_{n}_actors"] = round(frames)
+        result[f"ratio_{n}_actors_vs_raw"] = round(frames / raw, 3)
+    print("RESULT " + json.dumps(result))
 
 
 def main() -> None:
@@ -249,6 +267,12 @@ def main() -> None:
     parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--atari", action="store_true", help="the Atari table (needs [atari])")
     parser.add_argument("--atari-envs-per-actor", type=int, default=4)
+    parser.add_argument("--atari-actors", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument(
+        "--backend",
+        choices=["gymnasium", "gymnasium_async", "envpool", "ale_vector"],
+        help="env.backend of the actors' envs (the Atari table)",
+    )
     parser.add_argument("overrides", nargs="*")
     args = parse_with_overrides(parser)
     logging.basicConfig(level=logging.WARNING)

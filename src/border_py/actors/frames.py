@@ -24,17 +24,21 @@ class FrameEncoder:
         n_envs: envs stepped together.
         n_step: the n-step window of the transitions (how far back they reference frames).
         first_obs: the envs' first stacked observations, uint8 ``(n_envs, k, H, W)``.
+        first_id: the first local id (a resumed stream whose envs start afresh goes on after
+            the ids it had used).
     """
 
-    def __init__(self, source: int, n_envs: int, n_step: int, first_obs: np.ndarray) -> None:
+    def __init__(
+        self, source: int, n_envs: int, n_step: int, first_obs: np.ndarray, first_id: int = 0
+    ) -> None:
         self.source = source
         # An env step adds at most 2 frames per env (next frame, reset frame). A later transition
         # references the obs of a pending n-step window (registered at most n_step steps ago) or
         # links to an env's current frame: never more than this many local ids back.
         self.horizon = 2 * n_envs * (n_step + 1)
-        self.next_id = 0
-        self._first = 0  # local id of the first frame not yet taken
-        self._keep_from = 0  # no transition emitted from now on uses a frame below this
+        self.next_id = first_id
+        self._first = first_id  # local id of the first frame not yet taken
+        self._keep_from = first_id  # no transition emitted from now on uses a frame below this
         self._pixels: list[np.ndarray] = []
         self._prev: list[np.ndarray] = []
         self.ids = self._resets(first_obs)

@@ -163,8 +163,10 @@ class ActorManager(ActorSettings):
         if self.n_actors > cores:
             log.warning(
                 "%d actors on %d CPU cores: actors, learner and evaluator share them (the actors"
-                " run at nice %d, so the learner keeps its share; more envs per actor is the"
-                " cheaper way to more samples)",
+                " run at nice %d, so the learner keeps its share); for more samples: a fast env,"
+                " more envs per actor (or env.backend=envpool for Atari); a slow env (its step"
+                " waits, e.g. a simulator), env.backend=gymnasium_async (an actor's envs step one"
+                " after another otherwise)",
                 self.n_actors,
                 cores,
                 self.nice,

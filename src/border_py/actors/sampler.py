@@ -6,6 +6,7 @@ the async trainer, so both produce transitions the same way.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -17,8 +18,10 @@ from border_py.actors.nstep import NStepProcessor
 from border_py.actors.values import ActedValueScorer
 from border_py.agents.base import Agent, TDErrorScoring, ValueActing
 from border_py.envs.factory import GymEnvFactory
-from border_py.envs.vector import VectorEnv
+from border_py.envs.vector import BatchedEnv, VectorEnv
 from border_py.transitions import Transitions
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -70,16 +73,23 @@ class Sampler:
     ) -> None:
         self.agent = agent
         self.priorities = priorities
-        self.env: VectorEnv = env_factory.make_vector(n_envs, seed, replayable)
+        self.seed, self.frame_stack = seed, frame_stack
+        self.env: BatchedEnv = env_factory.make_vector(n_envs, seed, replayable)
+        self._start_windows(first_frame=0)
+
+    def _start_windows(self, first_frame: int) -> None:
+        """Empty n-step windows (and frame ids from ``first_frame`` on) for the envs' current
+        episodes."""
+        agent, n_envs = self.agent, self.env.num_envs
         self.processor = NStepProcessor(n_envs, agent.n_step, agent.gamma)
         self.frames: FrameEncoder | None = None
         self.stack_processor: NStepProcessor | None = None
         self.scorer: ActedValueScorer | None = None
-        if frame_stack:
-            self.frames = FrameEncoder(seed, n_envs, agent.n_step, self.env.obs)
-            if priorities and isinstance(agent, ValueActing):
+        if self.frame_stack:
+            self.frames = FrameEncoder(self.seed, n_envs, agent.n_step, self.env.obs, first_frame)
+            if self.priorities and isinstance(agent, ValueActing):
                 self.scorer = ActedValueScorer(agent, self.frames)
-            elif priorities:  # the agent scores full stacks: keep them alongside the frame ids
+            elif self.priorities:  # the agent scores full stacks: keep them alongside frame ids
                 self.stack_processor = NStepProcessor(n_envs, agent.n_step, agent.gamma)
 
     def _step(self, stats: SampleStats) -> None:
@@ -172,7 +182,19 @@ class Sampler:
         return state
 
     def restore(self, state: dict[str, Any]) -> None:
-        """Put envs and pending n-step windows back as :meth:`state` saw them."""
+        """Put envs and pending n-step windows back as :meth:`state` saw them; envs that cannot be
+        restored (``env.backend`` other than gymnasium, then or now) start fresh episodes and
+        the pending windows are dropped (frame ids go on after the saved ones)."""
+        if not (isinstance(self.env, VectorEnv) and "episodes" in state["env"]):
+            saved = state["env"].get("backend", "gymnasium")
+            log.warning(
+                "env.backend=%s (saved: %s): the envs cannot be restored from the checkpoint;"
+                " the resumed run starts fresh episodes (their unfinished n-step windows dropped)",
+                self.env.backend,
+                saved,
+            )
+            self._start_windows(first_frame=state["frames"]["next_id"] if self.frames else 0)
+            return
         self.env.restore(state["env"])
         dtype, action_dtype = self.env.obs.dtype, np.dtype(self.env.action_space.dtype)
         if self.frames is None:

@@ -26,6 +26,7 @@ return and length so far carry over, training continues from a valid state).
 from __future__ import annotations
 
 import importlib
+import re
 from typing import Any, SupportsFloat, cast
 
 import gymnasium as gym
@@ -38,8 +39,14 @@ from gymnasium.wrappers import (
 )
 
 from border_py.config import flag, fraction, non_negative, positive, require
+from border_py.envs.backends import ATARI_ONLY
+from border_py.envs.batched import BatchedAtari
 from border_py.envs.factory import GymEnvFactory
+from border_py.envs.pools import AleVectorPool, AtariPool, EnvpoolPool
+from border_py.envs.vector import BatchedEnv
 from border_py.errors import ConfigError
+
+FRAME_CAP = 108_000  # ALE v5's frames per episode
 
 
 def register_ale() -> None:
@@ -111,6 +118,10 @@ class AtariEnvFactory(GymEnvFactory):
         kwargs: extra keyword arguments for ``gymnasium.make`` (e.g. ``mode``, ``difficulty``).
         wrappers: the user's gymnasium wrappers, applied after the preprocessing and the frame
             stack (see :class:`~border_py.envs.factory.GymEnvFactory`).
+        backend: what steps the actors' envs: ``gymnasium``, ``gymnasium_async``, ``envpool`` or
+            ``ale_vector`` (C++ vector envs, :mod:`border_py.envs.batched`: no
+            ``terminal_on_life_loss``, no training wrappers; envpool needs ``noop_max`` >= 1, ale-py's
+            no ``kwargs``).
 
     Attributes:
         eval_epsilon: the default probability of a random action in evaluation episodes: 0.001,
@@ -118,6 +129,7 @@ class AtariEnvFactory(GymEnvFactory):
     """
 
     eval_epsilon = 0.001
+    atari = True
 
     def __init__(
         self,
@@ -134,6 +146,7 @@ class AtariEnvFactory(GymEnvFactory):
         fire_reset: str | bool = "auto",
         kwargs: dict[str, Any] | None = None,
         wrappers: list[dict[str, Any]] | None = None,
+        backend: str = "gymnasium",
     ) -> None:
         register_ale()
         fraction("repeat_action_probability", repeat_action_probability)
@@ -152,7 +165,7 @@ class AtariEnvFactory(GymEnvFactory):
         extra = dict(kwargs or {})
         for key in ("frameskip", "repeat_action_probability", "full_action_space"):
             require(f"kwargs.{key}", key not in extra, "set by its own key, not in kwargs", key)
-        super().__init__(id, extra, wrappers=wrappers)
+        super().__init__(id, extra, wrappers=wrappers, backend=backend)
         self.max_episode_steps = max_episode_steps  # applied in agent steps, after frame skip
         if max_episode_steps is not None:
             positive("max_episode_steps", max_episode_steps, int)
@@ -165,6 +178,8 @@ class AtariEnvFactory(GymEnvFactory):
         self.frame_stack = frame_stack
         self.terminal_on_life_loss, self.clip_rewards = terminal_on_life_loss, clip_rewards
         self.fire_reset = fire_reset
+        if backend in ATARI_ONLY:
+            self._check_batched()
 
     def make_base(self, render_mode: str | None = None, training: bool = False) -> gym.Env:
         """One preprocessed env before ``env.wrappers``; ``training`` applies reward clipping and
@@ -192,3 +207,79 @@ class AtariEnvFactory(GymEnvFactory):
         if training and self.clip_rewards:
             env = TransformReward(env, _sign)
         return FrameStackObservation(env, self.frame_stack)
+
+    def _check_batched(self) -> None:
+        """What the C++ vector envs cannot do, refused in one line."""
+        name = f"backend={self.backend}"
+        if self.terminal_on_life_loss:
+            raise ConfigError(f"{name}: terminal_on_life_loss=true needs backend=gymnasium")
+        if any(w.applies(training=True) for w in self.wrappers):
+            raise ConfigError(f"{name}: the actors' envs take no wrappers (use backend=gymnasium)")
+        if self.backend == "envpool" and self.noop_max == 0:
+            raise ConfigError(f"{name}: needs noop_max >= 1 (envpool has no 0)")
+        if self.backend == "ale_vector" and self.kwargs:
+            raise ConfigError(f"{name}: takes no kwargs ({', '.join(sorted(self.kwargs))})")
+
+    def action_meanings(self) -> list[str]:
+        """The names of the env's actions, in order (one env built and closed)."""
+        env = gym.make(self.id, **self.make_kwargs)
+        try:
+            return list(cast(Any, env.unwrapped).get_action_meanings())
+        finally:
+            env.close()
+
+    def make_vector(self, n_envs: int, seed: int, replayable: bool = False) -> BatchedEnv:
+        """The actors' envs; with ``backend`` ``envpool`` or ``ale_vector`` a
+        :class:`~border_py.envs.batched.BatchedAtari` (never replayable: a resume starts fresh
+        episodes)."""
+        if self.backend not in ATARI_ONLY:
+            return super().make_vector(n_envs, seed, replayable)
+        register_ale()
+        meanings = self.action_meanings()
+        if self.fire_reset is True and "FIRE" not in meanings:
+            raise ConfigError(
+                f"fire_reset=true: {self.id} has no FIRE action ({', '.join(meanings)}); use auto"
+            )
+        fire = meanings.index("FIRE") if self.fire_reset and "FIRE" in meanings else None
+        pool = self._pool(n_envs, seed, fire is not None)
+        return BatchedAtari(
+            pool,
+            self.backend,
+            gym.spaces.Box(
+                0, 255, (self.frame_stack, self.screen_size, self.screen_size), np.uint8
+            ),
+            len(meanings),
+            self.frame_stack,
+            seed,
+            None if pool.fires else fire,
+            self.clip_rewards,
+            self.max_episode_steps,
+        )
+
+    def _pool(self, n_envs: int, seed: int, fire: bool) -> AtariPool:
+        """The backend's C++ vector env, with this factory's preprocessing."""
+        game = self.id.removeprefix("ALE/").split("-")[0]
+        if self.max_episode_steps is None:  # ALE's frame cap
+            cap = FRAME_CAP // self.frame_skip
+        else:  # the adapter's time limit comes first: the pool's cap is beyond it
+            cap = self.max_episode_steps + 2
+        common = {
+            "noop_max": self.noop_max,
+            "stack_num": 1,  # BatchedAtari stacks the frames
+            "img_height": self.screen_size,
+            "img_width": self.screen_size,
+            "repeat_action_probability": self.make_kwargs["repeat_action_probability"],
+            "full_action_space": self.make_kwargs["full_action_space"],
+        }
+        if self.backend == "envpool":
+            options = (
+                common | self.kwargs | {"frame_skip": self.frame_skip, "max_episode_steps": cap}
+            )
+            return EnvpoolPool(game, n_envs, seed, options)
+        snake = re.sub(r"(?<!^)(?=[A-Z])", "_", game).lower()  # MsPacman -> ms_pacman
+        options = common | {
+            "frameskip": self.frame_skip,
+            "use_fire_reset": fire,
+            "max_num_frames_per_episode": cap * self.frame_skip + self.noop_max,
+        }
+        return AleVectorPool(snake, n_envs, seed, options)

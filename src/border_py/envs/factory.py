@@ -7,6 +7,7 @@ with ``training_only: true`` / ``evaluation_only: true`` to one kind of env only
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 from dataclasses import dataclass
@@ -15,7 +16,9 @@ from typing import Any
 import gymnasium as gym
 
 from border_py.config import build, closest, flag, require, resolve_target
-from border_py.envs.vector import EpisodeLog, VectorEnv
+from border_py.envs.async_vector import AsyncVector
+from border_py.envs.backends import check_backend
+from border_py.envs.vector import BatchedEnv, EpisodeLog, VectorEnv
 from border_py.errors import ConfigError, first_line
 
 SWITCHES = ("training_only", "evaluation_only")  # keys of a wrapper spec that are not its arguments
@@ -107,6 +110,10 @@ class GymEnvFactory:
         wrappers: gymnasium wrappers applied in order after ``gymnasium.make``, each
             ``{_target_: <class>, <its keyword arguments>}`` plus an optional ``training_only:
             true`` (actors' envs only) or ``evaluation_only: true`` (evaluation envs only).
+        backend: what steps an actor's envs (:mod:`border_py.envs.backends`): ``gymnasium`` (one
+            after another in the actor's process) or ``gymnasium_async`` (one subprocess each;
+            not checkpointed: a resumed serial run starts fresh episodes); Atari envs also
+            ``envpool`` and ``ale_vector``. Evaluation envs are always gymnasium's.
 
     Attributes:
         eval_epsilon: the probability of a random action in evaluation episodes that this kind of
@@ -114,6 +121,7 @@ class GymEnvFactory:
     """
 
     eval_epsilon: float = 0.0
+    atari: bool = False  # whether the C++ Atari backends can step it
 
     def __init__(
         self,
@@ -121,7 +129,9 @@ class GymEnvFactory:
         kwargs: dict[str, Any] | None = None,
         max_episode_steps: int | None = None,
         wrappers: list[dict[str, Any]] | None = None,
+        backend: str = "gymnasium",
     ) -> None:
+        self.backend = check_backend(backend, self.atari)
         require("id", isinstance(id, str), "a gymnasium id string", id)
         require("kwargs", kwargs is None or isinstance(kwargs, dict), "a mapping (or null)", kwargs)
         self.wrappers = wrapper_specs([] if wrappers is None else wrappers)
@@ -169,12 +179,16 @@ class GymEnvFactory:
             kwargs["max_episode_steps"] = self.max_episode_steps
         return gym.make(self.id, **kwargs)
 
-    def make_vector(self, n_envs: int, seed: int, replayable: bool = False) -> VectorEnv:
-        """``n_envs`` copies stepped together, wrapped in :class:`VectorEnv`.
+    def make_vector(self, n_envs: int, seed: int, replayable: bool = False) -> BatchedEnv:
+        """``n_envs`` copies stepped together by ``backend``: :class:`VectorEnv` (``gymnasium``)
+        or :class:`~border_py.envs.async_vector.AsyncVector` (``gymnasium_async``).
 
         ``replayable`` logs each episode (:class:`EpisodeLog`) so that :meth:`VectorEnv.state`
-        can capture the envs for a checkpoint; actors, whose envs are not checkpointed, skip it.
+        can capture the envs for a checkpoint; actors, whose envs are not checkpointed, skip it
+        (so do the other backends, whose envs a resume starts afresh).
         """
+        if self.backend == "gymnasium_async":
+            return AsyncVector(functools.partial(self.make, training=True), n_envs, seed)
 
         def make() -> gym.Env:
             env = self.make(training=True)

@@ -8,7 +8,7 @@ separately from the first observation of the next one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import gymnasium as gym
 import numpy as np
@@ -70,6 +70,57 @@ class VectorStep:
     episode_lengths: list[int]
 
 
+class BatchedEnv(Protocol):
+    """What an actor steps, whatever ``env.backend`` (:mod:`border_py.envs.backends`): ``obs``
+    the observations to act on, ``step`` one batched action for every env, same-step autoreset.
+
+    Only :class:`VectorEnv` can be restored from its :meth:`state`; the other backends' state only
+    names them (a resumed run starts fresh episodes)."""
+
+    backend: str  # its env.backend
+    num_envs: int
+    obs: np.ndarray
+    observation_space: gym.Space
+    action_space: gym.Space
+
+    def step(self, actions: np.ndarray) -> VectorStep:
+        """Step every env once with ``actions`` (batched)."""
+        ...
+
+    def state(self) -> dict[str, Any]:
+        """Plain data for a checkpoint."""
+        ...
+
+    def close(self) -> None:
+        """Close the envs (idempotent)."""
+        ...
+
+
+class EpisodeTally:
+    """The return and length of the episode running in each of ``n`` envs.
+
+    Args:
+        n: envs.
+    """
+
+    def __init__(self, n: int) -> None:
+        self.returns = np.zeros(n)
+        self.lengths = np.zeros(n, dtype=np.int64)
+
+    def add(self, reward: np.ndarray, done: np.ndarray) -> tuple[list[float], list[int]]:
+        """Count one step of every env; the returns and lengths of the episodes ``done`` ended
+        (by env index), whose counts start over."""
+        self.returns += reward
+        self.lengths += 1
+        if not done.any():
+            return [], []
+        ended = np.flatnonzero(done)
+        returns, lengths = self.returns[ended].tolist(), self.lengths[ended].tolist()
+        self.returns[ended] = 0.0
+        self.lengths[ended] = 0
+        return returns, lengths
+
+
 class VectorEnv:
     """``n`` envs stepped together with one batched action, same-step autoreset (the step that
     ends an episode returns the next episode's first observation), and episode statistics.
@@ -84,6 +135,8 @@ class VectorEnv:
         envs: the envs (the same spaces).
         seed: the first reset's base seed.
     """
+
+    backend = "gymnasium"
 
     def __init__(self, envs: list[gym.Env], seed: int) -> None:
         self.envs = envs

@@ -140,15 +140,21 @@ def init_child(name: str, stopping: Any = None) -> None:
             os._exit(0)
 
     signal.signal(signal.SIGTERM, on_sigterm)
-    if sys.platform.startswith("linux"):
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+    die_with_parent()
     _release_forkserver()
     _watch_learner()
     one_thread_each()
     logging.basicConfig(
         level=logging.INFO, format=f"[%(asctime)s][{name}][%(levelname)s] - %(message)s"
     )
+
+
+def die_with_parent() -> None:
+    """Have the kernel SIGKILL this process when the thread that started it ends (Linux's
+    parent-death signal; elsewhere a no-op)."""
+    if sys.platform.startswith("linux"):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
 def one_thread_each() -> None:
