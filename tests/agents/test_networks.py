@@ -1,23 +1,26 @@
 """agents/networks.py and agents/batch.py: uint8 observations that are not images (e.g. the
 128-byte Atari RAM of ``ALE/Pong-ram-v5``) stay uint8 until the network, which scales them by 1/255
-as it does pixels; every agent acts and learns on them."""
+as it does pixels; every agent acts and learns on them. The weights published to actors are a CPU
+copy of every tensor (on CUDA: one asynchronous copy per dtype)."""
 
 from __future__ import annotations
 
 import gymnasium as gym
 import numpy as np
+import pytest
 import torch
 from torch import nn
 
 from border_py.agents.batch import TensorBatch
 from border_py.agents.dqn import DQN
 from border_py.agents.iqn import IQN
-from border_py.agents.networks import VectorInput
+from border_py.agents.networks import VectorInput, cpu_weights
 from border_py.agents.sac import SAC
 from border_py.transitions import Transitions
 
 RAM = gym.spaces.Box(0, 255, (128,), np.uint8)
 SIX = gym.spaces.Discrete(6)
+CUDA = torch.cuda.is_available()
 
 
 def _ram_batch(n: int = 8, continuous: bool = False) -> Transitions:
@@ -85,3 +88,20 @@ def test_every_agent_acts_and_learns_on_uint8_vectors():
             assert len(agent.act(batch.obs, explore)) == 8
         metrics = agent.update(batch)
         assert all(np.isfinite(float(v)) for k, v in metrics.items() if k != "td_error")
+
+
+@pytest.mark.parametrize(
+    "device",
+    ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not CUDA, reason="no CUDA device"))],
+)
+def test_published_weights_are_an_independent_cpu_copy_of_every_tensor(device):
+    module = torch.nn.Sequential(torch.nn.Conv2d(4, 8, 3), torch.nn.BatchNorm2d(8)).to(device)
+    published = cpu_weights(module)
+    state = module.state_dict()
+    assert list(published) == list(state)  # int64 num_batches_tracked included, in order
+    for key, value in state.items():
+        assert published[key].device.type == "cpu" and published[key].dtype == value.dtype
+        assert torch.equal(published[key], value.cpu())
+    with torch.no_grad():
+        module[0].weight.add_(1.0)
+    assert not torch.equal(published["0.weight"], module[0].weight.cpu())  # a copy, not a view

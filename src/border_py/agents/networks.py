@@ -47,8 +47,30 @@ def mlp(
 
 
 def cpu_weights(module: nn.Module) -> dict[str, torch.Tensor]:
-    """A CPU copy of ``module``'s state dict (what the learner publishes to actors)."""
-    return {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
+    """A CPU copy of ``module``'s state dict (what the learner publishes to actors).
+
+    On a GPU the tensors of each dtype are gathered on the device and copied to page-locked host
+    memory asynchronously, then waited for once: one wait per publication, not a blocking copy
+    (a device sync) per tensor. The CPU copies are views into those host buffers.
+    """
+    state = {k: v.detach() for k, v in module.state_dict().items()}
+    devices = {v.device for v in state.values()}
+    if len(devices) != 1 or next(iter(devices)).type != "cuda":
+        return {k: v.cpu().clone() for k, v in state.items()}
+    by_dtype: dict[torch.dtype, list[str]] = {}
+    for key, value in state.items():
+        by_dtype.setdefault(value.dtype, []).append(key)
+    copies = []
+    for dtype, keys in by_dtype.items():
+        flat = torch.cat([state[k].reshape(-1) for k in keys])
+        host = torch.empty(flat.shape, dtype=dtype, pin_memory=True)
+        copies.append((keys, host.copy_(flat, non_blocking=True)))
+    torch.cuda.current_stream(next(iter(devices))).synchronize()
+    out = {}
+    for keys, host in copies:
+        pieces = host.split([state[k].numel() for k in keys])
+        out |= {k: piece.view(state[k].shape) for k, piece in zip(keys, pieces, strict=True)}
+    return {k: out[k] for k in state}
 
 
 def flat_dim(shape: Sequence[int]) -> int:
