@@ -295,8 +295,11 @@ def run_watched(args: list[str], tmp_path: Path, timeout: float = 60):
         while proc.poll() is None and time.monotonic() - began < timeout:
             for child in border.children(recursive=True):
                 with contextlib.suppress(psutil.Error):
-                    if not _is_python_helper(child):
-                        seen.setdefault(child.pid, " ".join(child.cmdline()))
+                    cmdline = " ".join(child.cmdline())
+                    # none: an exited process not yet reaped (the forkserver as border exits);
+                    # what border itself starts is in `started` too
+                    if cmdline and not _is_python_helper(child):
+                        seen.setdefault(child.pid, cmdline)
             time.sleep(0.02)
         out, err = proc.communicate(timeout=5)
     finally:
