@@ -122,6 +122,9 @@ class AtariEnvFactory(GymEnvFactory):
             ``ale_vector`` (C++ vector envs, :mod:`border_py.envs.batched`: no
             ``terminal_on_life_loss``, no training wrappers; envpool needs ``noop_max`` >= 1, ale-py's
             no ``kwargs``).
+        num_threads: the C++ backends' threads per actor (the others ignore it). 1 suits the
+            usual sizing of one actor per core: more threads than cores make the pools' workers
+            wait on each other.
 
     Attributes:
         eval_epsilon: the default probability of a random action in evaluation episodes: 0.001,
@@ -147,8 +150,11 @@ class AtariEnvFactory(GymEnvFactory):
         kwargs: dict[str, Any] | None = None,
         wrappers: list[dict[str, Any]] | None = None,
         backend: str = "gymnasium",
+        num_threads: int = 1,
     ) -> None:
         register_ale()
+        positive("num_threads", num_threads, int)
+        self.num_threads = num_threads
         fraction("repeat_action_probability", repeat_action_probability)
         non_negative("noop_max", noop_max)
         positive("frame_skip", frame_skip, int)
@@ -270,6 +276,7 @@ class AtariEnvFactory(GymEnvFactory):
             "img_width": self.screen_size,
             "repeat_action_probability": self.make_kwargs["repeat_action_probability"],
             "full_action_space": self.make_kwargs["full_action_space"],
+            "num_threads": self.num_threads,
         }
         if self.backend == "envpool":
             options = (
