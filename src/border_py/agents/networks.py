@@ -66,7 +66,7 @@ def cpu_weights(module: nn.Module) -> dict[str, torch.Tensor]:
         host = torch.empty(flat.shape, dtype=dtype, pin_memory=True)
         copies.append((keys, host.copy_(flat, non_blocking=True)))
     torch.cuda.current_stream(next(iter(devices))).synchronize()
-    out = {}
+    out: dict[str, torch.Tensor] = {}
     for keys, host in copies:
         pieces = host.split([state[k].numel() for k in keys])
         out |= {k: piece.view(state[k].shape) for k, piece in zip(keys, pieces, strict=True)}
