@@ -167,7 +167,7 @@ def test_cfg_info_and_help_never_build_an_env(tmp_path):
         "border: error: agent.lrr: unknown key 'lrr' in agent (did you mean 'lr'?);"
         " border_py.agents.dqn.DQN takes: hidden_sizes, network, dueling, lr, adam_eps, gamma, n_step,"
         " batch_size, double_dqn, loss, max_grad_norm, target_update_interval, tau, eps_start,"
-        " eps_final, eps_decay_steps"
+        " eps_final, eps_decay_steps, compile, compile_mode"
     ]
     assert not (tmp_path / "outputs").exists()
 

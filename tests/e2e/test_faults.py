@@ -348,9 +348,9 @@ def test_resume_auto_needs_a_run_dir(tmp_path):
 @pytest.mark.slow
 def test_a_failing_checkpoint_write_ends_the_run_in_one_line_and_keeps_earlier_ones(tmp_path):
     run = tmp_path / "run"
-    # bytes per file: the first checkpoint's replay buffer (~2,200 CartPole transitions of 48
-    # bytes) fits, the second's (~4,200) does not
-    limit = 150_000
+    # bytes per file: the first checkpoint's replay observations (replay_buffer/obs.npy: ~2,200
+    # CartPole observations of 16 bytes) fit, the second's (~4,200) do not
+    limit = 50_000
 
     def small_files() -> None:
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))

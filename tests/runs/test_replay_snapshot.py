@@ -21,6 +21,7 @@ from border_py.replay.prioritized import PrioritizedReplayBuffer
 from border_py.replay.uniform import UniformReplayBuffer
 from border_py.resources import size_text
 from border_py.runs.checkpoint import load_checkpoint, recover, save_checkpoint
+from border_py.runs.replay_snapshot import read_snapshot, write_snapshot
 from border_py.runs.resume import check_resume_memory
 from border_py.runs.state import TrainerState
 from border_py.transitions import STORED, FrameChunk, Transitions
@@ -222,3 +223,21 @@ def test_resuming_a_buffer_larger_than_memory_is_refused_in_one_line(tmp_path, m
     with caplog.at_level(logging.WARNING, logger="border_py.resources"):
         check_resume_memory(load_checkpoint(path), 40, False)
     assert "replay_buffer.capacity=40: resuming" in caplog.text
+
+
+def test_any_array_layout_is_written_in_c_order_and_read_back_equal(tmp_path):
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 256, (5, 4, 84, 84), dtype=np.uint8)
+    arrays = {
+        "contiguous": np.arange(24, dtype=np.float32).reshape(6, 4),
+        "strided": np.arange(48).reshape(12, 4)[::2],
+        "fortran": np.asfortranarray(np.arange(12.0).reshape(3, 4)),
+        "transposed": frames.transpose(0, 1, 3, 2),
+        "empty": np.zeros((0, 3), np.uint8),
+    }
+    (tmp_path / "ckpt").mkdir()
+    write_snapshot(tmp_path / "ckpt", arrays)
+    read = read_snapshot(tmp_path / "ckpt")
+    assert read is not None and set(read) == set(arrays)
+    for name, array in arrays.items():
+        assert read[name].dtype == array.dtype and np.array_equal(read[name], array), name

@@ -28,6 +28,7 @@ from border_py.files import create_file, fsync_dir, link_refusal, open_regular, 
 from border_py.layout import BUFFER, BUFFER_FILE_SUFFIX, BUFFER_INDEX, BUFFER_NPZ
 
 NAME = re.compile(r"^[A-Za-z0-9_]+$")  # an array's name: its file's name, never a path
+WRITE_BYTES = 16 * 2**20  # bytes handed to one write (a copy of rows, for a strided array)
 
 
 def write_snapshot(checkpoint: Path, arrays: Mapping[str, np.ndarray]) -> None:
@@ -51,8 +52,21 @@ def write_snapshot(checkpoint: Path, arrays: Mapping[str, np.ndarray]) -> None:
 
 
 def _write(array: np.ndarray, handle: BinaryIO) -> None:
-    """``array`` as a ``.npy`` file into ``handle``, straight from its memory (no copy)."""
-    np.lib.format.write_array(handle, array, allow_pickle=False)
+    """``array`` as a ``.npy`` file (C order) into ``handle``: a C-contiguous array straight from
+    its memory, any other a block of rows at a time (:data:`WRITE_BYTES` at most). Python's own
+    writes, so a failure is its ``OSError`` with the cause (``File too large``, ``No space left
+    on device``), not numpy's count of the bytes written."""
+    header = np.lib.format.header_data_from_array_1_0(array)
+    header["fortran_order"] = False  # the rows below are written in C order
+    np.lib.format.write_array_header_2_0(handle, header)
+    if array.flags.c_contiguous:
+        data = array.reshape(-1).data.cast("B")
+        for start in range(0, len(data), WRITE_BYTES):
+            handle.write(data[start : start + WRITE_BYTES])
+        return
+    rows = max(WRITE_BYTES // max(array[0].nbytes, 1), 1)
+    for start in range(0, len(array), rows):
+        handle.write(np.ascontiguousarray(array[start : start + rows]).data.cast("B"))
 
 
 def read_snapshot(checkpoint: Path) -> dict[str, np.ndarray] | None:
