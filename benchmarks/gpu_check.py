@@ -199,11 +199,11 @@ def _sync(device: torch.device) -> None:
 
 
 class Utilisation:
-    """``nvidia-smi``'s GPU utilisation (percent) sampled every ``every`` seconds in a thread
-    (nothing when ``nvidia-smi`` is missing)."""
+    """``nvidia-smi``'s utilisation (percent) of GPU ``gpu`` sampled every ``every`` seconds in a
+    thread (nothing when ``nvidia-smi`` is missing)."""
 
-    def __init__(self, every: float = 1.0) -> None:
-        self.every, self.samples = every, []  # type: list[float]
+    def __init__(self, gpu: int = 0, every: float = 1.0) -> None:
+        self.gpu, self.every, self.samples = gpu, every, []  # type: list[float]
         self.smi = shutil.which("nvidia-smi")
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
@@ -268,17 +268,34 @@ def pong(device: str, seconds: float, tiny: bool, run_dir: Path) -> dict[str, An
     ]
     command = [sys.executable, "-m", "border_py.cli", "train", *args]
     log = (run_dir.parent / "pong.log").open("w")
-    with Utilisation() as utilisation:
+    gpu = (torch.device(device).index or 0) if device.startswith("cuda") else 0
+    with Utilisation(gpu) as utilisation:
         child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         try:
-            child.wait(timeout=seconds)
-        except subprocess.TimeoutExpired:
-            child.send_signal(signal.SIGINT)  # a graceful stop: the final checkpoint, exit 130
-            child.wait(timeout=120)
+            _stop_after(child, seconds)
+        finally:  # never leave the run behind (its actors die with it)
+            if child.poll() is None:
+                child.kill()
+                child.wait()
     log.close()
     return {"actors": actors, "exit_code": child.returncode, **_throughput(run_dir)} | {
         "gpu_utilisation": utilisation.summary()
     }
+
+
+def _stop_after(child: subprocess.Popen, seconds: float) -> None:
+    """Let ``child`` (``border train``) run ``seconds``, then stop it as a Ctrl-C does (the final
+    checkpoint, exit 130), and as a second one does if the first takes over 5 minutes."""
+    try:
+        child.wait(timeout=seconds)
+        return
+    except subprocess.TimeoutExpired:
+        child.send_signal(signal.SIGINT)
+    try:
+        child.wait(timeout=300)
+    except subprocess.TimeoutExpired:
+        child.send_signal(signal.SIGINT)
+        child.wait(timeout=60)
 
 
 def _throughput(run_dir: Path) -> dict[str, Any]:

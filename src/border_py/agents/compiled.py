@@ -11,6 +11,7 @@ minutes); the results equal the eager ones to float rounding, not bit for bit.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -30,7 +31,16 @@ def check_mode(key: str, value: Any) -> None:
 
 def compiled(fn: Fn, enabled: bool, mode: str) -> Fn:
     """``fn`` itself, or (``enabled``) ``torch.compile(fn, mode=mode)`` with static shapes (a
-    learner's batches all have one shape)."""
+    learner's batches all have one shape), made at the first call: actors and the evaluator,
+    whose agents never update, never import ``torch._dynamo``."""
     if not enabled:
         return fn
-    return torch.compile(fn, mode=mode, dynamic=False)  # type: ignore[return-value]
+    made: list[Callable[..., Any]] = []
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not made:
+            made.append(torch.compile(fn, mode=mode, dynamic=False))
+        return made[0](*args, **kwargs)
+
+    return call  # type: ignore[return-value]

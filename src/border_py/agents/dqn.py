@@ -163,11 +163,7 @@ class DQN(EpsilonGreedy, Checkpointed):
         self.q_target = copy.deepcopy(self.q).requires_grad_(False)
         self.optimizers = Optimizers(
             q=Adam(
-                list(self.q.parameters()),
-                args.lr,
-                args.adam_eps,
-                max_grad_norm=args.max_grad_norm,
-                capturable=args.compile and self.device.type == "cuda",  # graph-safe steps
+                list(self.q.parameters()), args.lr, args.adam_eps, max_grad_norm=args.max_grad_norm
             )
         )
         self.fast_q = MLPInference.of(self.q)  # None for CNN torsos and dueling heads

@@ -51,7 +51,8 @@ def cpu_weights(module: nn.Module) -> dict[str, torch.Tensor]:
 
     On a GPU the tensors of each dtype are gathered on the device and copied to page-locked host
     memory asynchronously, then waited for once: one wait per publication, not a blocking copy
-    (a device sync) per tensor. The CPU copies are views into those host buffers.
+    (a device sync) per tensor. Each tensor is then cloned out of those buffers on the host (a
+    dict of views would keep them alive and pickle the whole buffer once per tensor).
     """
     state = {k: v.detach() for k, v in module.state_dict().items()}
     devices = {v.device for v in state.values()}
@@ -69,7 +70,7 @@ def cpu_weights(module: nn.Module) -> dict[str, torch.Tensor]:
     out: dict[str, torch.Tensor] = {}
     for keys, host in copies:
         pieces = host.split([state[k].numel() for k in keys])
-        out |= {k: piece.view(state[k].shape) for k, piece in zip(keys, pieces, strict=True)}
+        out |= {k: p.view(state[k].shape).clone() for k, p in zip(keys, pieces, strict=True)}
     return {k: out[k] for k in state}
 
 

@@ -10,11 +10,6 @@ wrappers plus the generic clipping make its step markedly longer than this one's
 networks of CPU agents (``benchmarks/update_bench.py``; the figures:
 docs/04-scaling/performance.md).
 
-``capturable=True`` runs torch's capturable implementation instead of the fused kernel: the step
-counts live on the device and nothing reads them back on the host, so the step can be recorded
-in a CUDA graph. torch supports it on CUDA (and XPU, HPU) only: on a CPU parameter it is refused
-when the optimizer is built.
-
 ``eps`` is Adam's epsilon (``agent.adam_eps``): torch's default 1e-8. Dopamine's Atari configs
 use larger ones: 1.5e-4 with lr 6.25e-5 for Rainbow and for IQN matched to Rainbow; 3.125e-4
 (0.01 / batch size 32) with lr 5e-5 for IQN with the paper's settings, and with lr 2.5e-4 for C51.
@@ -31,7 +26,6 @@ from torch.optim.adam import adam
 
 log = logging.getLogger(__name__)
 
-CAPTURABLE_DEVICES = ("cuda", "xpu", "hpu")  # torch's capturable optimizers' devices
 CLIP_EPS = 1e-6  # added to the norm before dividing, as torch.nn.utils.clip_grad_norm_ does
 
 
@@ -47,10 +41,6 @@ class Adam:
         eps: added to the root of the second-moment estimate.
         betas: the moments' decay rates.
         max_grad_norm: clip the gradients' global L2 norm to this before each step (None: never).
-        capturable: torch's capturable implementation (see the module docstring).
-
-    Raises:
-        ValueError: ``capturable`` with parameters on a device torch cannot capture on.
     """
 
     def __init__(
@@ -60,13 +50,9 @@ class Adam:
         eps: float = 1e-8,
         betas: tuple[float, float] = (0.9, 0.999),
         max_grad_norm: float | None = None,
-        capturable: bool = False,
     ) -> None:
         if not params:
             raise ValueError("Adam got no parameters")
-        if capturable and params[0].device.type not in CAPTURABLE_DEVICES:
-            raise ValueError(f"capturable Adam needs parameters on {CAPTURABLE_DEVICES}")
-        self.capturable = capturable
         self.params = list(params)
         self.lr, self.eps, self.betas = float(lr), float(eps), (float(betas[0]), float(betas[1]))
         self.max_grad_norm = max_grad_norm
@@ -96,9 +82,7 @@ class Adam:
             [s["exp_avg_sq"] for s in states],
             [],
             [s["step"] for s in states],
-            fused=not self.capturable,
-            foreach=self.capturable,
-            capturable=self.capturable,
+            fused=True,
             amsgrad=False,
             beta1=self.betas[0],
             beta2=self.betas[1],
@@ -129,9 +113,9 @@ class Adam:
             "amsgrad": False,
             "maximize": False,
             "foreach": None,
-            "capturable": self.capturable,
+            "capturable": False,
             "differentiable": False,
-            "fused": not self.capturable,
+            "fused": True,
             "decoupled_weight_decay": False,
             "params": list(range(len(self.params))),
         }

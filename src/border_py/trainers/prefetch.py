@@ -243,7 +243,7 @@ class Prefetcher:
         host = torch.empty(td_error.shape, dtype=td_error.dtype, pin_memory=True)
         host.copy_(td_error, non_blocking=True)
         ready = torch.cuda.Event()
-        ready.record()
+        ready.record(torch.cuda.current_stream(self.agent.device))  # the copy's stream
         return Pending(index, mark, host, ready)
 
 
@@ -268,4 +268,10 @@ def build_prefetcher(depth: int, agent: Agent, buffer: ReplayBuffer) -> Prefetch
             type(buffer).__name__,
         )
         return None
+    log.info(
+        "%s: batches sampled up to %d opt steps ahead, priorities one step late; a run is not"
+        " bit for bit reproducible and a resume not exact (both are at trainer.prefetch=0)",
+        name,
+        depth,
+    )
     return Prefetcher(agent, buffer, depth)
