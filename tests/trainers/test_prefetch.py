@@ -4,6 +4,7 @@ the thread's end, and the agents' tensor entry point equal to their update."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import gymnasium as gym
@@ -24,6 +25,7 @@ from ..conftest import make_config
 
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 ACTIONS = gym.spaces.Discrete(2)
+NEVER = lambda: False  # noqa: E731 (no stop requested)
 
 
 def transitions(n: int, seed: int, continuous: bool = False) -> Transitions:
@@ -158,6 +160,25 @@ def test_a_failure_in_the_thread_surfaces_in_the_learner_and_no_thread_is_left()
     assert prefetch_threads() == []
 
 
+class Slow(PrioritizedReplayBuffer):
+    def sample(self, batch_size: int) -> Transitions:
+        time.sleep(1.5)  # a starved thread (a loaded machine, a huge batch)
+        return super().sample(batch_size)
+
+
+def test_a_stop_request_ends_the_wait_for_a_batch_without_a_step():
+    buffer = Slow(capacity=64, seed=0)
+    buffer.push(transitions(64, 0))
+    stop = threading.Event()
+    agent = dqn()
+    prefetcher = Prefetcher(agent, buffer, 1, stop.is_set)
+    threading.Timer(0.2, stop.set).start()
+    began = time.monotonic()
+    assert prefetcher.learn() is None
+    assert time.monotonic() - began < 1.0 and agent.opt_steps == 0
+    prefetcher.close(flush=False)
+
+
 def test_a_run_with_prefetch_leaves_no_thread(tmp_path):
     summary = train(
         make_config(
@@ -186,10 +207,10 @@ class OnlyUpdate:
 def test_an_agent_without_update_tensors_trains_without_prefetch(caplog):
     buffer = PrioritizedReplayBuffer(capacity=64, seed=0)
     with caplog.at_level("INFO"):
-        assert build_prefetcher(2, OnlyUpdate(), buffer) is None  # type: ignore[arg-type]
+        assert build_prefetcher(2, OnlyUpdate(), buffer, NEVER) is None  # type: ignore[arg-type]
     assert "no update_tensors" in caplog.text
-    assert build_prefetcher(0, dqn(), buffer) is None
-    assert isinstance(build_prefetcher(1, dqn(), buffer), Prefetcher)
+    assert build_prefetcher(0, dqn(), buffer, NEVER) is None
+    assert isinstance(build_prefetcher(1, dqn(), buffer, NEVER), Prefetcher)
 
 
 def agents() -> list[tuple[Any, Any, bool]]:

@@ -114,7 +114,9 @@ class Learner:
         self.save_bucket = int(buckets.get("save", self._bucket(settings.save_env_interval)))
         self.window = Window()
         self.published: deque[tuple[int, float]] = deque(maxlen=64)  # (opt steps, time)
-        self.prefetch = build_prefetcher(settings.prefetch, self.agent, self.buffer)
+        self.prefetch = build_prefetcher(
+            settings.prefetch, self.agent, self.buffer, lambda: self.signals.requested
+        )
         # the buffer is shared with the prefetch thread: pushes and checkpoint reads take its lock
         self.buffer_lock: contextlib.AbstractContextManager[Any] = (
             self.prefetch.lock if self.prefetch else contextlib.nullcontext()
@@ -230,7 +232,10 @@ class Learner:
         if self.prefetch is None:
             metrics = learn_step(self.agent, self.buffer)
         else:
-            metrics = self.prefetch.learn()
+            prefetched = self.prefetch.learn()
+            if prefetched is None:  # a stop came while the batch was awaited: the loop ends
+                return
+            metrics = prefetched
         state.opt_steps += 1
         self.window.opts += 1
         if state.opt_steps % self.publish_interval == 0:

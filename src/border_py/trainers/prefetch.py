@@ -34,7 +34,8 @@ and the write-back skips the rows written since
 
 The thread never outlives the learner: it is a daemon, every wait has a timeout
 (:data:`WAIT_SECONDS`), and the loop closes it (stop, join with :data:`JOIN_TIMEOUT`) when it
-ends, on an exception and on Ctrl-C. An exception in the thread is raised in the learner at its
+ends, on an exception and on Ctrl-C; a stop requested while the learner awaits a batch ends the
+wait at once, without an opt step. An exception in the thread is raised in the learner at its
 next batch as a :class:`PrefetchError` naming it. The thread does numpy work mostly (numpy
 releases the GIL in its large copies) and a few tensor conversions; torch's thread count stays
 the learner's.
@@ -46,6 +47,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
@@ -108,10 +110,19 @@ class Prefetcher:
         buffer: the replay buffer (prioritized ones with
             :class:`~border_py.replay.base.OverwriteTracking`).
         depth: batches sampled ahead at most (>= 1).
+        stop_requested: whether the run was asked to stop (a Ctrl-C): waiting for a batch ends
+            then, without an opt step.
     """
 
-    def __init__(self, agent: TensorUpdate, buffer: ReplayBuffer, depth: int) -> None:
+    def __init__(
+        self,
+        agent: TensorUpdate,
+        buffer: ReplayBuffer,
+        depth: int,
+        stop_requested: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.agent, self.buffer, self.depth = agent, buffer, depth
+        self.stop_requested = stop_requested
         self.batch_size = int(getattr(agent, "batch_size"))  # noqa: B009 (Agent's attribute)
         self.lock = threading.RLock()
         self.taken = 0  # batches taken by learn()
@@ -125,14 +136,17 @@ class Prefetcher:
         self._cuda = agent.device.type == "cuda"
         self._stream: Any = None
 
-    def learn(self) -> dict[str, Any]:
+    def learn(self) -> dict[str, Any] | None:
         """One opt step on the next prefetched batch; the previous step's priorities written back
-        after it was queued. Returns the update's metrics without ``td_error``.
+        after it was queued. Returns the update's metrics without ``td_error``, or None: a stop
+        was requested while the batch was awaited (no step made).
 
         Raises:
             PrefetchError: the thread failed or stopped.
         """
         item = self._take()
+        if item is None:
+            return None
         metrics = self.agent.update_tensors(item.batch)
         td_error = metrics.pop("td_error", None)
         self.flush()
@@ -208,7 +222,7 @@ class Prefetcher:
 
     # -- the learner's side ------------------------------------------------------------------
 
-    def _take(self) -> Prepared:
+    def _take(self) -> Prepared | None:
         if self._thread is None:
             self._start()  # at the first opt step: the gate has let the buffer fill
         deadline = time.monotonic() + TAKE_TIMEOUT
@@ -217,6 +231,8 @@ class Prefetcher:
                 item = self._queue.get(timeout=WAIT_SECONDS)
                 break
             except queue.Empty:
+                if self.stop_requested():
+                    return None
                 self._check(deadline)
         with self.lock:
             self.taken += 1
@@ -247,9 +263,12 @@ class Prefetcher:
         return Pending(index, mark, host, ready)
 
 
-def build_prefetcher(depth: int, agent: Agent, buffer: ReplayBuffer) -> Prefetcher | None:
+def build_prefetcher(
+    depth: int, agent: Agent, buffer: ReplayBuffer, stop_requested: Callable[[], bool]
+) -> Prefetcher | None:
     """The prefetcher of ``trainer.prefetch=depth``, or None: depth 0, or an agent or buffer
-    that cannot take part (said in one log line; the loop then runs without prefetch)."""
+    that cannot take part (said in one log line; the loop then runs without prefetch).
+    ``stop_requested``: see :class:`Prefetcher`."""
     if depth == 0:
         return None
     name = f"trainer.prefetch={depth}"
@@ -274,4 +293,4 @@ def build_prefetcher(depth: int, agent: Agent, buffer: ReplayBuffer) -> Prefetch
         name,
         depth,
     )
-    return Prefetcher(agent, buffer, depth)
+    return Prefetcher(agent, buffer, depth, stop_requested)
