@@ -27,6 +27,8 @@ runs of ``--calls`` calls.
 from __future__ import annotations
 
 import argparse
+import json
+import re
 import time
 from collections.abc import Callable
 
@@ -132,6 +134,11 @@ def networks() -> dict[str, tuple[nn.Sequential, int]]:
     }
 
 
+def slug(name: str) -> str:
+    """A network's name as a RESULT key part: ``DQN Q-network 4-128-128-2`` -> ``dqn_q_network_4_128_128_2``."""
+    return re.sub(r"\W+", "_", name).strip("_").lower()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000)
@@ -140,6 +147,7 @@ def main() -> None:
     args = parser.parse_args()
     one_thread_each()
     rng = np.random.default_rng(0)
+    result: dict[str, float] = {}  # ratio to module, per network, option and batch
     for name, (net, width) in networks().items():
         fast = MLPInference.of(net)
         assert fast is not None
@@ -172,6 +180,9 @@ def main() -> None:
                     else latency(forward, obs, args.calls, args.repeats)
                 )
                 cells.append(f"{seconds * 1e6:9.1f} us ({seconds / base[batch]:4.2f}x)")
+                if option != "module":
+                    key = f"{slug(name)}_{option}_batch_{batch}_vs_module"
+                    result[key] = round(seconds / base[batch], 3)
             differ = int(np.count_nonzero(forward(many).argmax(axis=1) != greedy))
             print(
                 f"{option:<14}"
@@ -184,6 +195,9 @@ def main() -> None:
             for option, seconds in between.items():
                 ratio = seconds / between["module"]
                 print(f"  {option:<14}{seconds * 1e6:9.1f} us ({ratio:4.2f}x)")
+                if option != "module":
+                    result[f"{slug(name)}_{option}_between_env_steps_vs_module"] = round(ratio, 3)
+    print("RESULT " + json.dumps(result))
 
 
 if __name__ == "__main__":

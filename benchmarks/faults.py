@@ -171,24 +171,28 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--kills", type=int, default=20)
     args = parser.parse_args()
+    result: dict[str, object] = {}
     with tempfile.TemporaryDirectory() as tmp_dir:
         tmp = Path(tmp_dir)
         for method in ("forkserver", "spawn"):
             times = [kill_main(method, tmp) for _ in range(args.repeats)]
+            result[f"kill_main_{method}_gone_after_s"] = [round(t, 2) for t in times]
             print(
                 f"kill -9 of main ({method}): last descendant gone after "
                 + ", ".join(f"{t:.2f}" for t in times)
                 + " s"
             )
         hangs = [hang_detection(tmp) for _ in range(args.repeats)]
+        result["hang_detected_after_s"] = [round(t, 2) for t in hangs]
         print(
             "hung env, heartbeat_timeout=2: detected after "
             + ", ".join(f"{t:.2f}" for t in hangs)
             + " s"
         )
-        print(
-            f"{args.kills} kill -9 of random actors (n_buffer 2000):", kill_stress(args.kills, tmp)
-        )
+        stress = kill_stress(args.kills, tmp)
+        print(f"{args.kills} kill -9 of random actors (n_buffer 2000):", stress)
+        result["actor_kills"] = {"kills": args.kills, **stress}
+    print("RESULT " + json.dumps(result))
 
 
 if __name__ == "__main__":

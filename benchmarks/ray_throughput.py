@@ -21,6 +21,7 @@ Prints three tables, all from one invocation:
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import statistics
 import tempfile
@@ -326,6 +327,13 @@ def main() -> None:
     print(f"   ray / local: {rates['ray'] / rates['local']:.2f}x opt steps/s")
 
     scale_on_paper(args, drains["ray"], rates["ray"], config)
+    result = {
+        "ray_vs_local_transitions_per_sec": round(ratio, 3),
+        "ray_vs_local_opt_per_sec": round(rates["ray"] / rates["local"], 3),
+        "local_vs_bare_opt_per_sec": round(rates["local"] / bare, 3),
+        "ray_vs_bare_opt_per_sec": round(rates["ray"] / bare, 3),
+    }
+    print("RESULT " + json.dumps(result))
 
 
 if __name__ == "__main__":
