@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import textwrap
+from pathlib import Path
 
 import pytest
 import yaml
@@ -111,6 +113,92 @@ def test_the_runs_log_names_the_recipe_it_looked_up_and_experiment_none_opts_out
         for run in (looked_up, plain)
     ]
     assert hidden[0] == [256, 256] and hidden[1] != [256, 256]
+
+
+# -- recipes on the user's config path --------------------------------------------------------
+
+# A user's config dir: a recipe for a task no shipped recipe trains (DQN on Taxi-v3), one for a
+# task a shipped recipe trains (DQN on Acrobot-v1, through an env option of the user's), and a
+# file named like a shipped recipe (Hydra loads the shipped file for that name: it is not read).
+USER_RECIPES = {
+    "experiment/dqn_taxi.yaml": """
+        # @package _global_
+        defaults:
+          - override /agent: dqn
+          - override /env: gym
+        env:
+          id: Taxi-v3
+        agent:
+          lr: 7.0e-3
+    """,
+    "env/my_acrobot.yaml": """
+        _target_: border_py.envs.factory.GymEnvFactory
+        id: Acrobot-v1
+        kwargs: {}
+        max_episode_steps: null
+        wrappers: []
+    """,
+    "experiment/my_acrobot.yaml": """
+        # @package _global_
+        defaults:
+          - override /agent: dqn
+          - override /env: my_acrobot
+        agent:
+          lr: 2.0e-3
+    """,
+    "experiment/dqn_cartpole.yaml": """
+        # @package _global_
+        defaults:
+          - override /agent: dqn
+          - override /env: gym
+        env:
+          id: MountainCar-v0
+    """,
+}
+
+
+def _user_recipes(tmp_path: Path) -> Path:
+    conf = tmp_path / "my_conf"
+    for name, text in USER_RECIPES.items():
+        (conf / name).parent.mkdir(parents=True, exist_ok=True)
+        (conf / name).write_text(textwrap.dedent(text))
+    return conf
+
+
+def test_recipes_on_the_users_config_path_are_looked_up_like_shipped_ones(tmp_path):
+    conf = _user_recipes(tmp_path)
+    taxi = ["env=gym", "env.id=Taxi-v3"]
+    assert lookup(taxi) is None  # not on the config path: no recipe
+    assert lookup(taxi, str(conf)) == "dqn_taxi"  # --config-dir
+    assert lookup([*taxi, f"hydra.searchpath=[file://{conf}]"]) == "dqn_taxi"
+    assert lookup([*taxi, "agent=sac"], str(conf)) is None  # another agent: not that recipe
+    assert lookup([*taxi, "experiment=none"], str(conf)) is None
+    # the user's recipe for a task a shipped one trains wins, found by env id or by env option
+    assert lookup(["env=gym", "env.id=Acrobot-v1"]) == "dqn_acrobot"
+    assert lookup(["env=gym", "env.id=Acrobot-v1"], str(conf)) == "my_acrobot"
+    assert lookup(["env=my_acrobot"], str(conf)) == "my_acrobot"
+    # a user file named like a shipped recipe is not read: the shipped lookups stand
+    assert lookup(["env=gym", "env.id=MountainCar-v0"], str(conf)) == "dqn_mountaincar"
+    assert lookup([], str(conf)) == "dqn_cartpole"
+    assert recipes() == recipes(())  # the shipped recipes alone, as before
+    assert ("dqn", "Taxi-v3") not in recipes()
+
+
+def test_a_recipe_in_a_config_package_is_looked_up(monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).parents[2] / "examples"))
+    chosen = ["agent=tiny_q", "env=corridor"]
+    assert lookup([*chosen, "hydra.searchpath=[pkg://tiny_rl.conf]"]) == "tiny_q_corridor"
+    assert lookup(chosen) is None
+
+
+def test_border_train_applies_a_recipe_from_the_users_config_dir(tmp_path):
+    conf = _user_recipes(tmp_path)
+    args = ["train", "--cfg", "job", "--config-dir", str(conf), "env=gym", "env.id=Taxi-v3"]
+    out = run_border([*args, "agent.hidden_sizes=[8]"], tmp_path)
+    assert out.returncode == 0, out.stderr
+    cfg = _cfg_job(out.stdout)
+    assert cfg["env"]["id"] == "Taxi-v3" and cfg["agent"]["lr"] == 7e-3  # the user's recipe
+    assert cfg["agent"]["hidden_sizes"] == [8]  # under the command line's keys
 
 
 # -- the recipes ----------------------------------------------------------------------------

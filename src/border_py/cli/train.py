@@ -110,7 +110,11 @@ def train_command(args: list[str]) -> int:
         return 0
     parsed = get_args_parser().parse_args(args)
     custom_config = parsed.config_name or parsed.config_path
-    recipe = None if custom_config or _resuming(parsed.overrides) else lookup(parsed.overrides)
+    recipe = (
+        None
+        if custom_config or _resuming(parsed.overrides)
+        else lookup(parsed.overrides, parsed.config_dir)
+    )
     if recipe is not None:  # RL Zoo's rule: the task's recipe, under the command line's keys
         args = _with_override(args, parsed.overrides, f"experiment={recipe}")
         parsed = get_args_parser().parse_args(args)
