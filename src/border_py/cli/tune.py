@@ -25,7 +25,7 @@ def tune_command(args: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="border tune",
         description="Tune hyper-parameters with Optuna: parallel trials, pruning on the eval"
-        " curve, a persistent SQLite study.",
+        " curve, a persistent study (a journal file in the study dir, or --storage).",
         epilog="examples: border tune dqn_cartpole | border tune my_space --config-dir my_conf"
         " --n-trials 50 trainer=serial",
     )
@@ -38,6 +38,12 @@ def tune_command(args: list[str]) -> int:
         help="a directory with your own configs (tune/, agent/, env/, ...); repeatable",
     )
     parser.add_argument("--study-dir", type=Path, help="default: outputs/tune/<study_name>")
+    parser.add_argument(
+        "--storage",
+        help="the study's storage: a database URL (sqlite:///..., postgresql://...) or a journal"
+        " file path (default: <study dir>/journal.log; a study dir with an older study.db"
+        " keeps using it)",
+    )
     parser.add_argument("--n-trials", type=int, help="trials to run now (default: the space's)")
     parser.add_argument(
         "--n-jobs", type=_n_jobs, help="trials at once, or 'auto' (default: the space's)"
@@ -56,6 +62,7 @@ def tune_command(args: list[str]) -> int:
             parsed.study_dir,
             parsed.n_trials,
             parsed.n_jobs,
+            parsed.storage,
         )
     except ConfigError as exc:
         return fail(str(exc))

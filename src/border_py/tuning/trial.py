@@ -1,55 +1,46 @@
-"""A trial process: sample the params, train with them in the trial's run dir, report each
-evaluation to the study (stopping when the pruner says so), and record the outcome.
+"""A trial process: sample the params of the trial the driver created, train with them in the
+trial's run dir, report each evaluation to the study (stopping when the pruner says so), and record
+the outcome.
 
 Everything a trial process needs arrives as a :class:`TrialTask` (plain data: it crosses a
-``spawn`` boundary); the study is shared through Optuna's SQLite storage with heartbeats, so a
-trial whose process was killed is marked FAIL.
+``spawn`` boundary). The driver (:mod:`.tuner`) creates the trial before it starts the process, so
+it knows which trial each process runs: a process that dies before recording an outcome leaves
+its trial RUNNING, and the driver marks it FAIL, whatever the storage.
 """
 
 from __future__ import annotations
 
 import logging
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from border_py.config import build
-from border_py.files import LogFile, make_dir
+from border_py.files import LogFile
 from border_py.layout import LOG
 from border_py.secrets import RedactingFormatter
 from border_py.tuning.space import compose_train, override
+from border_py.tuning.storage import open_storage
 
 log = logging.getLogger("border_py.tune")
 
-HEARTBEAT_SECONDS = 30  # a trial process that stops beating this long (+ grace) is marked FAIL
-GRACE_SECONDS = 120
-SQLITE_TIMEOUT_SECONDS = 60  # how long a process waits for another one's write lock
 INTERRUPTED = 130  # exit status of a trial (and of border tune) stopped by a signal
-
-
-def storage(url: str) -> Any:
-    """Optuna's SQLite storage with heartbeats (a killed trial process is marked FAIL)."""
-    import optuna
-
-    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)  # heartbeat
-    return optuna.storages.RDBStorage(
-        url,
-        engine_kwargs={"connect_args": {"timeout": SQLITE_TIMEOUT_SECONDS}},
-        heartbeat_interval=HEARTBEAT_SECONDS,
-        grace_period=GRACE_SECONDS,
-    )
 
 
 @dataclass
 class TrialTask:
-    """What a trial process needs (plain data: it crosses a process boundary)."""
+    """What a trial process needs (plain data: it crosses a process boundary).
 
-    launch: str
-    seed_offset: int
-    url: str
+    ``trial_id`` and ``number`` name the trial the driver created for the process; ``run_dir``
+    is its run dir (made by the driver); ``storage`` is the study's storage location
+    (:func:`~border_py.tuning.storage.locate`).
+    """
+
+    trial_id: int
+    number: int
+    run_dir: str
+    storage: str
     study_name: str
-    study_dir: str
     sampler: dict[str, Any] | None
     pruner: dict[str, Any] | None
     overrides: list[str]
@@ -101,58 +92,60 @@ def _suggest(trial: Any, params: dict[str, dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def run_trial(task: TrialTask) -> None:
-    """A trial process: sample the params, train with them, report each evaluation to the study
-    (stopping when the pruner says so), and record the outcome in the study. Exits with 130 when
-    a signal stopped the run."""
+def _objective(trial: Any, task: TrialTask) -> float:
+    """Train with the trial's params; return the run's objective. Raises ``TrialPruned`` when the
+    pruner stopped the run, :class:`TrialInterrupted` when a signal did."""
     import optuna
 
     from border_py import train
     from border_py.overrides import to_plain
 
+    values = _suggest(trial, task.params)
+    given = [*task.overrides, *(override(k, v) for k, v in values.items())]
+    returns: list[float] = []
+    cfg = compose_train([*given, f"run_dir={task.run_dir}", "progress=false"], task.entries)
+    kind = to_plain(cfg).get("objective", "best")
+
+    def on_eval(opt_steps: int, env_steps: int, return_mean: float) -> bool:
+        returns.append(return_mean)
+        trial.report(objective_so_far(kind, returns), opt_steps)
+        return bool(trial.should_prune())
+
+    summary = train(cfg, overrides=given, on_eval=on_eval)
+    if summary["interrupted"]:
+        raise TrialInterrupted(f"stopped by a signal at opt step {summary['opt_steps']}")
+    if summary["stopped_by_callback"]:
+        raise optuna.TrialPruned(f"pruned at opt step {summary['opt_steps']}")
+    return float(summary["objective"])
+
+
+def run_trial(task: TrialTask) -> None:
+    """A trial process: run the trial the driver created (sample the params, train with them,
+    report each evaluation, stop when the pruner says so) and record its outcome in the study.
+    Exits with 130 when a signal stopped the run (the trial is FAIL)."""
+    import optuna
+
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # the trial's own log says what happened
     study = optuna.load_study(
         study_name=task.study_name,
-        storage=storage(task.url),
-        sampler=sampler_of(task.sampler, task.seed_offset),
+        storage=open_storage(task.storage),
+        sampler=sampler_of(task.sampler, task.number),
         pruner=build("pruner", task.pruner) if task.pruner else optuna.pruners.NopPruner(),
     )
-
-    interrupted = False
-
-    def objective(trial: optuna.Trial) -> float:
-        nonlocal interrupted
-        trial.set_user_attr("launch", task.launch)
-        run_dir = Path(task.study_dir) / "trials" / str(trial.number)
-        make_dir(run_dir)  # never a symlink
-        trial.set_user_attr("run_dir", str(run_dir))
-        _log_into(run_dir)
-        values = _suggest(trial, task.params)
-        given = [*task.overrides, *(override(k, v) for k, v in values.items())]
-        returns: list[float] = []
-
-        def on_eval(opt_steps: int, env_steps: int, return_mean: float) -> bool:
-            returns.append(return_mean)
-            trial.report(objective_so_far(kind, returns), opt_steps)
-            return trial.should_prune()
-
-        try:
-            cfg = compose_train([*given, f"run_dir={run_dir}", "progress=false"], task.entries)
-            kind = to_plain(cfg).get("objective", "best")
-            summary = train(cfg, overrides=given, on_eval=on_eval)
-        except Exception:
-            log.exception("trial %d failed", trial.number)
-            raise
-        if summary["interrupted"]:
-            interrupted = True
-            raise TrialInterrupted(f"stopped by a signal at opt step {summary['opt_steps']}")
-        if summary["stopped_by_callback"]:
-            raise optuna.TrialPruned(f"pruned at opt step {summary['opt_steps']}")
-        return float(summary["objective"])
-
+    study.get_trials(deepcopy=False)  # RDBStorage's cache learns of a trial created elsewhere
+    trial = optuna.trial.Trial(study, task.trial_id)
+    _log_into(Path(task.run_dir))
     try:
-        study.optimize(objective, n_trials=1, catch=(Exception,))
-    except KeyboardInterrupt:  # before the run started, or a second signal
+        value = _objective(trial, task)
+    except optuna.TrialPruned:
+        study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+    except TrialInterrupted:
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
         raise SystemExit(INTERRUPTED) from None
-    if interrupted:
-        raise SystemExit(INTERRUPTED)
+    except KeyboardInterrupt:  # before the run started, or a second signal: the driver marks it
+        raise SystemExit(INTERRUPTED) from None
+    except Exception:
+        log.exception("trial %d failed", trial.number)
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    else:
+        study.tell(trial, value)  # a NaN objective is recorded as FAIL by Optuna

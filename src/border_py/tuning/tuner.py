@@ -1,14 +1,13 @@
 """The pool of trial processes of one study: ``n_jobs`` at a time, a first Ctrl-C (or SIGTERM)
 that starts no new trial and lets the running ones stop gracefully, a second one that terminates
-them; each trial's outcome logged, a trial left RUNNING by a crashed process marked FAIL, and
-``best.yaml`` kept current."""
+them; each trial created here before its process starts (so a trial whose process died without
+recording an outcome is known, and marked FAIL), its outcome logged, and ``best.yaml`` kept
+current."""
 
 from __future__ import annotations
 
 import logging
-import math
 import multiprocessing
-import uuid
 from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
@@ -16,10 +15,12 @@ from typing import Any
 import yaml
 
 from border_py.config import positive
-from border_py.files import write_file
+from border_py.errors import ConfigError
+from border_py.files import make_dir, write_file
 from border_py.processes.signals import StopSignals
 from border_py.resources import usable_cores
-from border_py.secrets import redact_override
+from border_py.secrets import redact_text
+from border_py.tuning.best import best_record
 from border_py.tuning.space import (
     SearchSpace,
     check_n_jobs,
@@ -29,11 +30,11 @@ from border_py.tuning.space import (
     override,
     search_path,
 )
-from border_py.tuning.trial import INTERRUPTED, TrialTask, run_trial, storage
+from border_py.tuning.storage import locate, open_storage
+from border_py.tuning.trial import INTERRUPTED, TrialTask, run_trial
 
 log = logging.getLogger("border_py.tune")
 
-STORAGE_FILE = "study.db"
 BEST_FILE = "best.yaml"
 STOP_SECONDS = 60  # after a second Ctrl-C: how long a terminated trial gets to stop gracefully
 POLL_SECONDS = 1.0
@@ -52,11 +53,14 @@ class Tuner:
 
     Args:
         space: the search space.
-        study_dir: where the study (``study.db``), the trials' run dirs and ``best.yaml`` go.
+        study_dir: where the trials' run dirs, ``best.yaml`` and (by default) the study's
+            journal go.
         overrides: ``border train`` overrides for every trial (after the space's own).
         entries: Hydra search-path entries (``--config-dir``) for the trials' configs.
         n_trials: trials to run now (null: the space's ``n_trials``).
         n_jobs: trials at once (null: the space's ``n_jobs``; ``auto``: as cores allow).
+        storage: the study's storage (``--storage``: a database URL or a journal file path;
+            null: see :func:`~border_py.tuning.storage.locate`).
     """
 
     def __init__(
@@ -67,6 +71,7 @@ class Tuner:
         entries: list[str],
         n_trials: int | None = None,
         n_jobs: int | str | None = None,
+        storage: str | None = None,
     ) -> None:
         self.space, self.study_dir, self.entries = space, study_dir, entries
         self.overrides = last_wins([*space.overrides, *overrides])
@@ -85,7 +90,7 @@ class Tuner:
                 per_trial,
                 usable_cores(),
             )
-        self.url = f"sqlite:///{study_dir / STORAGE_FILE}"
+        self.storage = locate(study_dir, storage)
 
     def run(self) -> int:
         """Run the trials; return the exit status (0, or 130 when stopped by a signal).
@@ -99,42 +104,37 @@ class Tuner:
         self.study_dir.mkdir(parents=True, exist_ok=True)
         study = optuna.create_study(
             study_name=self.space.study_name,
-            storage=storage(self.url),
+            storage=open_storage(self.storage),
+            sampler=optuna.samplers.RandomSampler(),  # creates trials only: each process samples
             direction="maximize",
             load_if_exists=True,
         )
-        before = len(study.trials)
+        self.refuse_other_studies_trials(study)
         log.info(
-            "study %s (%d trials so far) in %s: %d trials, %d at once",
+            "study %s (%d trials so far) in %s, stored in %s: %d trials, %d at once",
             self.space.study_name,
-            before,
+            len(study.trials),
             self.study_dir,
+            redact_text(self.storage),
             self.n_trials,
             self.n_jobs,
         )
         ctx = multiprocessing.get_context("spawn")
-        tag = uuid.uuid4().hex[:8]
-        running: dict[str, Any] = {}
+        running: dict[int, Any] = {}
         launched, stopping = 0, False
         with StopSignals() as signals:
             try:
                 while running or (launched < self.n_trials and not stopping):
                     stopping = stopping or signals.requested
                     while not stopping and launched < self.n_trials and len(running) < self.n_jobs:
-                        launch = f"{tag}-{launched}"
-                        process = ctx.Process(
-                            target=run_trial,
-                            args=(self.task(launch, before + launched),),
-                            name=f"trial-{launch}",
-                        )
-                        process.start()
-                        running[launch] = process
+                        number, process = self.launch(study, ctx)
+                        running[number] = process
                         launched += 1
                     wait([p.sentinel for p in running.values()], timeout=POLL_SECONDS)
-                    for launch, process in list(running.items()):
+                    for number, process in list(running.items()):
                         if process.exitcode is not None:
-                            del running[launch]
-                            self.finished(study, launch, process.exitcode)
+                            del running[number]
+                            self.finished(study, number, process.exitcode)
                             stopping = stopping or process.exitcode == INTERRUPTED
             except KeyboardInterrupt:  # the second signal
                 log.warning("stopping now: terminating %d running trials", len(running))
@@ -146,14 +146,48 @@ class Tuner:
             return INTERRUPTED
         return 0
 
-    def task(self, launch: str, seed_offset: int) -> TrialTask:
-        """The trial process's instructions."""
+    def refuse_other_studies_trials(self, study: Any) -> None:
+        """Refuse a study dir whose ``trials/`` holds a run dir of a trial this study does not
+        have (another study's, e.g. of another ``--storage``): its trials would reuse them.
+
+        A trial is created before its run dir (:meth:`launch`), so the dirs are listed first."""
+        folder = self.study_dir / "trials"
+        listed = [p.name for p in folder.iterdir()] if folder.is_dir() else []
+        numbers = {str(t.number) for t in study.get_trials(deepcopy=False)}
+        others = sorted((n for n in listed if n not in numbers), key=lambda n: (len(n), n))
+        if others:
+            raise ConfigError(
+                f"--study-dir {self.study_dir}: trials/{others[0]} is not a trial of study"
+                f" {self.space.study_name} in {redact_text(self.storage)} (another study's run"
+                " dirs are there): give each study its own --study-dir"
+            )
+
+    def launch(self, study: Any, ctx: Any) -> tuple[int, Any]:
+        """Create a trial (RUNNING, with its run dir) and start its process; return both. A
+        trial whose process could not start is marked FAIL."""
+        import optuna
+
+        trial = study.ask()
+        try:
+            run_dir = make_dir(self.study_dir / "trials" / str(trial.number))  # never a symlink
+            trial.set_user_attr("run_dir", str(run_dir))
+            process = ctx.Process(
+                target=run_trial, args=(self.task(trial, run_dir),), name=f"trial-{trial.number}"
+            )
+            process.start()
+        except BaseException:
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            raise
+        return trial.number, process
+
+    def task(self, trial: Any, run_dir: Path) -> TrialTask:
+        """The instructions of the process that runs ``trial``."""
         return TrialTask(
-            launch=launch,
-            seed_offset=seed_offset,
-            url=self.url,
+            trial_id=trial._trial_id,  # Optuna's id of it in the storage: Trial(study, id)
+            number=trial.number,
+            run_dir=str(run_dir),
+            storage=self.storage,
             study_name=self.space.study_name,
-            study_dir=str(self.study_dir),
             sampler=self.space.sampler,
             pruner=self.space.pruner,
             overrides=self.overrides,
@@ -161,32 +195,23 @@ class Tuner:
             entries=self.entries,
         )
 
-    def terminate(self, study: Any, running: dict[str, Any]) -> None:
+    def terminate(self, study: Any, running: dict[int, Any]) -> None:
         """Stop the running trial processes (SIGTERM: a graceful stop, then SIGKILL)."""
         for process in running.values():
             process.terminate()
-        for launch, process in running.items():
+        for number, process in running.items():
             process.join(timeout=STOP_SECONDS)
             if process.is_alive():
                 process.kill()
                 process.join(timeout=10)
-            self.finished(study, launch, process.exitcode)
+            self.finished(study, number, process.exitcode)
 
-    def finished(self, study: Any, launch: str, exitcode: int | None) -> None:
-        """Log a trial's outcome; a trial left RUNNING by a crashed process is marked FAIL."""
+    def finished(self, study: Any, number: int, exitcode: int | None) -> None:
+        """Log a trial's outcome; a trial its process left RUNNING (it died, or was stopped
+        before it recorded one) is marked FAIL."""
         import optuna
 
-        trials = [
-            t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("launch") == launch
-        ]
-        if not trials:
-            log.error("trial process %s exited (%s) before its trial started", launch, exitcode)
-            return
-        trial = trials[0]
-        if trial.state == optuna.trial.TrialState.RUNNING:
-            trial = study.tell(
-                trial.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True
-            )
+        trial = study.tell(number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
         params = " ".join(override(k, v) for k, v in trial.params.items())
         run_dir = trial.user_attrs.get("run_dir", "?")
         state = trial.state.name
@@ -214,32 +239,8 @@ class Tuner:
         self.write_best(study)
 
     def write_best(self, study: Any) -> None:
-        """``best.yaml``: the best trial (value, params, run dir, the overrides that reproduce it)
-        and how many trials ended in each state."""
-        import optuna
-
-        states: dict[str, int] = {}
-        for trial in study.get_trials(deepcopy=False):
-            states[trial.state.name] = states.get(trial.state.name, 0) + 1
-        record: dict[str, Any] = {
-            "study": self.space.study_name,
-            "storage": self.url,
-            "trials": states,
-        }
-        complete = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-        finite = [t for t in complete if t.value is not None and math.isfinite(t.value)]
-        if finite:
-            best = max(finite, key=lambda t: t.value)
-            params = [override(k, v) for k, v in best.params.items()]
-            record |= {
-                "best_trial": best.number,
-                "best_value": best.value,
-                "best_params": dict(best.params),
-                "best_run_dir": best.user_attrs.get("run_dir"),
-                "best_command": " ".join(
-                    ["border train", *map(redact_override, self.overrides), *params]
-                ),
-            }
+        """``best.yaml``: see :func:`~border_py.tuning.best.best_record`."""
+        record = best_record(study, self.storage, self.overrides, self.entries)
         write_file(self.study_dir / BEST_FILE, yaml.safe_dump(record, sort_keys=False).encode())
 
 
@@ -250,12 +251,14 @@ def tune(
     study_dir: Path | None = None,
     n_trials: int | None = None,
     n_jobs: int | str | None = None,
+    storage: str | None = None,
 ) -> int:
-    """Run (or continue) a search; return the exit status."""
+    """Run (or continue) a search; return the exit status (see :class:`Tuner` for the
+    arguments)."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     entries = search_path(config_dirs)
     space = load_space(space_name, entries)
     where = (study_dir or Path("outputs") / "tune" / space.study_name).expanduser().resolve()
-    return Tuner(space, where, overrides, entries, n_trials, n_jobs).run()
+    return Tuner(space, where, overrides, entries, n_trials, n_jobs, storage).run()
