@@ -119,12 +119,15 @@ def compare(name: str, got: tuple[np.ndarray, np.ndarray], want: tuple[Any, Any]
 
 def torchscript_bytes(module: nn.Module, example: torch.Tensor) -> tuple[bytes, Forward]:
     """The traced module's file and a forward of it loaded back from those bytes."""
-    with torch.no_grad():
-        traced = torch.jit.trace(module, (example,))
     buffer = io.BytesIO()
-    torch.jit.save(traced, buffer)
-    data = buffer.getvalue()
-    loaded = torch.jit.load(io.BytesIO(data), map_location="cpu")
+    with torch.no_grad(), warnings.catch_warnings():
+        # torch deprecates TorchScript in favour of torch.export, whose files need torch to
+        # load too: TorchScript is still what C++ (libtorch) and torch.jit.load run
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        traced = torch.jit.trace(module, (example,))
+        torch.jit.save(traced, buffer)
+        data = buffer.getvalue()
+        loaded = torch.jit.load(io.BytesIO(data), map_location="cpu")
 
     def forward(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         with torch.no_grad():

@@ -1,0 +1,205 @@
+"""``border export`` / ``export_policy``: each format gives the loaded policy's greedy actions and
+values on 1,000 observations sampled from the observation space, run where border-py (and for
+numpy, torch) cannot be imported; bad input is one line and replaces nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from border_py import load_policy
+from border_py.agents.iqn import midpoints
+from border_py.agents.networks import VectorInput
+from border_py.cli.main import main
+from border_py.deploy.export import export_policy
+from border_py.deploy.graph import GreedyQ, sample_observations
+from border_py.deploy.numpy_network import numpy_network
+from border_py.errors import ConfigError
+
+from ..conftest import REPO
+from .conftest import PIXELS_TRUST, assert_same_policy, run_isolated
+
+N_OBS = 1000
+
+
+def reference(policy, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The loaded policy's greedy actions and the values they come from, by the agent's own
+    methods (Q-values; IQN: the mean over its midpoint levels; SAC: the Gaussian mean)."""
+    actions, _ = policy.predict(obs)
+    agent = policy.agent
+    if policy.agent_name == "SAC":
+        return actions, agent.policy_outputs(obs)[0]
+    if policy.agent_name == "IQN":
+        taus = midpoints(agent.args.k, agent.device).expand(len(obs), agent.args.k)
+        with torch.no_grad():
+            return actions, agent.q_values(torch.as_tensor(obs), taus, agent.z).numpy()
+    return actions, agent.q_values(obs)
+
+
+RUN_NUMPY = """
+sys.path.insert(0, {out!r})
+import numpy as np
+import policy
+try:
+    import torch
+except ImportError:
+    pass
+else:
+    raise SystemExit("torch imported")
+net = policy.load()
+actions, values = net.forward(np.load("obs.npy"))
+single, state = net.predict(np.load("obs.npy")[0])
+assert state is None and np.allclose(single, actions[0], rtol=1e-5, atol=1e-6)
+np.save("actions.npy", actions)
+np.save("values.npy", values)
+"""
+
+RUN_TORCHSCRIPT = """
+import numpy as np
+import torch
+model = torch.jit.load({out!r})
+actions, values = model(torch.as_tensor(np.load("obs.npy")))
+np.save("actions.npy", actions.numpy())
+np.save("values.npy", values.numpy())
+"""
+
+
+CASES = [
+    *((name, fmt) for name in ("dqn", "iqn", "sac") for fmt in ("numpy", "torchscript", "onnx")),
+    ("pixels", "numpy"),  # the Nature CNN and a dueling head: the numpy export's conv layers
+]
+
+
+@pytest.mark.parametrize(("name", "fmt"), CASES)
+def test_an_export_gives_the_policys_actions_and_values(trained, tmp_path, name, fmt):
+    trust = PIXELS_TRUST if name == "pixels" else None
+    policy = load_policy(trained(name), trust=trust)
+    obs = sample_observations(policy.observation_space, N_OBS, seed=7)
+    np.save(tmp_path / "obs.npy", obs)
+    out = tmp_path / f"policy.{fmt}"
+    assert export_policy(trained(name), fmt, out, trust=trust) == out
+    if fmt == "onnx":
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+        actions, values = session.run(["action", "values"], {"obs": obs})
+    else:
+        code = RUN_NUMPY if fmt == "numpy" else RUN_TORCHSCRIPT
+        blocked = ("torch", "border_py") if fmt == "numpy" else ("border_py",)
+        done = run_isolated(code.format(out=str(out)), tmp_path, blocked)
+        assert done.returncode == 0, done.stderr[-2000:]
+        actions, values = np.load(tmp_path / "actions.npy"), np.load(tmp_path / "values.npy")
+    assert_same_policy(actions, values, *reference(policy, obs))
+    description = (
+        out / "preprocessing.json" if fmt == "numpy" else tmp_path / "policy.preprocessing.json"
+    )
+    described = json.loads(description.read_text())
+    assert described["env_id"] == policy.env_id and described["format"] == fmt
+    assert described["observation"]["shape"] == list(policy.observation_space.shape)
+    assert described["observation"]["dtype"] == policy.observation_space.dtype.name
+    assert described["agent"] == policy.agent_name and described["opt_steps"] == policy.opt_steps
+
+
+def test_the_numpy_export_refuses_a_layer_it_cannot_run():
+    space = gym.spaces.Box(-1, 1, (4,), np.float32)
+    net = torch.nn.Sequential(VectorInput(), torch.nn.Linear(4, 2), torch.nn.Tanh())
+    with pytest.raises(
+        ConfigError, match=r"^q\.2: a Tanh layer, which the numpy export cannot run"
+    ):
+        numpy_network(GreedyQ(net), space)
+
+
+def export(args: list[str], capsys) -> tuple[int, list[str]]:
+    """``border export <args>`` in this process: its status and its stderr lines."""
+    status = main(["export", *args])
+    return status, capsys.readouterr().err.strip().splitlines()
+
+
+def test_bad_input_is_one_line_and_replaces_nothing(trained, tmp_path, capsys):
+    run = str(trained("dqn"))
+    status, err = export([run, "--format", "tflite", "-o", str(tmp_path / "m")], capsys)
+    assert status == 2 and err == [
+        "border: error: --format tflite: unknown; formats: onnx, torchscript, numpy"
+    ]
+    status, err = export([str(tmp_path), "--format", "numpy", "-o", str(tmp_path / "m")], capsys)
+    assert status == 2 and len(err) == 1 and "not a border-py run" in err[0]
+    status, err = export([run, "--format", "numpy"], capsys)
+    assert status == 2 and len(err) == 1 and "-o" in err[0]
+    status, err = export([run, "--format", "numpy", "-o", str(tmp_path / "m"), "seed=1"], capsys)
+    assert status == 2 and len(err) == 1 and err[0].startswith("border: error: seed:")
+
+    mine = tmp_path / "mine.onnx"
+    mine.write_bytes(b"user data")
+    status, err = export([run, "--format", "torchscript", "-o", str(mine)], capsys)
+    assert status == 2 and len(err) == 1 and "exists" in err[0] and "--force" in err[0]
+    assert mine.read_bytes() == b"user data"
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "keep.txt").write_text("keep")
+    status, err = export([run, "--format", "numpy", "-o", str(notes), "--force"], capsys)
+    assert status == 2 and len(err) == 1 and "not a numpy export" in err[0]
+    assert os.listdir(notes) == ["keep.txt"]
+    link = tmp_path / "link.pt"
+    link.symlink_to(mine)
+    status, err = export([run, "--format", "torchscript", "-o", str(link), "--force"], capsys)
+    assert status == 2 and len(err) == 1 and "symbolic link" in err[0]
+    assert link.is_symlink() and mine.read_bytes() == b"user data"
+
+
+def test_force_replaces_an_earlier_export(trained, tmp_path, capsys):
+    out = tmp_path / "policy"
+    status, err = export([str(trained("dqn")), "--format", "numpy", "-o", str(out)], capsys)
+    assert status == 0, err
+    first = (out / "weights.npz").read_bytes()
+    assert export([str(trained("iqn")), "--format", "numpy", "-o", str(out)], capsys)[0] == 2
+    assert (out / "weights.npz").read_bytes() == first
+    status, err = export([str(trained("iqn")), "-f", "numpy", "-o", str(out), "--force"], capsys)
+    assert status == 0, err
+    assert json.loads((out / "network.json").read_text())["kind"] == "quantile"
+    assert sorted(os.listdir(out)) == [
+        "README.txt",
+        "network.json",
+        "policy.py",
+        "preprocessing.json",
+        "weights.npz",
+    ]
+    assert [p.name for p in tmp_path.iterdir()] == ["policy"]  # no temporary dir left
+
+
+def test_an_untrusted_run_is_refused_before_anything_is_written(trained, tmp_path, capsys):
+    out = tmp_path / "pixels"
+    status, err = export([str(trained("pixels")), "--format", "numpy", "-o", str(out)], capsys)
+    assert status == 2 and len(err) == 1 and "trust=[tests.deploy.pixel_env]" in err[0]
+    assert not out.exists()
+    args = [str(trained("pixels")), "--format", "numpy", "-o", str(out), "trust=[tests.deploy]"]
+    assert export(args, capsys)[0] == 0 and (out / "policy.py").is_file()
+
+
+def test_onnx_without_its_extra_is_one_line_naming_it(trained, tmp_path):
+    code = (
+        "import sys\n"
+        "sys.modules['onnxscript'] = None\n"
+        "from border_py.cli.main import main\n"
+        f"sys.exit(main(['export', {str(trained('dqn'))!r}, '--format', 'onnx', '-o', 'm.onnx']))\n"
+    )
+    paths = [str(REPO / "src"), os.environ.get("PYTHONPATH", "")]
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(paths)},
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "border: error: --format onnx needs onnxscript: pip install 'border-py[export]'"
+    ]
+    assert not (tmp_path / "m.onnx").exists()
