@@ -98,7 +98,9 @@ def test_an_export_gives_the_policys_actions_and_values(trained, tmp_path, name,
         actions, values = np.load(tmp_path / "actions.npy"), np.load(tmp_path / "values.npy")
     assert_same_policy(actions, values, *reference(policy, obs))
     description = (
-        out / "preprocessing.json" if fmt == "numpy" else tmp_path / "policy.preprocessing.json"
+        out / "preprocessing.json"
+        if fmt == "numpy"
+        else tmp_path / f"policy.{fmt}.preprocessing.json"
     )
     described = json.loads(description.read_text())
     assert described["env_id"] == policy.env_id and described["format"] == fmt
