@@ -15,11 +15,14 @@ import pytest
 import torch
 
 from border_py import load_policy
-from border_py.agents.iqn import midpoints
+from border_py.agents.dqn import DQN
+from border_py.agents.iqn import IQN, midpoints
 from border_py.agents.networks import VectorInput
+from border_py.agents.sac import SAC
 from border_py.cli.main import main
+from border_py.deploy import numpy_policy
 from border_py.deploy.export import export_policy
-from border_py.deploy.graph import GreedyQ, sample_observations
+from border_py.deploy.graph import GreedyQ, greedy_module, sample_observations
 from border_py.deploy.numpy_network import numpy_network
 from border_py.errors import ConfigError
 
@@ -107,6 +110,8 @@ def test_an_export_gives_the_policys_actions_and_values(trained, tmp_path, name,
     assert described["observation"]["shape"] == list(policy.observation_space.shape)
     assert described["observation"]["dtype"] == policy.observation_space.dtype.name
     assert described["agent"] == policy.agent_name and described["opt_steps"] == policy.opt_steps
+    assert described["checkpoint"] == "run/checkpoints/best"  # no path of this machine
+    assert str(trained(name).parent) not in description.read_text()
 
 
 def test_the_numpy_export_refuses_a_layer_it_cannot_run():
@@ -205,3 +210,33 @@ def test_onnx_without_its_extra_is_one_line_naming_it(trained, tmp_path):
         "border: error: --format onnx needs onnxscript: pip install 'border-py[export]'"
     ]
     assert not (tmp_path / "m.onnx").exists()
+
+
+ARCHITECTURES = {
+    "dqn-mlp-dueling": (DQN, gym.spaces.Box(-2, 2, (5,), np.float32), {"dueling": True}),
+    "dqn-uint8-vector": (DQN, gym.spaces.Box(0, 255, (3, 4), np.uint8), {}),  # Atari RAM-like
+    "iqn-cnn": (IQN, gym.spaces.Box(0, 255, (2, 40, 38), np.uint8), {"k": 5}),
+    "sac-2d-actions": (SAC, gym.spaces.Box(-1, 1, (6,), np.float32), {}),
+}
+
+
+@pytest.mark.parametrize("arch", list(ARCHITECTURES))
+def test_the_numpy_layers_compute_what_the_torch_networks_do(tmp_path, arch):
+    agent_class, obs_space, hparams = ARCHITECTURES[arch]
+    if agent_class is SAC:
+        act_space = gym.spaces.Box(
+            np.array([[-1, 0]] * 2, np.float32), np.array([[1, 3]] * 2, np.float32)
+        )
+    else:
+        act_space = gym.spaces.Discrete(4)
+    agent = agent_class(obs_space, act_space, seed=1, hidden_sizes=[16, 8], **hparams)
+    module = greedy_module(agent, act_space)
+    network, arrays = numpy_network(module, obs_space)
+    (tmp_path / "network.json").write_text(json.dumps(network))
+    np.savez(tmp_path / "weights.npz", **arrays)
+    obs = sample_observations(obs_space, 300, seed=5)
+    with torch.no_grad():
+        want = [t.numpy() for t in module(torch.as_tensor(obs))]
+    actions, values = numpy_policy.load(tmp_path).forward(obs)
+    assert_same_policy(actions, values, *want)
+    assert actions.shape == (300, *act_space.shape)

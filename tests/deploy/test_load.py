@@ -114,6 +114,8 @@ def test_bad_input_is_one_line(trained, tmp_path):
         load_policy(tmp_path)
     with pytest.raises(ConfigError, match=r"trust=\[tests.deploy.pixel_env\]"):
         load_policy(trained("pixels"))  # its env id imports a module of the user's
+    with pytest.raises(ConfigError, match=r"^device='tpu': must be cpu, cuda or cuda:<index>$"):
+        load_policy(trained("dqn"), device="tpu")
     with pytest.raises(ConfigError, match="standard library"):
         load_policy(trained("dqn"), trust=["os"])
     policy = load_policy(trained("dqn"))

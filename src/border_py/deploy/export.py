@@ -32,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
@@ -174,10 +175,10 @@ def onnx_bytes(module: nn.Module, example: torch.Tensor) -> tuple[bytes, Forward
 
 
 def numpy_files(
-    module: nn.Module, policy_space: Any, description: dict[str, Any]
+    module: nn.Module, observation_space: gym.Space, description: dict[str, Any]
 ) -> dict[str, Any]:
     """The numpy export dir's files: name -> bytes, or a writer of them."""
-    network, arrays = numpy_network(module, policy_space)
+    network, arrays = numpy_network(module, observation_space)
     return {
         "policy.py": Path(numpy_policy.__file__).read_bytes(),
         "network.json": json.dumps(network, indent=1).encode(),
@@ -209,9 +210,15 @@ def publish_dir(files: dict[str, Any], out: Path, check: Callable[[Path], None])
         fsync_dir(tmp)
         check(tmp)
         old = out.parent / f".{out.name}.old-{os.getpid()}"
-        if out.is_dir() and not out.is_symlink():
+        earlier = out.is_dir() and not out.is_symlink()
+        if earlier:
             os.replace(out, old)
-        os.replace(tmp, out)
+        try:
+            os.replace(tmp, out)
+        except BaseException:
+            if earlier:
+                os.replace(old, out)  # the earlier export rather than none
+            raise
         fsync_dir(out.parent)
         shutil.rmtree(old, ignore_errors=True)
     finally:
