@@ -74,9 +74,15 @@ np.save("values.npy", values.numpy())
 """
 
 
+# numpy's in the fast tier; onnx's exporter and a process importing torch take seconds each
 CASES = [
-    *((name, fmt) for name in ("dqn", "iqn", "sac") for fmt in ("numpy", "torchscript", "onnx")),
+    *((name, "numpy") for name in ("dqn", "iqn", "sac")),
     ("pixels", "numpy"),  # the Nature CNN and a dueling head: the numpy export's conv layers
+    *(
+        pytest.param(name, fmt, marks=pytest.mark.slow)
+        for name in ("dqn", "iqn", "sac")
+        for fmt in ("torchscript", "onnx")
+    ),
 ]
 
 
@@ -127,6 +133,14 @@ def export(args: list[str], capsys) -> tuple[int, list[str]]:
     """``border export <args>`` in this process: its status and its stderr lines."""
     status = main(["export", *args])
     return status, capsys.readouterr().err.strip().splitlines()
+
+
+def test_the_command_says_how_it_is_used(capsys):
+    assert main(["export", "--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: border export <run dir | checkpoint dir>")
+    assert main(["export"]) == 2
+    assert main(["--help"]) == 0
+    assert "  export    export a policy" in capsys.readouterr().out
 
 
 def test_bad_input_is_one_line_and_replaces_nothing(trained, tmp_path, capsys):
@@ -189,6 +203,7 @@ def test_an_untrusted_run_is_refused_before_anything_is_written(trained, tmp_pat
     assert export(args, capsys)[0] == 0 and (out / "policy.py").is_file()
 
 
+@pytest.mark.slow
 def test_onnx_without_its_extra_is_one_line_naming_it(trained, tmp_path):
     code = (
         "import sys\n"
