@@ -1,4 +1,4 @@
-"""The ``border`` command: ``train``, ``eval``, ``report`` and ``tune`` subcommands."""
+"""The ``border`` command: ``train``, ``eval``, ``report``, ``tune`` and ``export`` subcommands."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ commands:
   eval      evaluate a saved policy: border eval <run dir | checkpoint dir> [eval.*/env.* overrides]
   report    compare runs: border report <run or sweep dir> [--x env_steps|opt_steps|seconds] [--csv FILE]
   tune      tune hyper-parameters with Optuna: border tune <space> [--n-trials N] [--n-jobs N] [overrides]
+  export    export a policy: border export <run dir | checkpoint dir> --format onnx|torchscript|numpy -o PATH
 
 examples:
   border train                                         # DQN on CartPole-v1 with the defaults
@@ -34,12 +35,13 @@ examples:
   border eval outputs/<date>/<time> eval.n_episodes=20 eval.video=true
   border report outputs/multirun/<date>/<time> --csv sweep.csv      # table + report.png
   border tune dqn_cartpole --n-trials 50                             # Optuna, pruned trials
+  border export outputs/<date>/<time> --format numpy -o policy       # numpy alone runs it
 
 Outputs (TensorBoard logs in tensorboard/, checkpoints/, train.log) land in outputs/<date>/<time>/.
 """
 
 
-COMMANDS = ("train", "eval", "report", "tune")
+COMMANDS = ("train", "eval", "report", "tune", "export")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,6 +102,10 @@ def _dispatch(args: list[str]) -> int:
         from border_py.cli.tune import tune_command
 
         return tune_command(rest)
+    if command == "export":
+        from border_py.cli.export import export_command
+
+        return export_command(rest)
     return fail(
         f"unknown command '{command}'{closest(command, COMMANDS)}; commands: {', '.join(COMMANDS)}"
     )

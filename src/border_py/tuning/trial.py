@@ -97,8 +97,8 @@ def _objective(trial: Any, task: TrialTask) -> float:
     pruner stopped the run, :class:`TrialInterrupted` when a signal did."""
     import optuna
 
-    from border_py import train
     from border_py.overrides import to_plain
+    from border_py.trainers.train import train
 
     values = _suggest(trial, task.params)
     given = [*task.overrides, *(override(k, v) for k, v in values.items())]
