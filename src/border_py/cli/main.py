@@ -22,6 +22,8 @@ commands:
   eval      evaluate a saved policy: border eval <run dir | checkpoint dir> [eval.*/env.* overrides]
   report    compare runs: border report <run or sweep dir> [--x env_steps|opt_steps|seconds] [--csv FILE]
   tune      tune hyper-parameters with Optuna: border tune <space> [--n-trials N] [--n-jobs N] [overrides]
+  push      share a run's policy on the Hugging Face Hub: border push <run> --repo <owner/name> [--dry-run DIR]
+  pull      download a shared policy: border pull <owner/name> [-o DIR] [--revision REV]
 
 examples:
   border train                                         # DQN on CartPole-v1 with the defaults
@@ -39,7 +41,7 @@ Outputs (TensorBoard logs in tensorboard/, checkpoints/, train.log) land in outp
 """
 
 
-COMMANDS = ("train", "eval", "report", "tune")
+COMMANDS = ("train", "eval", "report", "tune", "push", "pull")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,6 +102,10 @@ def _dispatch(args: list[str]) -> int:
         from border_py.cli.tune import tune_command
 
         return tune_command(rest)
+    if command in ("push", "pull"):
+        from border_py.cli.push import pull_command, push_command
+
+        return push_command(rest) if command == "push" else pull_command(rest)
     return fail(
         f"unknown command '{command}'{closest(command, COMMANDS)}; commands: {', '.join(COMMANDS)}"
     )
