@@ -18,20 +18,19 @@ from omegaconf import OmegaConf
 from rich.console import Console
 from rich.table import Table
 
-from border_py.agents.factory import build_agent
 from border_py.cli.errors import fail
 from border_py.config import closest, flag, fraction, positive, require
-from border_py.envs.factory import build_env_factory
+from border_py.deploy.load import build_policy_agent
 from border_py.errors import ConfigError, RunError
 from border_py.evaluation.evaluator import EvalResult, Evaluator
 from border_py.evaluation.video import check_video
 from border_py.files import make_dir, write_file
-from border_py.layout import BEST, CHECKPOINTS, CONFIG
+from border_py.layout import CONFIG
 from border_py.overrides import parse_overrides, set_key, to_plain
 from border_py.resources import MAX_EVAL_EPISODES
-from border_py.runs.checkpoint import Checkpoint, is_complete, load_checkpoint
+from border_py.runs.checkpoint import Checkpoint, pick_checkpoint
 from border_py.runs.trust import Trust, literal
-from border_py.secrets import redact, refuse_redacted
+from border_py.secrets import redact
 from border_py.seeding import derive_seed
 
 EVAL_DEFAULTS: dict[str, Any] = {
@@ -54,12 +53,6 @@ Overrides: eval.<key>=value (defaults:
 trust=[my_pkg]: the packages, modules or classes of your own that the run's config may import
 (a run dir is data: border imports only its own and gymnasium's components unless you trust more).
 """
-
-
-def pick_checkpoint(path: str) -> Checkpoint:
-    """The run's ``best`` checkpoint for a run dir, else what :func:`load_checkpoint` finds."""
-    best = Path(path).expanduser() / CHECKPOINTS / BEST
-    return load_checkpoint(best if is_complete(best) else path, full=False)
 
 
 def eval_settings(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, Any]:
@@ -117,16 +110,8 @@ def evaluate_checkpoint(
     checkpoint = pick_checkpoint(path)
     settings = eval_settings(checkpoint, overrides)
     cfg = settings["eval"]
-    refuse_redacted({"env": settings["env"]})  # a secret the run was given must be given again
     config = checkpoint.config | {"env": settings["env"]}
-    env_factory = build_env_factory(config)
-    agent = build_agent(config, env_factory.spaces(), "cpu")
-    try:
-        agent.load_policy_state(checkpoint.policy)
-    except (RuntimeError, KeyError) as exc:
-        raise ConfigError(
-            f"{checkpoint.path}: the policy does not fit the env ({str(exc).splitlines()[0]})"
-        ) from None
+    env_factory, _, agent = build_policy_agent(checkpoint, config)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out_dir = Path(cfg["out"]).expanduser().absolute() if cfg["out"] else checkpoint.path
     video_dir = out_dir / f"videos_{stamp}" if cfg["video"] else None

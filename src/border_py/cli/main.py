@@ -1,4 +1,4 @@
-"""The ``border`` command: ``train``, ``eval``, ``report`` and ``tune`` subcommands."""
+"""The ``border`` command: ``train``, ``eval``, ``report``, ``tune`` and ``export`` subcommands."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ commands:
   eval      evaluate a saved policy: border eval <run dir | checkpoint dir> [eval.*/env.* overrides]
   report    compare runs: border report <run or sweep dir> [--x env_steps|opt_steps|seconds] [--csv FILE]
   tune      tune hyper-parameters with Optuna: border tune <space> [--n-trials N] [--n-jobs N] [overrides]
+  export    export a policy: border export <run dir | checkpoint dir> --format onnx|torchscript|numpy -o PATH
   push      share a run's policy on the Hugging Face Hub: border push <run> --repo <owner/name> [--dry-run DIR]
   pull      download a shared policy: border pull <owner/name> [-o DIR] [--revision REV]
 
@@ -36,12 +37,13 @@ examples:
   border eval outputs/<date>/<time> eval.n_episodes=20 eval.video=true
   border report outputs/multirun/<date>/<time> --csv sweep.csv      # table + report.png
   border tune dqn_cartpole --n-trials 50                             # Optuna, pruned trials
+  border export outputs/<date>/<time> --format numpy -o policy       # numpy alone runs it
 
 Outputs (TensorBoard logs in tensorboard/, checkpoints/, train.log) land in outputs/<date>/<time>/.
 """
 
 
-COMMANDS = ("train", "eval", "report", "tune", "push", "pull")
+COMMANDS = ("train", "eval", "report", "tune", "export", "push", "pull")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,6 +104,10 @@ def _dispatch(args: list[str]) -> int:
         from border_py.cli.tune import tune_command
 
         return tune_command(rest)
+    if command == "export":
+        from border_py.cli.export import export_command
+
+        return export_command(rest)
     if command in ("push", "pull"):
         from border_py.cli.push import pull_command, push_command
 

@@ -377,6 +377,14 @@ def load_checkpoint(path: str | Path, full: bool = True) -> Checkpoint:
     return checkpoint
 
 
+def pick_checkpoint(path: str | Path) -> Checkpoint:
+    """The checkpoint whose policy a run is used by (``border eval``, ``load_policy``, exports):
+    a run dir's ``best`` checkpoint, else what :func:`load_checkpoint` finds (the newest periodic
+    one, or the checkpoint dir named), loaded without the training state (``full=False``)."""
+    best = Path(path).expanduser() / CHECKPOINTS / BEST
+    return load_checkpoint(best if is_complete(best) else path, full=False)
+
+
 def _moved_targets(node: Any) -> Any:
     """``node`` with every ``_target_`` that moved in 0.2 renamed."""
     if isinstance(node, dict):

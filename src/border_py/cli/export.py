@@ -1,0 +1,71 @@
+"""``border export <run dir | checkpoint dir> --format onnx|torchscript|numpy -o PATH``: write
+the greedy policy as a model that runs without border-py (see :mod:`border_py.deploy.export`)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+from border_py.cli.errors import fail
+from border_py.deploy.export import FORMATS, export_policy
+from border_py.errors import ConfigError, RunError
+from border_py.overrides import parse_overrides
+
+EXPORT_USAGE = f"""\
+usage: border export <run dir | checkpoint dir> --format {{{",".join(FORMATS)}}} -o PATH [--force] [trust=[my_pkg]]
+
+Writes the greedy policy (a run dir: its best checkpoint, else its newest) as a model mapping a
+batch of observations to (action, values), checked against the policy before it is published:
+  onnx         one file (needs pip install 'border-py[export]'); run it with onnxruntime
+  torchscript  one file; torch.jit.load runs it without border-py
+  numpy        a dir: policy.py runs the weights with numpy alone (no torch, no border-py)
+preprocessing.json (the env, its wrappers, the observations and actions) goes beside the model:
+<name>.preprocessing.json beside a file, inside the numpy dir. An existing output is replaced only
+with --force (an earlier export; never a symlink). trust=[my_pkg]: the packages, modules or classes
+of your own that the run's config may import (a run dir is data).
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one :class:`ConfigError` line (not usage and exit)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(f"border export: {message} (border export --help)")
+
+
+def parse(args: list[str]) -> tuple[argparse.Namespace, object]:
+    """The parsed arguments and the ``trust`` override's value (None without one).
+
+    Raises:
+        ConfigError: a missing or unknown argument, or an override other than ``trust``.
+    """
+    parser = _Parser(prog="border export", add_help=False)
+    parser.add_argument("path")
+    parser.add_argument("--format", "-f", dest="fmt", required=True)
+    parser.add_argument("--output", "-o", dest="out", required=True)
+    parser.add_argument("--force", action="store_true")
+    parsed, rest = parser.parse_known_args(args)
+    trust: object = None
+    for override in parse_overrides(rest):
+        if override.key_or_group != "trust":
+            raise ConfigError(
+                f"{override.key_or_group}: border export takes --format, -o, --force and trust=[...]"
+            )
+        trust = override.value()
+    return parsed, trust
+
+
+def export_command(args: list[str]) -> int:
+    """``border export``: write the policy, print where."""
+    if not args or args[0] in ("-h", "--help"):
+        print(EXPORT_USAGE)
+        return 0 if args else 2
+    try:
+        parsed, trust = parse(args)
+        out = export_policy(parsed.path, parsed.fmt, parsed.out, trust=trust, force=parsed.force)
+    except ConfigError as exc:
+        return fail(str(exc))
+    except RunError as exc:
+        return fail(str(exc), 1)
+    print(f"written: {out}", flush=True)
+    return 0

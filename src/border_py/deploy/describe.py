@@ -1,0 +1,106 @@
+"""What an exported policy expects and gives, written beside every export
+(``preprocessing.json``, and for the numpy dir a ``README.txt`` saying the same in words).
+
+The model takes observations as the run's env gives them after its wrappers (``env.id``, its
+kwargs, ``env.wrappers`` in order, or the Atari factory's preprocessing): recreate that env, or
+feed the same arrays. uint8 observations are scaled by 1/255 inside the model.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from border_py._version import __version__
+from border_py.agents.iqn import IQN
+from border_py.agents.sac import SAC
+from border_py.deploy.load import Policy
+from border_py.secrets import redact
+
+
+def outputs(agent: object) -> str:
+    """What the exported model's two outputs are, for ``agent`` (see :mod:`.graph`)."""
+    if isinstance(agent, IQN):
+        k = agent.args.k
+        return (
+            f"values: the mean quantile value over {k} fixed levels (j + 0.5) / {k} for every"
+            " action (B, n); action: their arg max (B,), int64"
+        )
+    if isinstance(agent, SAC):
+        return (
+            "values: the Gaussian policy's mean before the tanh squash (B, A); action:"
+            " clip(center + scale * tanh(mean), low, high) on the action bounds (B, *shape),"
+            " float32"
+        )
+    return "values: Q(s, a) for every action (B, n); action: their arg max (B,), int64"
+
+
+def _bounds(values: np.ndarray) -> Any:
+    """A space's bounds as JSON: one number when all are equal, else the nested list."""
+    flat = np.unique(values)
+    value = flat[0] if len(flat) == 1 else values
+    return np.asarray(value).tolist() if np.all(np.isfinite(flat)) else str(value.tolist())
+
+
+def space(space: gym.Space) -> dict[str, Any]:
+    """A gymnasium space as JSON."""
+    if isinstance(space, gym.spaces.Discrete):
+        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, gym.spaces.Box):
+        return {
+            "type": "Box",
+            "shape": list(space.shape),
+            "dtype": np.dtype(space.dtype).name,
+            "low": _bounds(space.low),
+            "high": _bounds(space.high),
+        }
+    return {"type": type(space).__name__, "repr": str(space)}
+
+
+def describe(policy: Policy, fmt: str) -> dict[str, Any]:
+    """``preprocessing.json``'s content for ``policy`` exported as ``fmt``."""
+    obs = policy.observation_space
+    uint8 = obs.dtype == np.uint8
+    return {
+        "format": fmt,
+        "border_py": __version__,
+        "agent": policy.agent_name,
+        "checkpoint": str(policy.checkpoint),
+        "opt_steps": policy.opt_steps,
+        "env_id": policy.env_id,
+        "env": redact(policy.config["env"]),
+        "observation": space(obs)
+        | {
+            "scaling": "uint8 values scaled by 1/255 inside the model: pass them unscaled"
+            if uint8
+            else "none: pass the env's observations as they are",
+            "input": "obs: a batch (B, *shape) of the dtype above",
+        },
+        "action": space(policy.action_space),
+        "outputs": {"names": ["action", "values"], "meaning": outputs(policy.agent)},
+    }
+
+
+def readme(description: dict[str, Any]) -> str:
+    """``README.txt``: the description in words, for a person opening the dir."""
+    env = description["env"]
+    wrappers = [w.get("_target_", "?") for w in env.get("wrappers") or []]
+    obs, act = description["observation"], description["action"]
+    lines = [
+        f"A greedy {description['agent']} policy exported by border-py {description['border_py']}"
+        f" from {description['checkpoint']} (opt step {description['opt_steps']}).",
+        "",
+        f"Env: {description['env_id']} (factory {env.get('_target_')}, kwargs"
+        f" {env.get('kwargs') or {}}, wrappers in order: {', '.join(wrappers) or 'none'}).",
+        "Observations: what that env gives after those wrappers:"
+        f" shape {obs.get('shape')}, dtype {obs.get('dtype')}; scaling: {obs['scaling']}.",
+        f"Actions: {act}.",
+        f"Outputs: {description['outputs']['meaning']}.",
+        "",
+        "Run it with numpy alone (no torch, no border-py): put this dir on sys.path, then",
+        "    import policy; net = policy.load(); action, _ = net.predict(obs)",
+        "preprocessing.json says the same as data.",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,266 @@
+"""Exporting a trained greedy policy: ONNX, TorchScript, or numpy alone.
+
+Every format maps a batch of observations (any batch size) to ``(action, values)`` (see
+:mod:`border_py.deploy.graph`) and is checked before it is published: the written model is run
+(onnxruntime, ``torch.jit.load``, the numpy ``policy.py``) on observations sampled from the
+observation space and must give the greedy actions and values of the policy it was made from.
+
+- ``onnx``: one file (``torch.onnx.export``, the dynamo exporter; needs the ``export`` extra);
+- ``torchscript``: one file (``torch.jit.trace``), loaded by ``torch.jit.load`` without border-py;
+- ``numpy``: a dir holding ``policy.py`` (numpy only: no torch, no border-py), ``network.json``,
+  ``weights.npz`` and ``README.txt``.
+
+``preprocessing.json`` (:mod:`border_py.deploy.describe`) goes beside the model: into the numpy
+dir, and as ``<name>.preprocessing.json`` beside a file. Nothing existing is replaced without
+``force``; a symlink at an output is refused, never written through; files are fsynced before the
+rename that publishes them (:func:`border_py.files.write_file`), a numpy dir is written in a
+hidden temporary dir renamed into place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import json
+import logging
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from border_py.deploy import numpy_policy
+from border_py.deploy.describe import describe, readme
+from border_py.deploy.graph import greedy_module, sample_observations
+from border_py.deploy.load import load_policy
+from border_py.deploy.numpy_network import numpy_network
+from border_py.errors import ConfigError, RunError, first_line
+from border_py.files import create_file, dir_mode, fsync_dir, link_refusal, write_file
+
+FORMATS = ("onnx", "torchscript", "numpy")
+ONNX_NEEDS = ("onnx", "onnxruntime", "onnxscript")
+DESCRIPTION = "preprocessing.json"
+NUMPY_FILES = {"policy.py", "network.json", "weights.npz", DESCRIPTION, "README.txt"}
+CHECK_ROWS = 64  # observations each written model is checked on
+Forward = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def description_path(out: Path, fmt: str) -> Path:
+    """Where ``preprocessing.json`` goes for an export to ``out``: inside a numpy dir, else
+    beside the file as ``<name>.preprocessing.json`` (``policy.onnx``:
+    ``policy.preprocessing.json``)."""
+    return out / DESCRIPTION if fmt == "numpy" else out.with_suffix(f".{DESCRIPTION}")
+
+
+def check_outputs(out: Path, fmt: str, force: bool) -> None:
+    """Refuse outputs that exist (without ``force``), symlinks, and what ``force`` would not
+    replace: a dir where a file goes, or a dir that is not a numpy export.
+
+    Raises:
+        ConfigError: one line naming the path.
+    """
+    paths = [out] if fmt == "numpy" else [out, description_path(out, fmt)]
+    for path in paths:
+        if path.is_symlink():
+            raise link_refusal(path)
+        if not path.exists():
+            continue
+        if not force:
+            raise ConfigError(
+                f"{path}: exists; border export replaces nothing unless told: choose another -o"
+                " or pass --force"
+            )
+        if fmt == "numpy" and not (path.is_dir() and {"policy.py", "network.json"} <= _names(path)):
+            raise ConfigError(
+                f"{path}: exists and is not a numpy export; --force replaces only an earlier"
+                " export: remove it yourself or choose another -o"
+            )
+        if fmt != "numpy" and not path.is_file():
+            raise ConfigError(f"{path}: exists and is not a file; --force replaces files only")
+
+
+def _names(path: Path) -> set[str]:
+    return {entry.name for entry in path.iterdir()}
+
+
+def check_onnx() -> None:
+    """Fail in one line when the ONNX exporter's packages are missing."""
+    missing = [name for name in ONNX_NEEDS if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ConfigError(
+            f"--format onnx needs {', '.join(missing)}: pip install 'border-py[export]'"
+        )
+
+
+def compare(name: str, got: tuple[np.ndarray, np.ndarray], want: tuple[Any, Any]) -> None:
+    """Raise :class:`RunError` unless a written model's ``(action, values)`` are the policy's:
+    values to float32 tolerance, actions equal (discrete ones wherever the best two values are
+    apart by more than that tolerance)."""
+    actions, values = (np.asarray(t.numpy() if isinstance(t, torch.Tensor) else t) for t in want)
+    if not np.allclose(np.asarray(got[1]), values, rtol=1e-4, atol=1e-5):
+        raise RunError(f"{name}: the written model's values differ from the policy's")
+    got_actions = np.asarray(got[0])
+    if np.issubdtype(actions.dtype, np.integer):
+        top2 = np.sort(values, axis=1)[:, -2:] if values.shape[1] > 1 else values[:, :1] * 0
+        clear = np.abs(top2[:, -1] - top2[:, 0]) > 1e-4
+        same = np.array_equal(got_actions[clear], actions[clear])
+    else:
+        same = np.allclose(got_actions, actions, rtol=1e-4, atol=1e-5)
+    if not same:
+        raise RunError(f"{name}: the written model's actions differ from the policy's")
+
+
+def torchscript_bytes(module: nn.Module, example: torch.Tensor) -> tuple[bytes, Forward]:
+    """The traced module's file and a forward of it loaded back from those bytes."""
+    with torch.no_grad():
+        traced = torch.jit.trace(module, (example,))
+    buffer = io.BytesIO()
+    torch.jit.save(traced, buffer)
+    data = buffer.getvalue()
+    loaded = torch.jit.load(io.BytesIO(data), map_location="cpu")
+
+    def forward(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        with torch.no_grad():
+            action, values = loaded(torch.as_tensor(obs))
+        return action.numpy(), values.numpy()
+
+    return data, forward
+
+
+def onnx_bytes(module: nn.Module, example: torch.Tensor) -> tuple[bytes, Forward]:
+    """The ONNX model (batch dimension dynamic) and a forward of it under onnxruntime."""
+    import onnxruntime
+
+    batch = torch.export.Dim("batch")
+    # the exporter prints its progress to stdout, warns of its own deprecations and logs the
+    # torchvision operators it skips
+    quiet = logging.getLogger("torch.onnx")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            program = torch.onnx.export(
+                module,
+                (example,),
+                input_names=["obs"],
+                output_names=["action", "values"],
+                dynamic_shapes={"obs": {0: batch}},
+                dynamo=True,
+                verbose=False,
+            )
+    finally:
+        quiet.setLevel(level)
+    assert program is not None  # the dynamo exporter returns its program
+    data = program.model_proto.SerializeToString()
+    session = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
+
+    def forward(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        action, values = session.run(["action", "values"], {"obs": obs})
+        return np.asarray(action), np.asarray(values)
+
+    return data, forward
+
+
+def numpy_files(
+    module: nn.Module, policy_space: Any, description: dict[str, Any]
+) -> dict[str, Any]:
+    """The numpy export dir's files: name -> bytes, or a writer of them."""
+    network, arrays = numpy_network(module, policy_space)
+    return {
+        "policy.py": Path(numpy_policy.__file__).read_bytes(),
+        "network.json": json.dumps(network, indent=1).encode(),
+        "weights.npz": lambda f: np.savez(f, **arrays),  # type: ignore[arg-type]
+        DESCRIPTION: json.dumps(description, indent=2).encode(),
+        "README.txt": readme(description).encode(),
+    }
+
+
+def load_numpy_export(path: Path) -> Forward:
+    """The ``forward`` of the numpy export in ``path``, its ``policy.py`` imported from there."""
+    spec = importlib.util.spec_from_file_location("border_exported_policy", path / "policy.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.load(path).forward
+
+
+def publish_dir(files: dict[str, Any], out: Path, check: Callable[[Path], None]) -> None:
+    """Write ``files`` into a hidden temporary dir beside ``out``, fsynced, ``check`` it, then
+    rename it to ``out`` (an earlier export there, which :func:`check_outputs` let ``force``
+    replace, is moved aside first and deleted after)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        for name, data in files.items():
+            create_file(tmp / name, data)
+        os.chmod(tmp, dir_mode())  # mkdtemp's 0700 would stay with the export
+        fsync_dir(tmp)
+        check(tmp)
+        old = out.parent / f".{out.name}.old-{os.getpid()}"
+        if out.is_dir() and not out.is_symlink():
+            os.replace(out, old)
+        os.replace(tmp, out)
+        fsync_dir(out.parent)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def export_policy(
+    path: str | Path, fmt: str, out: str | Path, trust: Any = None, force: bool = False
+) -> Path:
+    """Export the greedy policy of a run dir (its best checkpoint, else its newest) or of a
+    checkpoint dir as ``fmt`` to ``out``; return ``out``.
+
+    Args:
+        path: a run dir or a checkpoint dir (as :func:`~border_py.deploy.load.load_policy`).
+        fmt: ``onnx``, ``torchscript`` or ``numpy`` (a dir).
+        out: the model file, or the numpy export's dir.
+        trust: what the run's config may import beyond border's own (see ``load_policy``).
+        force: replace an existing export at ``out`` (and its ``preprocessing.json``).
+
+    Raises:
+        ConfigError: one line: an unknown format, an output that exists (without ``force``) or
+            is a symlink, a missing ``export`` extra, a run that cannot be loaded or an agent or
+            layer the format cannot take.
+        RunError: the model could not be written, or the written model does not reproduce the
+            policy.
+    """
+    if fmt not in FORMATS:
+        raise ConfigError(f"--format {fmt}: unknown; formats: {', '.join(FORMATS)}")
+    out = Path(os.path.abspath(Path(out).expanduser()))
+    check_outputs(out, fmt, force)
+    if fmt == "onnx":
+        check_onnx()
+    policy = load_policy(path, trust=trust)
+    module = greedy_module(policy.agent, policy.action_space)
+    description = describe(policy, fmt)
+    sample = sample_observations(policy.observation_space, CHECK_ROWS)
+    with torch.no_grad():
+        want = module(torch.as_tensor(sample))
+    try:
+        if fmt == "numpy":
+            files = numpy_files(module, policy.observation_space, description)
+            publish_dir(
+                files, out, lambda tmp: compare(str(out), load_numpy_export(tmp)(sample), want)
+            )
+            return out
+        make = onnx_bytes if fmt == "onnx" else torchscript_bytes
+        data, forward = make(module, torch.as_tensor(sample[:2]))
+        compare(str(out), forward(sample), want)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_file(out, data)
+        write_file(description_path(out, fmt), json.dumps(description, indent=2).encode())
+    except OSError as exc:
+        raise RunError(
+            f"{exc.filename or out}: cannot write the export ({exc.strerror or first_line(exc)})"
+        ) from None
+    return out

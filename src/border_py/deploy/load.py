@@ -1,0 +1,164 @@
+"""``load_policy``: a trained policy from a run or checkpoint dir, without Hydra or the trainer.
+
+The policy is built the way ``border eval`` builds it: the checkpoint's saved config names the
+agent and the env, their components are imported only when trusted (a run dir is data, see
+:mod:`border_py.runs.trust`), the env factory gives the spaces, the agent is built for them and
+its policy weights (``policy.pt``) are loaded. Nothing of the training state is read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from border_py.agents.base import Agent, ExplorationPosition
+from border_py.agents.factory import build_agent
+from border_py.envs.factory import GymEnvFactory, build_env_factory
+from border_py.errors import ConfigError
+from border_py.layout import CONFIG
+from border_py.runs.checkpoint import Checkpoint, pick_checkpoint
+from border_py.runs.trust import Trust, check_trust_list
+from border_py.secrets import refuse_redacted
+
+
+def build_policy_agent(
+    checkpoint: Checkpoint, config: dict[str, Any], device: str = "cpu"
+) -> tuple[GymEnvFactory, tuple[gym.Space, gym.Space], Agent]:
+    """The env factory, its (observation, action) spaces and the agent of ``config`` (the checkpoint's, or it with the caller's
+    env overrides), the agent holding the checkpoint's policy weights. The caller has checked
+    ``config`` against its trust.
+
+    Raises:
+        ConfigError: one line: a secret the run was given (saved redacted) and not given again,
+            a bad env or agent config, or weights that do not fit the agent built.
+    """
+    refuse_redacted({"env": config["env"]})  # a secret the run was given must be given again
+    env_factory = build_env_factory(config)
+    spaces = env_factory.spaces()
+    agent = build_agent(config, spaces, device)
+    try:
+        agent.load_policy_state(checkpoint.policy)
+    except (RuntimeError, KeyError) as exc:
+        raise ConfigError(
+            f"{checkpoint.path}: the policy does not fit the env ({str(exc).splitlines()[0]})"
+        ) from None
+    return env_factory, spaces, agent
+
+
+@dataclass
+class Policy:
+    """A trained policy, ready to act: :meth:`predict` on observations of :meth:`make_env`'s env.
+
+    Attributes:
+        agent: the agent built from the checkpoint's config, holding its policy weights.
+        env_factory: the run's env factory (its id, kwargs and wrappers).
+        checkpoint: the checkpoint dir the weights come from.
+        config: the checkpoint's saved config (plain data).
+        env_id: the gymnasium id of the run's env.
+        agent_name: the agent's class name (``DQN``, ``IQN``, ``SAC``, or a user's).
+        opt_steps: the optimization steps the policy was trained for (None if not recorded).
+        env_steps: the env steps the run had taken (None if not recorded).
+        observation_space: the observations the policy takes (after the run's wrappers).
+        action_space: the actions it gives.
+    """
+
+    agent: Agent
+    env_factory: GymEnvFactory
+    checkpoint: Path
+    config: dict[str, Any]
+    env_id: str
+    agent_name: str
+    opt_steps: int | None
+    env_steps: int | None
+    observation_space: gym.Space
+    action_space: gym.Space
+
+    def make_env(self, **kwargs: Any) -> gym.Env:
+        """A fresh env as the run evaluated in: ``gymnasium.make`` of its id with its kwargs,
+        then its wrappers (those of evaluation envs); ``kwargs`` are added to the id's kwargs
+        (e.g. ``render_mode="human"``). Its observations go to :meth:`predict` as they are."""
+        if not kwargs:
+            return self.env_factory.make()
+        factory = build_env_factory(
+            {"env": self.config["env"] | {"kwargs": self.env_factory.kwargs | kwargs}}
+        )
+        return factory.make()
+
+    def predict(self, obs: Any, deterministic: bool = True) -> tuple[np.ndarray, None]:
+        """Actions for observations, as Stable-Baselines3's ``predict``: ``(action, None)``.
+
+        Args:
+            obs: one observation (shaped as :attr:`observation_space`) or a batch of them (one
+                more, leading dimension); converted to the space's dtype.
+            deterministic: the greedy action (DQN: the arg max of Q; IQN: of the mean over the
+                agent's ``k`` midpoint quantile levels; SAC: the squashed mean mapped onto the
+                action bounds); False: the agent's exploring action (``act(explore=True)``,
+                continuing its schedule from the run's env steps).
+
+        Returns:
+            One action for one observation, a batch for a batch; None (no recurrent state).
+
+        Raises:
+            ValueError: observations of another shape (one line naming both shapes).
+        """
+        shape = tuple(self.observation_space.shape or ())
+        batch = np.asarray(obs, dtype=self.observation_space.dtype)
+        single = batch.shape == shape
+        if single:
+            batch = batch[None]
+        elif batch.shape[1:] != shape or batch.ndim != len(shape) + 1:
+            raise ValueError(
+                f"observations of shape {batch.shape}: expected {shape} (one) or (B, *{shape})"
+                " (a batch)"
+            )
+        actions = self.agent.act(batch, explore=not deterministic)
+        return (actions[0] if single else actions), None
+
+
+def trust_of(trust: Any) -> Trust:
+    """The :class:`Trust` of a loading call given ``trust`` (names, one name or None)."""
+    return Trust(entries=check_trust_list([] if trust is None else trust))
+
+
+def load_policy(path: str | Path, trust: Any = None, device: str = "cpu") -> Policy:
+    """The trained policy of a run dir (its ``best`` checkpoint, else its newest: as
+    ``border eval`` picks) or of a checkpoint dir.
+
+    Args:
+        path: a run dir or a checkpoint dir.
+        trust: packages, modules or classes of your own that the run's config may import
+            (``["my_pkg"]``; see :mod:`border_py.runs.trust`): a run dir is data.
+        device: where the policy's networks live (``cpu``, ``cuda``, ``cuda:<index>``).
+
+    Raises:
+        ConfigError: one line: not a run or checkpoint dir, an untrusted import in its config,
+            weights that do not fit, a bad device.
+    """
+    checkpoint = pick_checkpoint(str(path))
+    trust_of(trust).check_imports(checkpoint.config, checkpoint.path / CONFIG)
+    env_factory, (obs_space, act_space), agent = build_policy_agent(
+        checkpoint, checkpoint.config, device
+    )
+    env_steps = checkpoint.meta.get("env_steps")
+    env_steps = env_steps if isinstance(env_steps, int) else None
+    if env_steps is not None and isinstance(agent, ExplorationPosition):
+        agent.set_exploration_step(
+            env_steps
+        )  # predict(deterministic=False) explores as the run did
+    opt_steps = checkpoint.meta.get("opt_steps")
+    return Policy(
+        agent=agent,
+        env_factory=env_factory,
+        checkpoint=checkpoint.path,
+        config=checkpoint.config,
+        env_id=env_factory.id,
+        agent_name=type(agent).__name__,
+        opt_steps=opt_steps if isinstance(opt_steps, int) else None,
+        env_steps=env_steps,
+        observation_space=obs_space,
+        action_space=act_space,
+    )
