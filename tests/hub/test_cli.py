@@ -106,7 +106,9 @@ def test_without_huggingface_hub_the_error_names_the_extra(tmp_path):
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
-    missing = "(import of huggingface_hub halted; None in sys.modules): pip install 'border-py[hub]'"
+    missing = (
+        "(import of huggingface_hub halted; None in sys.modules): pip install 'border-py[hub]'"
+    )
     assert out.stderr.strip().splitlines() == [
         f"border: error: border push needs huggingface_hub {missing}",
         "2",

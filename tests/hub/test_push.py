@@ -105,7 +105,9 @@ def test_the_fresh_episodes_are_the_seeds_said_and_none_the_run_evaluated_on(fol
     assert not set(fresh) & set(range(*evaluation["run_eval_reset_seeds"]))
     assert set(played) <= set(range(*evaluation["run_eval_reset_seeds"]))
     # replaying the fresh seeds with the pulled-to-be checkpoint gives the card's returns
-    assert _returns(load_policy(folder / "checkpoint"), fresh, config) == evaluation["episode_returns"]
+    assert (
+        _returns(load_policy(folder / "checkpoint"), fresh, config) == evaluation["episode_returns"]
+    )
 
 
 def _returns(policy, seeds: range, config: dict) -> list[float]:
@@ -155,13 +157,18 @@ def test_a_push_uploads_the_folder_to_the_repo_through_the_api(run):
     api = RecordingApi()
     facts, url = push(run, PushSettings(REPO, episodes=3), api=api)
     (create, created), (upload, uploaded) = api.calls
-    assert (create, created) == ("create_repo", {"repo_id": REPO, "repo_type": "model", "exist_ok": True})
+    assert (create, created) == (
+        "create_repo",
+        {"repo_id": REPO, "repo_type": "model", "exist_ok": True},
+    )
     assert upload == "upload_folder"
     assert uploaded["repo_id"] == REPO and uploaded["repo_type"] == "model"
     assert uploaded["commit_message"] == (
         f"border push: DQN on CartPole-v1, mean return {facts.score.text()} over 3 fresh episodes"
     )
-    assert {"README.md", "checkpoint/policy.pt", "export/policy.py", "results.json"} <= set(api.files)
+    assert {"README.md", "checkpoint/policy.pt", "export/policy.py", "results.json"} <= set(
+        api.files
+    )
     assert f"value: {facts.score.text()}" in api.card
     assert not Path(uploaded["folder_path"]).exists()  # the staging dir is removed after
     assert url == f"https://huggingface.co/{REPO}"  # the recording API returns no commit

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from border_py.envs.factory import GymEnvFactory
-from border_py.hub.score import disjoint_start, eval_max_steps, fresh_score, fresh_seeds, run_eval_seeds
+from border_py.hub.score import (
+    disjoint_start,
+    eval_max_steps,
+    fresh_score,
+    fresh_seeds,
+    run_eval_seeds,
+)
 from border_py.resources import MAX_EVAL_EPISODES
 from border_py.seeding import derive_seed
 
@@ -32,8 +38,13 @@ def test_a_colliding_start_moves_past_the_runs_window():
 
 def test_eval_max_steps_takes_the_runs_own_positive_int_only():
     assert eval_max_steps({"trainer": {"eval_max_steps": 50}}) == 50
-    for bad in ({}, {"trainer": None}, {"trainer": {"eval_max_steps": "50"}},
-                {"trainer": {"eval_max_steps": 0}}, {"trainer": {"eval_max_steps": True}}):
+    for bad in (
+        {},
+        {"trainer": None},
+        {"trainer": {"eval_max_steps": "50"}},
+        {"trainer": {"eval_max_steps": 0}},
+        {"trainer": {"eval_max_steps": True}},
+    ):
         assert eval_max_steps(bad) == 10000
 
 

@@ -57,7 +57,9 @@ def push_command(args: list[str]) -> int:
     parser.add_argument("run", help="a run dir (its best checkpoint, else its newest)")
     parser.add_argument("overrides", nargs="*", help="trust=[my_pkg]: code the run may import")
     parser.add_argument("--repo", required=True, help="the Hub repo: <owner>/<name>")
-    parser.add_argument("--dry-run", type=Path, help="write the folder to this new dir, upload nothing")
+    parser.add_argument(
+        "--dry-run", type=Path, help="write the folder to this new dir, upload nothing"
+    )
     parser.add_argument("--episodes", type=int, default=100, help="fresh evaluation episodes (100)")
     parser.add_argument("--format", choices=FORMATS, default="numpy", help="the export (numpy)")
     try:
@@ -72,8 +74,10 @@ def push_command(args: list[str]) -> int:
     except RunError as exc:
         return fail(str(exc), 1)
     score = facts.score
-    print(f"{facts.algorithm} on {facts.env_id}: mean return {score.text()} over {score.episodes}"
-          " fresh episodes")
+    print(
+        f"{facts.algorithm} on {facts.env_id}: mean return {score.text()} over {score.episodes}"
+        " fresh episodes"
+    )
     print(f"{'written' if parsed.dry_run else 'pushed'}: {where}", flush=True)
     return 0
 

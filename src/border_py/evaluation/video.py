@@ -45,7 +45,9 @@ def check_video(env_factory: GymEnvFactory, key: str) -> None:
         except ConfigError:
             raise
         except Exception as exc:
-            raise ConfigError(f"{key}: {name} failed to render a frame ({first_line(exc)})") from None
+            raise ConfigError(
+                f"{key}: {name} failed to render a frame ({first_line(exc)})"
+            ) from None
         finally:
             env.close()
     if not (isinstance(frame, np.ndarray) and frame.ndim == 3 and frame.shape[-1] == 3):

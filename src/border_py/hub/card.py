@@ -72,7 +72,10 @@ def metadata(facts: CardFacts) -> dict[str, Any]:
                 "name": facts.algorithm,
                 "results": [
                     {
-                        "task": {"type": "reinforcement-learning", "name": "reinforcement-learning"},
+                        "task": {
+                            "type": "reinforcement-learning",
+                            "name": "reinforcement-learning",
+                        },
                         "dataset": {"type": facts.env_id, "name": facts.env_id},
                         "metrics": [
                             {
@@ -111,7 +114,11 @@ def _score_section(facts: CardFacts) -> list[str]:
         if facts.checkpoint["name"] == "best"
         else "the score is measured on episodes the run never evaluated on."
     )
-    how = "greedy actions" if s.epsilon == 0 else f"greedy actions, random ones with probability {s.epsilon}"
+    how = (
+        "greedy actions"
+        if s.epsilon == 0
+        else f"greedy actions, random ones with probability {s.epsilon}"
+    )
     return [
         "## Score",
         "",
@@ -158,7 +165,7 @@ def _use_section(facts: CardFacts) -> list[str]:
         fenced(load, "python"),
         "",
         "The checkpoint's config is data: a config naming code of your own loads only with"
-        " `trust=[...]` (`load_policy(path, trust=[\"my_pkg\"])`).",
+        ' `trust=[...]` (`load_policy(path, trust=["my_pkg"])`).',
         "",
         *facts.export,
     ]

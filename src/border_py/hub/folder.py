@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -121,7 +122,9 @@ def names(checkpoint: Checkpoint) -> tuple[str, str]:
         ConfigError: either is not a plain name (a run's files are data: nothing odd reaches
             the card).
     """
-    env_id = checkpoint.config["env"].get("id") if isinstance(checkpoint.config["env"], dict) else None
+    env_id = (
+        checkpoint.config["env"].get("id") if isinstance(checkpoint.config["env"], dict) else None
+    )
     if not (isinstance(env_id, str) and ENV_ID.match(env_id)):
         raise ConfigError(f"env.id={env_id!r} in {checkpoint.path / CONFIG}: not an env id")
     agent = checkpoint.config["agent"]
@@ -138,7 +141,7 @@ def copy_policy_files(checkpoint: Path, into: Path) -> None:
     make_dir(into)
     for name in (POLICY, META):
         with open_regular(checkpoint / name) as source:
-            create_file(into / name, lambda out, s=source: shutil.copyfileobj(s, out))
+            create_file(into / name, functools.partial(shutil.copyfileobj, source))
     with open_regular(checkpoint / CONFIG) as source:
         config = json.load(source)
     create_file(into / CONFIG, json.dumps(redact(config), indent=2).encode())

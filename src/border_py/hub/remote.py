@@ -109,6 +109,7 @@ def _fetch_into(fetch: Fetch, repo_id: str, revision: str | None) -> Callable[[P
                 " its weights, config and meta); nothing was kept"
             )
         return folder
+
     return fill
 
 
