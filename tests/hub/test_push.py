@@ -233,3 +233,72 @@ def test_an_untrusted_config_is_refused_before_anything_is_written(run, tmp_path
     assert line.startswith("border: error: agent._target_=my_pkg.agent.MyAgent in ")
     assert line.endswith("add trust=[my_pkg.agent.MyAgent]")
     assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "model"), [("torchscript", "policy.torchscript.pt"), ("onnx", "policy.onnx")]
+)
+def test_another_format_puts_that_export_in_the_folder(fmt, model, run, tmp_path):
+    out = tmp_path / "card"
+    argv = ["push", str(run), "--repo", REPO, "--dry-run", str(out), "--episodes", "1"]
+    assert main([*argv, "--format", fmt]) == 0
+    assert sorted(p.name for p in (out / "export").iterdir()) == sorted(
+        [model, model.rpartition(".")[0] + ".preprocessing.json"]
+    )
+    policy = load_policy(out / "checkpoint")
+    obs = np.stack([policy.observation_space.sample() for _ in range(50)]).astype(np.float32)
+    if fmt == "torchscript":
+        import torch
+
+        actions, _ = torch.jit.load(out / "export" / model)(torch.as_tensor(obs))
+        actions = actions.numpy()
+    else:
+        import onnxruntime
+
+        session = onnxruntime.InferenceSession(out / "export" / model)
+        actions, _ = session.run(["action", "values"], {"obs": obs})
+    np.testing.assert_array_equal(actions, policy.predict(obs)[0])
+    assert f'"export/{model}"' in (out / "README.md").read_text()  # the card shows how to run it
+
+
+def test_no_video_when_the_env_cannot_render_or_moviepy_is_missing(
+    run, tmp_path, caplog, monkeypatch
+):
+    import dataclasses
+
+    from border_py.envs.factory import GymEnvFactory
+    from border_py.hub.folder import record_replay
+    from border_py.hub.score import Score
+
+    from .. import frame_env  # noqa: F401 (registers FramePattern-v0, which cannot render)
+
+    policy = load_policy(run)
+    score = Score(None, range(5, 6), 0.0, 50)  # no episode is played: the check comes first
+    blind = dataclasses.replace(policy, env_factory=GymEnvFactory("FramePattern-v0"))
+    assert not record_replay(blind, score, tmp_path / "replay.mp4")
+    monkeypatch.setitem(sys.modules, "moviepy", None)  # as if the video extra were not installed
+    assert not record_replay(policy, score, tmp_path / "replay.mp4")
+    blind_line, missing_line = (r.getMessage() for r in caplog.records)
+    assert blind_line.startswith(
+        "replay video skipped: FramePattern-v0 cannot be made with render_mode='rgb_array' ("
+    )
+    assert missing_line == (
+        "replay video skipped: cannot record (import of moviepy halted; None in sys.modules);"
+        " pip install 'border-py[video]'"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_pull_says_when_loading_takes_trust(folder, tmp_path, caplog):
+    def with_own_agent(repo_id, revision, local_dir):
+        shutil.copytree(folder, local_dir, dirs_exist_ok=True)
+        config_file = local_dir / "checkpoint" / "config.json"
+        config = json.loads(config_file.read_text())
+        config["agent"]["_target_"] = "my_pkg.agent.MyAgent"
+        config_file.write_text(json.dumps(config))
+
+    checkpoint = pull(REPO, tmp_path / "pulled", fetch=with_own_agent)
+    (record,) = caplog.records
+    assert record.getMessage().endswith("add trust=[my_pkg.agent.MyAgent]")
+    with pytest.raises(ConfigError, match=r"add trust=\[my_pkg.agent.MyAgent\]$"):
+        load_policy(checkpoint)  # nothing of the download was imported, nor is it unless trusted

@@ -8,7 +8,9 @@ pushed folder holds and how its score is measured); bad input is one error line.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
 
@@ -37,12 +39,21 @@ def _trust(overrides: list[str], prog: str) -> tuple[str, ...]:
     return trusted
 
 
-def _console_log() -> None:
+@contextlib.contextmanager
+def _console_log() -> Iterator[None]:
+    """border-py's log lines on the console while the command runs (then as before: a caller
+    running several commands in one process gets each line once)."""
     from border_py.recorders.console import log_handler
 
     root = logging.getLogger("border_py")
-    root.addHandler(log_handler())
+    handler, level = log_handler(), root.level
+    root.addHandler(handler)
     root.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
 
 
 def push_command(args: list[str]) -> int:
@@ -67,8 +78,8 @@ def push_command(args: list[str]) -> int:
         settings = PushSettings(
             parsed.repo, parsed.episodes, parsed.format, _trust(parsed.overrides, parser.prog)
         )
-        _console_log()
-        facts, where = push(parsed.run, settings, parsed.dry_run)
+        with _console_log():
+            facts, where = push(parsed.run, settings, parsed.dry_run)
     except ConfigError as exc:
         return fail(str(exc))
     except RunError as exc:
@@ -96,8 +107,8 @@ def pull_command(args: list[str]) -> int:
     try:
         parsed = parser.parse_args(args)
         out = parsed.out if parsed.out is not None else Path(parsed.repo.rpartition("/")[2])
-        _console_log()
-        checkpoint = pull(parsed.repo, out, parsed.revision)
+        with _console_log():
+            checkpoint = pull(parsed.repo, out, parsed.revision)
     except ConfigError as exc:
         return fail(str(exc))
     except RunError as exc:
