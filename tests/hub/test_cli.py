@@ -3,7 +3,6 @@ nothing written."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import pytest
@@ -89,6 +88,17 @@ def test_a_dry_run_dir_with_files_in_it_is_refused_before_anything_runs(tmp_path
     )
 
 
+def test_a_dir_that_cannot_be_written_is_one_line(tmp_path, capsys):
+    assert main(["push", str(tmp_path), "--repo", "me/x", "--dry-run", "/proc/border-card"]) == 2
+    assert error_line(capsys) == (
+        "border: error: --dry-run /proc/border-card: cannot write there (No such file or directory)"
+    )
+    assert main(["pull", "me/x", "-o", "/proc/border-pulled"]) == 2
+    assert error_line(capsys) == (
+        "border: error: -o /proc/border-pulled: cannot write there (No such file or directory)"
+    )
+
+
 def test_pull_into_a_dir_with_files_in_it_is_refused(tmp_path, capsys):
     (tmp_path / "x").mkdir()
     (tmp_path / "x" / "keep").write_text("mine")
@@ -96,23 +106,14 @@ def test_pull_into_a_dir_with_files_in_it_is_refused(tmp_path, capsys):
     assert error_line(capsys).startswith(f"border: error: -o {tmp_path / 'x'}: exists and is not")
 
 
-def test_without_huggingface_hub_the_error_names_the_extra(tmp_path):
-    code = (
-        "import sys; sys.modules['huggingface_hub'] = None\n"
-        "from border_py.cli.main import main\n"
-        "print(main(['push', 'run', '--repo', 'me/x']), file=sys.stderr)\n"
-        "print(main(['pull', 'me/x', '-o', 'pulled']), file=sys.stderr)\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60
-    )
+def test_without_huggingface_hub_the_error_names_the_extra(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # as if the extra were missing
     missing = (
         "(import of huggingface_hub halted; None in sys.modules): pip install 'border-py[hub]'"
     )
-    assert out.stderr.strip().splitlines() == [
-        f"border: error: border push needs huggingface_hub {missing}",
-        "2",
-        f"border: error: border pull needs huggingface_hub {missing}",
-        "2",
-    ]
+    assert main(["push", "run", "--repo", "me/x"]) == 2
+    assert error_line(capsys) == f"border: error: border push needs huggingface_hub {missing}"
+    assert main(["pull", "me/x", "-o", "pulled"]) == 2
+    assert error_line(capsys) == f"border: error: border pull needs huggingface_hub {missing}"
     assert list(tmp_path.iterdir()) == []  # nothing evaluated, downloaded or written

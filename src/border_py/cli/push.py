@@ -84,6 +84,8 @@ def push_command(args: list[str]) -> int:
         return fail(str(exc))
     except RunError as exc:
         return fail(str(exc), 1)
+    except OSError as exc:  # a dir that cannot be written, a full disk
+        return fail(f"{exc.filename or 'border'}: {exc.strerror or exc}", 1)
     score = facts.score
     print(
         f"{facts.algorithm} on {facts.env_id}: mean return {score.text()} over {score.episodes}"
@@ -113,6 +115,8 @@ def pull_command(args: list[str]) -> int:
         return fail(str(exc))
     except RunError as exc:
         return fail(str(exc), 1)
+    except OSError as exc:  # a dir that cannot be written, a full disk
+        return fail(f"{exc.filename or 'border'}: {exc.strerror or exc}", 1)
     print(f"pulled: {checkpoint.parent}")
     print(f'load it: border_py.load_policy("{checkpoint}")', flush=True)
     return 0

@@ -88,7 +88,8 @@ class PushSettings:
     trust: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        ok = isinstance(self.episodes, int) and 0 < self.episodes <= MAX_EVAL_EPISODES
+        n = self.episodes
+        ok = isinstance(n, int) and not isinstance(n, bool) and 0 < n <= MAX_EVAL_EPISODES
         if not ok:
             raise ConfigError(
                 f"--episodes {self.episodes}: must be an int from 1 to {MAX_EVAL_EPISODES:,}"
@@ -300,12 +301,16 @@ def publish(fill: Any, dest: Path, option: str) -> Any:
     an empty dir); return what ``fill`` returns. Nothing is left behind when ``fill`` fails.
 
     Raises:
-        ConfigError: ``dest`` is not new or empty (checked before and at the rename).
+        ConfigError: ``dest`` is not new or empty (checked before and at the rename), or its
+            dir cannot be written.
     """
     dest = dest.expanduser().absolute()
     check_destination(dest, option)
     make_dir(dest.parent)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    except OSError as exc:
+        raise ConfigError(f"{option} {dest}: cannot write there ({exc.strerror or exc})") from None
     try:
         os.chmod(tmp, dir_mode())  # mkdtemp's 0700 would stay with the folder
         value = fill(tmp)
