@@ -4,7 +4,9 @@ Every fenced block carries a marker, an HTML comment on the line before it (invi
 rendered page; docs/08-development/index.md documents them):
 
 - ``<!-- test: run -->``: bash blocks run each ``border`` line at a tiny budget; python blocks run
-  as a script with the same budget added to ``compose("train", ...)``;
+  as a script with the same budget added to ``compose("train", ...)``; ``<!-- test: run
+  continues -->``: the block runs after the page's run block before it, in the same directory
+  (a walkthrough whose steps use what the earlier ones made);
 - ``<!-- test: check -->``: ``border train`` lines are composed and checked (``--cfg job``);
 - ``<!-- test: transcript -->``: each ``$ border ...`` line runs; the lines after it are the end
   of its stderr;
@@ -41,6 +43,7 @@ TINY = [
 TINY_RESUME = [*TINY, "trainer.max_opts=40"]  # a resume raises the budget of the run it continues
 TINY_EVAL = ["eval.n_episodes=1", "eval.max_steps=50"]
 TINY_TUNE = ["--n-trials", "1", "--n-jobs", "1", *TINY]  # one trial (serial, unless the line says)
+CONTINUES = "continues"  # a run block's argument: it runs after the page's run block before it
 INSPECT = {"--help", "-h", "--cfg", "-c", "--info", "-i", "--hydra-help"}
 
 # Lines of tools border does not run, and why the test does not run them either.
@@ -100,6 +103,26 @@ def all_blocks(mode: str | None = None) -> list[Block]:
     return [block for block in every if mode is None or block.mode == mode]
 
 
+def run_chains(found: list[Block]) -> list[list[Block]]:
+    """The run blocks of ``found`` as the test runs them: each block that does not continue
+    starts a chain, and every ``run continues`` block joins the chain before it on its page.
+
+    Raises:
+        ValueError: a ``run continues`` block with no run block before it on its page.
+    """
+    chains: list[list[Block]] = []
+    for block in found:
+        if block.mode != "run":
+            continue
+        if block.arg != CONTINUES:
+            chains.append([block])
+        elif chains and chains[-1][0].path == block.path:
+            chains[-1].append(block)
+        else:
+            raise ValueError(f"{block.name}: `run {CONTINUES}` with no run block before it")
+    return chains
+
+
 def problems(block: Block) -> list[str]:
     """What is wrong with a block's marker (nothing, for a block the test can take)."""
     if block.mode not in MODES:
@@ -108,6 +131,8 @@ def problems(block: Block) -> list[str]:
         return [f"{block.name}: `test: skip` needs its reason"]
     if block.mode == "excerpt" and not (REPO / block.arg).is_file():
         return [f"{block.name}: excerpt of {block.arg}, which is not a file"]
+    if block.mode == "run" and block.arg not in ("", CONTINUES):
+        return [f"{block.name}: `test: run` takes nothing or `{CONTINUES}`, not {block.arg!r}"]
     if block.mode in ("run", "check") and block.lang not in ("bash", "python"):
         return [f"{block.name}: only bash and python blocks run, not {block.lang or 'text'}"]
     if block.mode == "check" and block.lang != "bash":

@@ -30,12 +30,13 @@ from .blocks import (
     command_env,
     commands,
     problems,
+    run_chains,
     transcript,
     with_examples,
 )
 
 HERE = Path(__file__).parent
-RUN = all_blocks("run")
+RUN = run_chains(all_blocks())
 
 
 def test_every_block_runs_or_says_why_not():
@@ -160,12 +161,35 @@ def in_one_process(items: list[dict], cwd: Path, env: dict[str, str]) -> list[di
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("block", RUN, ids=lambda b: b.name)
-def test_a_run_block_runs_at_a_tiny_budget(block: Block, tmp_path):
+@pytest.mark.parametrize("chain", RUN, ids=lambda chain: chain[0].name)
+def test_a_run_block_runs_at_a_tiny_budget(chain: list[Block], tmp_path):
     cwd = a_block_dir(tmp_path)
-    if block.lang == "python":
-        run_python(block, cwd)
-        return
+    for block in chain:  # a block and the blocks that continue it, in one directory
+        if block.lang == "python":
+            run_python(block, cwd)
+        else:
+            run_bash(block, cwd)
+
+
+def test_a_block_that_continues_runs_after_the_one_before_it(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text(
+        "<!-- test: run -->\n```bash\nborder train\n```\n"
+        "<!-- test: run continues -->\n```python\nprint(1)\n```\n"
+        "<!-- test: run -->\n```bash\nborder eval x\n```\n"
+        "<!-- test: run later -->\n```bash\nborder eval x\n```\n"
+    )
+    found = blocks(page)
+    assert [[b.line for b in chain] for chain in run_chains(found[:3])] == [[2, 6], [10]]
+    assert problems(found[3]) == [
+        f"{found[3].name}: `test: run` takes nothing or `continues`, not 'later'"
+    ]
+    with pytest.raises(ValueError, match="with no run block before it"):
+        run_chains(found[1:2])
+
+
+def run_bash(block: Block, cwd: Path) -> None:
+    """Run a bash block's ``border`` lines in ``cwd``, each at a tiny budget."""
     env = base_env(cwd)
     for command in commands(block):
         if command.export:

@@ -84,6 +84,7 @@ COMMANDS = {
     "eval": lambda run: ["eval", str(run)],
     "resume": lambda run: ["train", f"resume={run}", "trainer.max_opts=400"],
     "resume=auto": lambda run: ["train", "resume=auto", f"run_dir={run}", "trainer.max_opts=400"],
+    "export": lambda run: ["export", str(run), "-f", "numpy", "-o", f"{run}.exported"],
 }
 
 

@@ -20,7 +20,7 @@ batch of observations to (action, values), checked against the policy before it 
   torchscript  one file; torch.jit.load runs it without border-py
   numpy        a dir: policy.py runs the weights with numpy alone (no torch, no border-py)
 preprocessing.json (the env, its wrappers, the observations and actions) goes beside the model:
-<name>.preprocessing.json beside a file, inside the numpy dir. An existing output is replaced only
+<file>.preprocessing.json beside a file, inside the numpy dir. An existing output is replaced only
 with --force (an earlier export; never a symlink). trust=[my_pkg]: the packages, modules or classes
 of your own that the run's config may import (a run dir is data).
 """

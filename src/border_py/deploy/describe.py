@@ -8,6 +8,7 @@ feed the same arrays. uint8 observations are scaled by 1/255 inside the model.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -17,6 +18,7 @@ from border_py._version import __version__
 from border_py.agents.iqn import IQN
 from border_py.agents.sac import SAC
 from border_py.deploy.load import Policy
+from border_py.layout import CHECKPOINTS
 from border_py.secrets import redact
 
 
@@ -59,6 +61,14 @@ def space(space: gym.Space) -> dict[str, Any]:
     return {"type": type(space).__name__, "repr": str(space)}
 
 
+def checkpoint_name(checkpoint: Path) -> str:
+    """The checkpoint as ``<run dir name>/checkpoints/<name>``: the export names where it comes
+    from without the machine's paths (an export is meant to be shared)."""
+    if checkpoint.parent.name == CHECKPOINTS:
+        return f"{checkpoint.parent.parent.name}/{CHECKPOINTS}/{checkpoint.name}"
+    return checkpoint.name
+
+
 def describe(policy: Policy, fmt: str) -> dict[str, Any]:
     """``preprocessing.json``'s content for ``policy`` exported as ``fmt``."""
     obs = policy.observation_space
@@ -67,7 +77,7 @@ def describe(policy: Policy, fmt: str) -> dict[str, Any]:
         "format": fmt,
         "border_py": __version__,
         "agent": policy.agent_name,
-        "checkpoint": str(policy.checkpoint),
+        "checkpoint": checkpoint_name(policy.checkpoint),
         "opt_steps": policy.opt_steps,
         "env_id": policy.env_id,
         "env": redact(policy.config["env"]),

@@ -11,7 +11,7 @@ observation space and must give the greedy actions and values of the policy it w
   ``weights.npz`` and ``README.txt``.
 
 ``preprocessing.json`` (:mod:`border_py.deploy.describe`) goes beside the model: into the numpy
-dir, and as ``<name>.preprocessing.json`` beside a file. Nothing existing is replaced without
+dir, and as ``<file name>.preprocessing.json`` beside a file. Nothing existing is replaced without
 ``force``; a symlink at an output is refused, never written through; files are fsynced before the
 rename that publishes them (:func:`border_py.files.write_file`), a numpy dir is written in a
 hidden temporary dir renamed into place.
@@ -32,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 from torch import nn
@@ -54,9 +55,10 @@ Forward = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 def description_path(out: Path, fmt: str) -> Path:
     """Where ``preprocessing.json`` goes for an export to ``out``: inside a numpy dir, else
-    beside the file as ``<name>.preprocessing.json`` (``policy.onnx``:
-    ``policy.preprocessing.json``)."""
-    return out / DESCRIPTION if fmt == "numpy" else out.with_suffix(f".{DESCRIPTION}")
+    beside the file as ``<file name>.preprocessing.json`` (``policy.onnx``:
+    ``policy.onnx.preprocessing.json``; the whole name, so that exports of one policy in two
+    formats side by side each have their own)."""
+    return out / DESCRIPTION if fmt == "numpy" else out.with_name(f"{out.name}.{DESCRIPTION}")
 
 
 def check_outputs(out: Path, fmt: str, force: bool) -> None:
@@ -101,30 +103,33 @@ def check_onnx() -> None:
 
 def compare(name: str, got: tuple[np.ndarray, np.ndarray], want: tuple[Any, Any]) -> None:
     """Raise :class:`RunError` unless a written model's ``(action, values)`` are the policy's:
-    values to float32 tolerance, actions equal (discrete ones wherever the best two values are
-    apart by more than that tolerance)."""
+    values to float32 tolerance, actions equal (a discrete one may differ only where the best
+    two values are within that tolerance: a tie that summing in another order can break)."""
     actions, values = (np.asarray(t.numpy() if isinstance(t, torch.Tensor) else t) for t in want)
     if not np.allclose(np.asarray(got[1]), values, rtol=1e-4, atol=1e-5):
         raise RunError(f"{name}: the written model's values differ from the policy's")
     got_actions = np.asarray(got[0])
-    if np.issubdtype(actions.dtype, np.integer):
-        top2 = np.sort(values, axis=1)[:, -2:] if values.shape[1] > 1 else values[:, :1] * 0
-        clear = np.abs(top2[:, -1] - top2[:, 0]) > 1e-4
-        same = np.array_equal(got_actions[clear], actions[clear])
-    else:
+    if not np.issubdtype(actions.dtype, np.integer):
         same = np.allclose(got_actions, actions, rtol=1e-4, atol=1e-5)
+    else:
+        differ = got_actions != actions
+        best_two = np.sort(values[differ], axis=1)[:, -2:]
+        same = bool(np.all(best_two[:, -1] - best_two[:, 0] <= 1e-5))
     if not same:
         raise RunError(f"{name}: the written model's actions differ from the policy's")
 
 
 def torchscript_bytes(module: nn.Module, example: torch.Tensor) -> tuple[bytes, Forward]:
     """The traced module's file and a forward of it loaded back from those bytes."""
-    with torch.no_grad():
-        traced = torch.jit.trace(module, (example,))
     buffer = io.BytesIO()
-    torch.jit.save(traced, buffer)
-    data = buffer.getvalue()
-    loaded = torch.jit.load(io.BytesIO(data), map_location="cpu")
+    with torch.no_grad(), warnings.catch_warnings():
+        # torch deprecates TorchScript in favour of torch.export, whose files need torch to
+        # load too: TorchScript is still what C++ (libtorch) and torch.jit.load run
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        traced = torch.jit.trace(module, (example,))
+        torch.jit.save(traced, buffer)
+        data = buffer.getvalue()
+        loaded = torch.jit.load(io.BytesIO(data), map_location="cpu")
 
     def forward(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         with torch.no_grad():
@@ -170,10 +175,10 @@ def onnx_bytes(module: nn.Module, example: torch.Tensor) -> tuple[bytes, Forward
 
 
 def numpy_files(
-    module: nn.Module, policy_space: Any, description: dict[str, Any]
+    module: nn.Module, observation_space: gym.Space, description: dict[str, Any]
 ) -> dict[str, Any]:
     """The numpy export dir's files: name -> bytes, or a writer of them."""
-    network, arrays = numpy_network(module, policy_space)
+    network, arrays = numpy_network(module, observation_space)
     return {
         "policy.py": Path(numpy_policy.__file__).read_bytes(),
         "network.json": json.dumps(network, indent=1).encode(),
@@ -205,9 +210,15 @@ def publish_dir(files: dict[str, Any], out: Path, check: Callable[[Path], None])
         fsync_dir(tmp)
         check(tmp)
         old = out.parent / f".{out.name}.old-{os.getpid()}"
-        if out.is_dir() and not out.is_symlink():
+        earlier = out.is_dir() and not out.is_symlink()
+        if earlier:
             os.replace(out, old)
-        os.replace(tmp, out)
+        try:
+            os.replace(tmp, out)
+        except BaseException:
+            if earlier:
+                os.replace(old, out)  # the earlier export rather than none
+            raise
         fsync_dir(out.parent)
         shutil.rmtree(old, ignore_errors=True)
     finally:

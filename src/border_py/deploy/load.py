@@ -17,6 +17,7 @@ import numpy as np
 
 from border_py.agents.base import Agent, ExplorationPosition
 from border_py.agents.factory import build_agent
+from border_py.agents.networks import resolve_device
 from border_py.envs.factory import GymEnvFactory, build_env_factory
 from border_py.errors import ConfigError
 from border_py.layout import CONFIG
@@ -138,6 +139,7 @@ def load_policy(path: str | Path, trust: Any = None, device: str = "cpu") -> Pol
         ConfigError: one line: not a run or checkpoint dir, an untrusted import in its config,
             weights that do not fit, a bad device.
     """
+    resolve_device(device)  # a device this machine lacks is one line, before anything loads
     checkpoint = pick_checkpoint(str(path))
     trust_of(trust).check_imports(checkpoint.config, checkpoint.path / CONFIG)
     env_factory, (obs_space, act_space), agent = build_policy_agent(

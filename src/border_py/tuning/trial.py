@@ -107,8 +107,8 @@ def run_trial(task: TrialTask) -> None:
     a signal stopped the run."""
     import optuna
 
-    from border_py.trainers.train import train
     from border_py.overrides import to_plain
+    from border_py.trainers.train import train
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # the trial's own log says what happened
     study = optuna.load_study(
