@@ -243,7 +243,7 @@ def test_another_format_puts_that_export_in_the_folder(fmt, model, run, tmp_path
     argv = ["push", str(run), "--repo", REPO, "--dry-run", str(out), "--episodes", "1"]
     assert main([*argv, "--format", fmt]) == 0
     assert sorted(p.name for p in (out / "export").iterdir()) == sorted(
-        [model, model.rpartition(".")[0] + ".preprocessing.json"]
+        [model, f"{model}.preprocessing.json"]
     )
     policy = load_policy(out / "checkpoint")
     obs = np.stack([policy.observation_space.sample() for _ in range(50)]).astype(np.float32)
@@ -258,7 +258,8 @@ def test_another_format_puts_that_export_in_the_folder(fmt, model, run, tmp_path
         session = onnxruntime.InferenceSession(out / "export" / model)
         actions, _ = session.run(["action", "values"], {"obs": obs})
     np.testing.assert_array_equal(actions, policy.predict(obs)[0])
-    assert f'"export/{model}"' in (out / "README.md").read_text()  # the card shows how to run it
+    card = (out / "README.md").read_text()  # the card shows how to run it
+    assert f'"export/{model}"' in card and f"`export/{model}.preprocessing.json` says how" in card
 
 
 def test_no_video_when_the_env_cannot_render_or_moviepy_is_missing(

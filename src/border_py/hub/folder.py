@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from border_py._version import __version__
-from border_py.deploy.export import export_policy
+from border_py.deploy.export import description_path, export_policy
 from border_py.deploy.load import Policy, load_policy
 from border_py.errors import ConfigError
 from border_py.evaluation.evaluator import Evaluator
@@ -359,8 +359,8 @@ def export_usage(fmt: str, exported: Path) -> list[str]:
         )
     return [
         f"Without border-py, the policy exported to {fmt} (`{exported}`) maps observations,"
-        " preprocessed as the run's env wrappers do (its `preprocessing.json` says how), to the"
-        " greedy actions:",
+        f" preprocessed as the run's env wrappers do (`{description_path(exported, fmt)}` says"
+        " how), to the greedy actions:",
         "",
         fenced(code, "python"),
     ]
