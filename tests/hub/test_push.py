@@ -303,3 +303,30 @@ def test_a_pull_says_when_loading_takes_trust(folder, tmp_path, caplog):
     assert record.getMessage().endswith("add trust=[my_pkg.agent.MyAgent]")
     with pytest.raises(ConfigError, match=r"add trust=\[my_pkg.agent.MyAgent\]$"):
         load_policy(checkpoint)  # nothing of the download was imported, nor is it unless trusted
+
+
+def test_a_sac_run_pushes_with_its_continuous_actions(tmp_path):
+    root = tmp_path / "sac"
+    train(make_config(root, *TINY, "agent=sac", "env=pendulum", "trainer=serial", "progress=false"))
+    out = tmp_path / "card"
+    argv = ["push", str(root / "run"), "--repo", "me/pendulum-sac", "--dry-run", str(out)]
+    assert main([*argv, "--episodes", "2"]) == 0
+    card = ModelCard.load(out / "README.md")
+    assert {"Pendulum-v1", "sac"} <= set(card.data.tags)
+    evaluation = json.loads((out / "results.json").read_text())["evaluation"]
+    (result,) = card.data.eval_results
+    assert (
+        result.metric_value == f"{evaluation['mean_reward']:.2f} +/- {evaluation['std_reward']:.2f}"
+    )
+    assert len(evaluation["episode_returns"]) == 2
+    sys.path.insert(0, str(out / "export"))
+    try:
+        import policy as exported
+    finally:
+        sys.path.remove(str(out / "export"))
+        sys.modules.pop("policy", None)
+    loaded = load_policy(out / "checkpoint")
+    obs = np.stack([loaded.observation_space.sample() for _ in range(100)])
+    actions = exported.load(out / "export").predict(obs)[0]
+    np.testing.assert_allclose(actions, loaded.predict(obs)[0], rtol=1e-4, atol=1e-5)
+    assert all(loaded.action_space.contains(a.astype(np.float32)) for a in actions)

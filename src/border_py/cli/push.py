@@ -69,9 +69,14 @@ def push_command(args: list[str]) -> int:
     parser.add_argument("overrides", nargs="*", help="trust=[my_pkg]: code the run may import")
     parser.add_argument("--repo", required=True, help="the Hub repo: <owner>/<name>")
     parser.add_argument(
-        "--dry-run", type=Path, help="write the folder to this new dir, upload nothing"
+        "--dry-run",
+        type=Path,
+        metavar="DIR",
+        help="write the folder to this new dir, upload nothing",
     )
-    parser.add_argument("--episodes", type=int, default=100, help="fresh evaluation episodes (100)")
+    parser.add_argument(
+        "--episodes", type=int, default=100, metavar="N", help="fresh evaluation episodes (100)"
+    )
     parser.add_argument("--format", choices=FORMATS, default="numpy", help="the export (numpy)")
     try:
         parsed = parser.parse_intermixed_args(args)
@@ -104,7 +109,9 @@ def pull_command(args: list[str]) -> int:
         epilog="example: border pull your-name/cartpole-dqn -o cartpole-dqn",
     )
     parser.add_argument("repo", help="the Hub repo: <owner>/<name>")
-    parser.add_argument("-o", "--out", type=Path, help="a new dir (default: ./<name>)")
+    parser.add_argument(
+        "-o", "--out", type=Path, metavar="DIR", help="a new dir (default: ./<name>)"
+    )
     parser.add_argument("--revision", help="a branch, tag or commit (default: main)")
     try:
         parsed = parser.parse_args(args)
