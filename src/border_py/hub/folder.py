@@ -209,9 +209,9 @@ def training_budget(run_dir: Path) -> dict[str, Any]:
     }
 
 
-def build(run: str | Path, folder: Path, settings: PushSettings) -> tuple[Score, CardFacts]:
+def build(run: str | Path, folder: Path, settings: PushSettings) -> CardFacts:
     """Fill the empty dir ``folder`` with what a push of ``run`` uploads (see the module's
-    docstring); return the fresh evaluation's score and what the card says.
+    docstring); return what the card says (the fresh evaluation's score included).
 
     Raises:
         ConfigError: one line: not a run, an untrusted config, a policy that does not fit.
@@ -258,7 +258,7 @@ def build(run: str | Path, folder: Path, settings: PushSettings) -> tuple[Score,
     )
     write_file(folder / RESULTS, json.dumps(results(facts), indent=2).encode())
     write_file(folder / CARD, card(facts).encode())
-    return score, facts
+    return facts
 
 
 def results(facts: CardFacts) -> dict[str, Any]:

@@ -156,9 +156,9 @@ def push(
     """
     check_repo_id(settings.repo_id)
     if dry_run is not None:
-        _, facts = publish(lambda folder: build(run, folder, settings), dry_run, "--dry-run")
+        facts = publish(lambda folder: build(run, folder, settings), dry_run, "--dry-run")
         return facts, str(dry_run.expanduser().absolute())
     api = hub_api() if api is None else api  # a missing extra fails before the evaluation
     with tempfile.TemporaryDirectory(prefix="border-push-") as staging:
-        _, facts = build(run, Path(staging), settings)
+        facts = build(run, Path(staging), settings)
         return facts, upload(api, settings.repo_id, Path(staging), commit_message(facts))
