@@ -14,7 +14,6 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from omegaconf import OmegaConf
 from rich.console import Console
 from rich.table import Table
@@ -22,8 +21,9 @@ from rich.table import Table
 from border_py.cli.errors import fail
 from border_py.config import closest, flag, fraction, positive, require
 from border_py.deploy.load import build_policy_agent
-from border_py.errors import ConfigError, RunError, first_line
+from border_py.errors import ConfigError, RunError
 from border_py.evaluation.evaluator import EvalResult, Evaluator
+from border_py.evaluation.video import check_video
 from border_py.files import make_dir, write_file
 from border_py.layout import CONFIG
 from border_py.overrides import parse_overrides, set_key, to_plain
@@ -98,49 +98,6 @@ def eval_settings(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, Any
     return plain
 
 
-def check_video(env_factory: Any) -> None:
-    """Fail with one line if videos cannot be recorded: moviepy missing, or an env that cannot
-    be made with ``render_mode="rgb_array"`` or does not render (H, W, 3) image frames."""
-    try:
-        import moviepy  # noqa: F401
-    except ImportError as exc:
-        raise ConfigError(
-            f"eval.video=true: cannot record ({exc}); pip install 'border-py[video]'"
-        ) from None
-    name = env_factory.id
-    with warnings.catch_warnings():  # gymnasium warns about a render mode it then cannot honour
-        warnings.simplefilter("ignore")
-        try:
-            env = env_factory.make(render_mode="rgb_array")
-        except Exception as exc:  # the env's constructor refused the render mode
-            raise ConfigError(
-                f"eval.video=true: {name} cannot be made with render_mode='rgb_array'"
-                f" ({first_line(exc)})"
-            ) from None
-        try:
-            modes = list(env.metadata.get("render_modes", []))
-            if "rgb_array" not in modes:
-                raise ConfigError(
-                    f"eval.video=true: {name} does not render rgb_array frames (its render"
-                    f" modes: {', '.join(modes) or 'none'}); record videos of an env that does"
-                )
-            env.reset(seed=0)
-            frame = env.render()
-        except ConfigError:
-            raise
-        except Exception as exc:
-            raise ConfigError(
-                f"eval.video=true: {name} failed to render a frame ({first_line(exc)})"
-            ) from None
-        finally:
-            env.close()
-    if not (isinstance(frame, np.ndarray) and frame.ndim == 3 and frame.shape[-1] == 3):
-        got = f"shape {frame.shape}" if isinstance(frame, np.ndarray) else type(frame).__name__
-        raise ConfigError(
-            f"eval.video=true: {name} rendered {got}, not an (H, W, 3) image; cannot record"
-        )
-
-
 def evaluate_checkpoint(
     path: str, overrides: list[str]
 ) -> tuple[Checkpoint, dict[str, Any], EvalResult, Path, dict[str, Any]]:
@@ -159,7 +116,7 @@ def evaluate_checkpoint(
     out_dir = Path(cfg["out"]).expanduser().absolute() if cfg["out"] else checkpoint.path
     video_dir = out_dir / f"videos_{stamp}" if cfg["video"] else None
     if video_dir is not None:
-        check_video(env_factory)
+        check_video(env_factory, "eval.video=true")
         try:
             out_dir.mkdir(parents=True, exist_ok=True)
             make_dir(video_dir)

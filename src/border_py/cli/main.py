@@ -23,6 +23,8 @@ commands:
   report    compare runs: border report <run or sweep dir> [--x env_steps|opt_steps|seconds] [--csv FILE]
   tune      tune hyper-parameters with Optuna: border tune <space> [--n-trials N] [--n-jobs N] [overrides]
   export    export a policy: border export <run dir | checkpoint dir> --format onnx|torchscript|numpy -o PATH
+  push      share a run's policy on the Hugging Face Hub: border push <run> --repo <owner/name> [--dry-run DIR]
+  pull      download a shared policy: border pull <owner/name> [-o DIR] [--revision REV]
 
 examples:
   border train                                         # DQN on CartPole-v1 with the defaults
@@ -41,7 +43,7 @@ Outputs (TensorBoard logs in tensorboard/, checkpoints/, train.log) land in outp
 """
 
 
-COMMANDS = ("train", "eval", "report", "tune", "export")
+COMMANDS = ("train", "eval", "report", "tune", "export", "push", "pull")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -106,6 +108,10 @@ def _dispatch(args: list[str]) -> int:
         from border_py.cli.export import export_command
 
         return export_command(rest)
+    if command in ("push", "pull"):
+        from border_py.cli.push import pull_command, push_command
+
+        return push_command(rest) if command == "push" else pull_command(rest)
     return fail(
         f"unknown command '{command}'{closest(command, COMMANDS)}; commands: {', '.join(COMMANDS)}"
     )

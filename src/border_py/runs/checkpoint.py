@@ -54,6 +54,8 @@ from border_py.runs.replay_snapshot import read_snapshot, write_snapshot
 from border_py.runs.state import TrainerState
 
 REQUIRED = (POLICY, AGENT, TRAINER, CONFIG, META)
+# what acting with a policy needs: a shared checkpoint (border push) holds these alone
+POLICY_FILES = (POLICY, CONFIG, META)
 CONFIG_KEYS = ("seed", "env", "agent")  # what every saved config holds (border eval builds them)
 STEP_DIR = re.compile(r"^\d{9}$")
 
@@ -205,8 +207,17 @@ def is_complete(path: Path) -> bool:
     return all((path / f).is_file() for f in REQUIRED)
 
 
-def find_checkpoint(path: str | Path) -> Path:
+def holds_policy(path: Path) -> bool:
+    """Whether ``path`` holds what acting needs (:data:`POLICY_FILES`): a complete checkpoint, or
+    a shared one without the training state (``border push``'s)."""
+    return all((path / f).is_file() for f in POLICY_FILES)
+
+
+def find_checkpoint(path: str | Path, policy_only: bool = False) -> Path:
     """The checkpoint a user points at: a checkpoint dir itself, or a run dir's newest complete one.
+
+    With ``policy_only`` a checkpoint dir that holds only :data:`POLICY_FILES` is taken too (to
+    act, never to resume).
 
     The run it belongs to (or, for a checkpoint dir outside a run, the checkpoint) must hold no
     symlink (see :func:`~border_py.runs.links.refuse_links`): checked as the user named it and
@@ -220,7 +231,7 @@ def find_checkpoint(path: str | Path) -> Path:
     path = given.resolve()
     if not path.exists():
         raise ConfigError(f"{path}: no such file or directory")
-    if is_complete(path):
+    if is_complete(path) or (policy_only and holds_policy(path)):
         _refuse_links(given, path)
         return path
     if (path / CHECKPOINTS).is_dir():
@@ -332,12 +343,13 @@ def saved_by_0_1(meta: dict[str, Any]) -> bool:
 
 
 def load_checkpoint(path: str | Path, full: bool = True) -> Checkpoint:
-    """Load the checkpoint :func:`find_checkpoint` picks for ``path`` (``full=False``: policy only).
+    """Load the checkpoint :func:`find_checkpoint` picks for ``path`` (``full=False``: policy only,
+    from a complete checkpoint or a shared one of :data:`POLICY_FILES`).
 
     Raises:
         ConfigError: a full load (to resume) of a checkpoint that border-py 0.1 wrote.
     """
-    ckpt = find_checkpoint(path)
+    ckpt = find_checkpoint(path, policy_only=not full)
     meta = _load_json(ckpt / META)
     if full and saved_by_0_1(meta):
         raise ConfigError(

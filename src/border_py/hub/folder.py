@@ -1,0 +1,366 @@
+"""The folder ``border push`` uploads, built from a run: exactly what the Hub repo will hold.
+
+```
+README.md            the model card (see border_py.hub.card)
+checkpoint/          the policy's checkpoint: its weights, config and meta (no optimizer state,
+                     target networks or replay buffer: acting needs none of them)
+export/              the policy exported (numpy by default: it runs without torch)
+learning_curve.png   the run's evaluation returns over env steps
+replay.mp4           one episode of the fresh evaluation (when the env renders rgb_array frames)
+results.json         the fresh evaluation, episode by episode, and the run's budget
+```
+
+The folder is built in a hidden dir beside where it goes and renamed into place once complete
+(every file fsynced before): a folder that exists is complete. Nothing read from the run chooses
+what is imported: the policy is loaded by :func:`~border_py.deploy.load.load_policy` through the
+trust gate (:mod:`border_py.runs.trust`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from border_py._version import __version__
+from border_py.deploy.export import description_path, export_policy
+from border_py.deploy.load import Policy, load_policy
+from border_py.errors import ConfigError
+from border_py.evaluation.evaluator import Evaluator
+from border_py.evaluation.video import check_video
+from border_py.files import (
+    create_file,
+    dir_mode,
+    fsync_dir,
+    make_dir,
+    open_regular,
+    write_file,
+)
+from border_py.hub.card import CardFacts, card, fenced
+from border_py.hub.score import Score, fresh_score, run_eval_seeds
+from border_py.layout import CHECKPOINTS, CONFIG, META, POLICY
+from border_py.reports.collect import read_run
+from border_py.reports.plots import plot
+from border_py.resources import MAX_EVAL_EPISODES
+from border_py.runs.checkpoint import Checkpoint, pick_checkpoint
+from border_py.runs.results import read_result
+from border_py.secrets import redact
+
+log = logging.getLogger(__name__)
+
+CARD = "README.md"
+CHECKPOINT = "checkpoint"
+EXPORT = "export"
+CURVE = "learning_curve.png"
+REPLAY = "replay.mp4"
+RESULTS = "results.json"
+FORMATS = ("numpy", "torchscript", "onnx")
+EXPORT_FILES = {"torchscript": "policy.torchscript.pt", "onnx": "policy.onnx"}  # numpy: a dir
+ENV_ID = re.compile(r"^[A-Za-z0-9_.:/-]{1,200}$")
+ALGORITHM = re.compile(r"^[A-Za-z_]\w{0,99}$")
+
+
+@dataclass(frozen=True)
+class PushSettings:
+    """What ``border push`` was asked for.
+
+    Attributes:
+        repo_id: the Hub repo, ``owner/name``.
+        episodes: episodes of the fresh evaluation.
+        fmt: the export's format (one of :data:`FORMATS`).
+        trust: what the run's config may import beyond border-py's and gymnasium's components.
+    """
+
+    repo_id: str
+    episodes: int = 100
+    fmt: str = "numpy"
+    trust: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        n = self.episodes
+        ok = isinstance(n, int) and not isinstance(n, bool) and 0 < n <= MAX_EVAL_EPISODES
+        if not ok:
+            raise ConfigError(
+                f"--episodes {self.episodes}: must be an int from 1 to {MAX_EVAL_EPISODES:,}"
+            )
+        if self.fmt not in FORMATS:
+            raise ConfigError(f"--format {self.fmt}: unknown format; one of {', '.join(FORMATS)}")
+
+
+def run_of(path: str | Path, checkpoint: Checkpoint) -> Path:
+    """The run dir a push reads its curve and budget from: ``path`` itself, or the run the
+    checkpoint dir ``path`` belongs to.
+
+    Raises:
+        ConfigError: ``path`` is not a run dir nor a checkpoint of one.
+    """
+    given = Path(path).expanduser().absolute()
+    if (given / CHECKPOINTS).is_dir():
+        return given
+    if checkpoint.path.parent.name == CHECKPOINTS:
+        return checkpoint.path.parent.parent
+    raise ConfigError(
+        f"{given}: not a run dir (no {CHECKPOINTS}/ inside) nor one of its checkpoints; border"
+        " push shares a run: its curve and budget come from the run dir"
+    )
+
+
+def names(checkpoint: Checkpoint) -> tuple[str, str]:
+    """The env id and the algorithm (the agent class's name) of a checkpoint's config.
+
+    Raises:
+        ConfigError: either is not a plain name (a run's files are data: nothing odd reaches
+            the card).
+    """
+    env_id = (
+        checkpoint.config["env"].get("id") if isinstance(checkpoint.config["env"], dict) else None
+    )
+    if not (isinstance(env_id, str) and ENV_ID.match(env_id)):
+        raise ConfigError(f"env.id={env_id!r} in {checkpoint.path / CONFIG}: not an env id")
+    agent = checkpoint.config["agent"]
+    target = agent.get("_target_") if isinstance(agent, dict) else None
+    algorithm = target.rpartition(".")[2] if isinstance(target, str) else ""
+    if not ALGORITHM.match(algorithm):
+        raise ConfigError(f"agent._target_={target!r} in {checkpoint.path / CONFIG}: not a class")
+    return env_id, algorithm
+
+
+def copy_policy_files(checkpoint: Path, into: Path) -> None:
+    """Copy the files acting needs (the weights and meta as they are, the config redacted again)
+    from ``checkpoint`` into the new dir ``into``; read never through a link, written fsynced."""
+    make_dir(into)
+    for name in (POLICY, META):
+        with open_regular(checkpoint / name) as source:
+            create_file(into / name, functools.partial(shutil.copyfileobj, source))
+    with open_regular(checkpoint / CONFIG) as source:
+        config = json.load(source)
+    create_file(into / CONFIG, json.dumps(redact(config), indent=2).encode())
+    fsync_dir(into)
+
+
+def draw_curve(run_dir: Path, label: str, out: Path) -> bool:
+    """The run's ``eval/return_mean`` over env steps as a PNG (``border report``'s plot, its
+    curve named ``label``); False when the run has no evaluation to draw."""
+    row = dataclasses.replace(read_run(run_dir, run_dir), job=label, overrides=[])
+    drawn = plot(run_dir, [row], out, "env_steps")
+    if not drawn:
+        log.warning("learning curve skipped: %s has no evaluations with env steps", run_dir)
+    return drawn
+
+
+def record_replay(policy: Policy, score: Score, out: Path) -> bool:
+    """Record the fresh evaluation's first episode as ``out`` (an mp4); False, with a warning
+    saying why, when the env cannot render ``rgb_array`` frames or moviepy is missing."""
+    try:
+        check_video(policy.env_factory, "replay video skipped")
+    except ConfigError as exc:
+        log.warning("%s", exc)
+        return False
+    frames = Path(tempfile.mkdtemp(prefix=".replay-", dir=out.parent))
+    try:
+        with warnings.catch_warnings():  # the video dir is new: made just above
+            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
+            evaluator = Evaluator(
+                policy.env_factory, 1, score.seeds.start, score.max_steps, frames, score.epsilon
+            )
+        try:
+            evaluator.evaluate(policy.agent)
+        finally:
+            evaluator.close()
+        videos = sorted(frames.glob("*.mp4"))
+        if not videos:
+            log.warning("replay video skipped: the recorder wrote no video")
+            return False
+        with open_regular(videos[0]) as source:
+            create_file(out, lambda f: shutil.copyfileobj(source, f))
+        return True
+    finally:
+        shutil.rmtree(frames, ignore_errors=True)
+
+
+def _number(value: Any) -> int | float | None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return value if ok else None
+
+
+def training_budget(run_dir: Path) -> dict[str, Any]:
+    """The run's status, env steps, opt steps and wall time from its ``result.json`` (numbers
+    only; None where the run wrote none: still running, or killed)."""
+    result = read_result(run_dir) or {}
+    summary = result.get("summary")
+    summary = summary if isinstance(summary, dict) else {}
+    status = result.get("status")
+    return {
+        "status": status if status in ("completed", "interrupted", "failed") else None,
+        "env_steps": _number(summary.get("env_steps")),
+        "opt_steps": _number(summary.get("opt_steps")),
+        "seconds": _number(summary.get("seconds")),
+    }
+
+
+def build(run: str | Path, folder: Path, settings: PushSettings) -> CardFacts:
+    """Fill the empty dir ``folder`` with what a push of ``run`` uploads (see the module's
+    docstring); return what the card says (the fresh evaluation's score included).
+
+    Raises:
+        ConfigError: one line: not a run, an untrusted config, a policy that does not fit.
+    """
+    checkpoint = pick_checkpoint(run)
+    run_dir = run_of(run, checkpoint)
+    env_id, algorithm = names(checkpoint)
+    seed = checkpoint.config["seed"]
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ConfigError(f"seed={seed!r} in {checkpoint.path / CONFIG}: not a run's root seed")
+    policy = load_policy(checkpoint.path, trust=list(settings.trust))
+    copy_policy_files(checkpoint.path, folder / CHECKPOINT)
+    exported = export_policy(
+        checkpoint.path, settings.fmt, export_target(folder, settings.fmt), list(settings.trust)
+    )
+    log.info("fresh evaluation: %d episodes of %s", settings.episodes, env_id)
+    score = fresh_score(policy.agent, policy.env_factory, checkpoint.config, settings.episodes)
+    files = {
+        CARD: "this card",
+        f"{CHECKPOINT}/": "the policy's checkpoint: weights, config, meta (for `load_policy`)",
+        f"{exported.relative_to(folder)}": f"the policy exported ({settings.fmt})",
+        RESULTS: "the fresh evaluation, episode by episode, and the training budget",
+    }
+    if draw_curve(run_dir, f"{algorithm} on {env_id}", folder / CURVE):
+        files[CURVE] = "the run's evaluation returns over env steps"
+    if record_replay(policy, score, folder / REPLAY):
+        files[REPLAY] = "the fresh evaluation's first episode"
+    meta = checkpoint.meta
+    facts = CardFacts(
+        repo_id=settings.repo_id,
+        env_id=env_id,
+        algorithm=algorithm,
+        score=score,
+        checkpoint={
+            "name": checkpoint.path.name,
+            "opt_steps": _number(meta.get("opt_steps")),
+            "env_steps": _number(meta.get("env_steps")),
+        },
+        training=training_budget(run_dir),
+        config=checkpoint.config,
+        files=files,
+        versions={"pushed": __version__, "trained": str(meta.get("border_py", "unknown"))},
+        export=export_usage(settings.fmt, exported.relative_to(folder)),
+    )
+    write_file(folder / RESULTS, json.dumps(results(facts), indent=2).encode())
+    write_file(folder / CARD, card(facts).encode())
+    return facts
+
+
+def results(facts: CardFacts) -> dict[str, Any]:
+    """``results.json``: the fresh evaluation, the checkpoint, the run's budget and versions."""
+    return {
+        "repo_id": facts.repo_id,
+        "env_id": facts.env_id,
+        "algorithm": facts.algorithm,
+        "evaluation": facts.score.record(run_eval_seeds(facts.config["seed"])),
+        "checkpoint": facts.checkpoint,
+        "training": facts.training,
+        "border_py": facts.versions,
+        "evaluated_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def _fsync_tree(root: Path) -> None:
+    """fsync every dir under ``root``, deepest first (their entries durable before a rename)."""
+    for top, _, _ in sorted(os.walk(root), key=lambda entry: -len(entry[0])):
+        fsync_dir(Path(top))
+
+
+def check_destination(dest: Path, option: str) -> None:
+    """Refuse a destination that is a link, a file, or a dir with anything in it.
+
+    Raises:
+        ConfigError: one line naming ``option`` and ``dest``.
+    """
+    if dest.is_symlink():
+        raise ConfigError(f"{option} {dest}: is a symbolic link; name a new or empty dir")
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise ConfigError(
+            f"{option} {dest}: exists and is not an empty dir; name a new or empty dir (border"
+            " never writes over your files)"
+        )
+
+
+def publish(fill: Any, dest: Path, option: str) -> Any:
+    """Fill a hidden dir beside ``dest`` with ``fill(dir)``, then rename it to ``dest`` (new, or
+    an empty dir); return what ``fill`` returns. Nothing is left behind when ``fill`` fails.
+
+    Raises:
+        ConfigError: ``dest`` is not new or empty (checked before and at the rename), or its
+            dir cannot be written.
+    """
+    dest = dest.expanduser().absolute()
+    check_destination(dest, option)
+    make_dir(dest.parent)
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+    except OSError as exc:
+        raise ConfigError(f"{option} {dest}: cannot write there ({exc.strerror or exc})") from None
+    try:
+        os.chmod(tmp, dir_mode())  # mkdtemp's 0700 would stay with the folder
+        value = fill(tmp)
+        _fsync_tree(tmp)
+        try:
+            os.rename(tmp, dest)  # an empty dir there is replaced; anything else refused
+        except OSError:
+            check_destination(dest, option)
+            raise
+        fsync_dir(dest.parent)
+        return value
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            shutil.rmtree(tmp)
+
+
+def export_target(folder: Path, fmt: str) -> Path:
+    """Where the export goes in the folder: the numpy export's dir, or the model file (its
+    ``preprocessing.json`` beside it) in :data:`EXPORT`."""
+    if fmt == "numpy":
+        return folder / EXPORT
+    return make_dir(folder / EXPORT) / EXPORT_FILES[fmt]
+
+
+def export_usage(fmt: str, exported: Path) -> list[str]:
+    """The card's lines on running the export at ``exported`` (relative to the folder)."""
+    if fmt == "numpy":
+        code = (
+            "import sys\n"
+            f'sys.path.insert(0, "{exported}")  # numpy alone: no torch, no border-py\n'
+            "import policy\n\n"
+            f'net = policy.load("{exported}")\n'
+            "action, _ = net.predict(obs)  # one observation, or a batch"
+        )
+    elif fmt == "torchscript":
+        code = (
+            "import torch  # torch alone: no border-py\n\n"
+            f'model = torch.jit.load("{exported}")\n'
+            "actions, values = model(torch.as_tensor(obs_batch))"
+        )
+    else:
+        code = (
+            "import onnxruntime  # no torch, no border-py\n\n"
+            f'session = onnxruntime.InferenceSession("{exported}")\n'
+            'actions, values = session.run(["action", "values"], {"obs": obs_batch})'
+        )
+    return [
+        f"Without border-py, the policy exported to {fmt} (`{exported}`) maps observations,"
+        f" preprocessed as the run's env wrappers do (`{description_path(exported, fmt)}` says"
+        " how), to the greedy actions:",
+        "",
+        fenced(code, "python"),
+    ]

@@ -1,0 +1,98 @@
+"""The score a model card reports: a fresh evaluation on reset seeds the run never evaluated on.
+
+A run's evaluations reset episode ``i`` with seed ``derive_seed(seed, "eval") + i`` (the serial
+and async trainers, and ``border eval`` by default), ``i`` below ``trainer.eval_episodes``, which
+is at most :data:`~border_py.resources.MAX_EVAL_EPISODES`. The card's evaluation starts from a
+seed of its own stream, ``derive_seed(seed, "hub", "eval")``, moved past that window when the two
+would overlap, so that its score is measured on episodes the run was never selected on (a best
+checkpoint is the one that did best on the run's own evaluation episodes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from border_py.agents.base import Agent
+from border_py.envs.factory import GymEnvFactory
+from border_py.evaluation.evaluator import EvalResult, Evaluator
+from border_py.resources import MAX_EVAL_EPISODES
+from border_py.seeding import derive_seed
+
+DEFAULT_MAX_STEPS = 10000  # an evaluation episode's step cap when the run's config has none
+
+
+def run_eval_seeds(root_seed: int) -> range:
+    """Every reset seed the evaluations of a run with ``root_seed`` can have used."""
+    first = derive_seed(root_seed, "eval")
+    return range(first, first + MAX_EVAL_EPISODES)
+
+
+def disjoint_start(candidate: int, used: range, n: int) -> int:
+    """``candidate`` if ``range(candidate, candidate + n)`` misses ``used``, else ``used.stop``."""
+    overlaps = candidate < used.stop and used.start < candidate + n
+    return used.stop if overlaps else candidate
+
+
+def fresh_seeds(root_seed: int, n: int) -> range:
+    """``n`` consecutive reset seeds, none of them in :func:`run_eval_seeds` of the run."""
+    start = disjoint_start(derive_seed(root_seed, "hub", "eval"), run_eval_seeds(root_seed), n)
+    return range(start, start + n)
+
+
+@dataclass(frozen=True)
+class Score:
+    """A fresh evaluation's outcome and how it was played."""
+
+    result: EvalResult
+    seeds: range
+    epsilon: float
+    max_steps: int
+
+    @property
+    def episodes(self) -> int:
+        """The episodes played."""
+        return len(self.seeds)
+
+    def text(self) -> str:
+        """``mean +/- std`` with two decimals, as the Hub's ``mean_reward`` metric reads."""
+        return f"{self.result.return_mean:.2f} +/- {self.result.return_std:.2f}"
+
+    def record(self, run_seeds: range) -> dict[str, Any]:
+        """The evaluation as plain data for ``results.json`` (``run_seeds``: the run's window)."""
+        return {
+            "mean_reward": self.result.return_mean,
+            "std_reward": self.result.return_std,
+            "min_reward": self.result.return_min,
+            "max_reward": self.result.return_max,
+            "mean_length": self.result.length_mean,
+            "n_episodes": self.episodes,
+            "episode_returns": self.result.episode_returns,
+            "reset_seeds": [self.seeds.start, self.seeds.stop],
+            "run_eval_reset_seeds": [run_seeds.start, run_seeds.stop],
+            "epsilon": self.epsilon,
+            "max_steps": self.max_steps,
+        }
+
+
+def eval_max_steps(config: dict[str, Any]) -> int:
+    """The run's own step cap of an evaluation episode (``trainer.eval_max_steps``), else
+    :data:`DEFAULT_MAX_STEPS`; a saved value that is not a positive int is not used."""
+    trainer = config.get("trainer")
+    value = trainer.get("eval_max_steps") if isinstance(trainer, dict) else None
+    ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+    return value if ok else DEFAULT_MAX_STEPS  # type: ignore[return-value]
+
+
+def fresh_score(agent: Agent, env_factory: GymEnvFactory, config: dict[str, Any], n: int) -> Score:
+    """Play ``n`` greedy episodes (the env's evaluation epsilon, as ``border eval`` does) on
+    :func:`fresh_seeds` of the run whose saved config is ``config``."""
+    seeds = fresh_seeds(config["seed"], n)
+    max_steps = eval_max_steps(config)
+    epsilon = env_factory.eval_epsilon
+    evaluator = Evaluator(env_factory, n, seeds.start, max_steps, epsilon=epsilon)
+    try:
+        result = evaluator.evaluate(agent)
+    finally:
+        evaluator.close()
+    return Score(result, seeds, epsilon, max_steps)
