@@ -64,6 +64,9 @@ def test_info_works_beside_the_looked_up_recipe(tmp_path, what):
 def test_info_with_a_recipe_named_looked_up_by_task_or_none(tmp_path):
     out = run_border(["train", "--info"], tmp_path, timeout=120)  # --info alone: all
     assert out.returncode == 0 and "experiment/dqn_cartpole" in out.stdout, out.stderr
+    out = run_border(["train", "--info", "experiment=dqn_acrobot"], tmp_path)  # all, too
+    assert out.returncode == 0 and out.stderr == "", out.stderr
+    assert "Defaults List" in out.stdout and "experiment/dqn_acrobot" in out.stdout
     out = run_border(["train", "--info", "config", "experiment=dqn_cartpole"], tmp_path)
     assert out.returncode == 0 and out.stderr == "", out.stderr  # named: nothing looked up
     assert "max_env_steps: 50000" in out.stdout

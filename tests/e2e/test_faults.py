@@ -427,7 +427,8 @@ def test_a_parallel_sweep_with_a_failing_job_exits_1_and_the_other_job_completes
         if (job / "result.json").is_file()
     }
     assert statuses == {"0": "failed", "1": "completed"}
-    assert str(sweep / "0") in last
+    assert str(sweep / "0") in error
+    assert last.endswith(f"border report {sweep.relative_to(tmp_path)}")
     _gone_within(marker, 5.0)
 
 

@@ -109,6 +109,7 @@ def train_command(args: list[str]) -> int:
     if "--version" in args:
         print(f"border-py {__version__}")
         return 0
+    args = _info_before_overrides(args)
     parsed = get_args_parser().parse_args(args)
     if parsed.hydra_help:
         hydra_keys = [o for o in parsed.overrides if _is_hydra_key(_key(o).lstrip("+~"))]
@@ -198,6 +199,17 @@ def _settle_resume(
 
 def _key(override: str) -> str:
     return override.split("=", 1)[0]
+
+
+def _info_before_overrides(args: list[str]) -> list[str]:
+    """``--info key=value ...`` read as ``--info all key=value ...``: ``--info``'s value is
+    optional, and argparse would take the override for it (and refuse it: not a choice)."""
+    out: list[str] = []
+    for i, arg in enumerate(args):
+        out.append(arg)
+        if arg in ("--info", "-i") and "=" in (args[i + 1] if i + 1 < len(args) else ""):
+            out.append("all")
+    return out
 
 
 def _is_hydra_key(key: str) -> bool:
