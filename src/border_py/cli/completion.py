@@ -26,18 +26,18 @@ from hydra.core.global_hydra import GlobalHydra
 from border_py.cli.errors import fail
 from border_py.config import config_dir
 
-COMMANDS = ("train", "eval", "report", "tune")
 REQUESTS = ("install", "uninstall", "query")
 SHELLS = ("bash", "zsh", "fish")
 FLAGS = ("-sc", "--shell-completion")
 
 
-def shell_completion(args: list[str]) -> int:
+def shell_completion(args: list[str], commands: tuple[str, ...]) -> int:
     """``border [train] -sc REQUEST=SHELL``: print the install or uninstall script of ``SHELL``'s
     completion, or (``query``, run by that script) the completions of ``$COMP_LINE``.
 
     Args:
         args: The command line after ``border`` or ``border train``: ``-sc`` and the request.
+        commands: ``border``'s subcommands.
     """
     given = [a for a in args if a not in FLAGS]
     request, _, shell = given[0].partition("=") if len(given) == 1 else ("", "", "")
@@ -59,7 +59,7 @@ def shell_completion(args: list[str]) -> int:
     words = line.split()
     if len(words) < 2 or (len(words) == 2 and not line.endswith(" ")):  # the subcommand itself
         typed = words[1] if len(words) == 2 else ""
-        _print([c for c in COMMANDS if c.startswith(typed)], shell)
+        _print([c for c in commands if c.startswith(typed)], shell)
     elif words[1] != "train":  # paths: the shell's own file-name completion
         if shell == "fish":
             _print(_paths("" if line.endswith(" ") else words[-1]), shell)

@@ -8,7 +8,7 @@ import os
 import sys
 
 from border_py._version import __version__
-from border_py.cli.completion import COMMANDS, FLAGS, shell_completion
+from border_py.cli.completion import FLAGS, shell_completion
 from border_py.cli.errors import fail
 from border_py.config import closest
 from border_py.processes.children import warm_forkserver
@@ -44,6 +44,9 @@ examples:
 
 Outputs (TensorBoard logs in tensorboard/, checkpoints/, train.log) land in outputs/<date>/<time>/.
 """
+
+
+COMMANDS = ("train", "eval", "report", "tune")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,7 +94,7 @@ def _dispatch(args: list[str]) -> int:
     command, rest = args[0], args[1:]
     # border train -sc install=bash, and the query its script runs: border -sc query=bash
     if command in FLAGS or (command == "train" and set(FLAGS) & set(rest)):
-        return shell_completion(args if command in FLAGS else rest)
+        return shell_completion(args if command in FLAGS else rest, COMMANDS)
     if command == "train":
         if _runs_actor_processes(rest):
             warm_forkserver()  # it imports torch on another core while this process does
