@@ -112,6 +112,9 @@ def test_multirun_runs_every_job_in_the_sweep_dir(tmp_path):
     )
     assert out.returncode == 0, out.stderr
     (sweep,) = (tmp_path / "outputs" / "multirun").glob("*/*")
+    assert out.stderr.strip().splitlines()[-1] == (
+        f"border: 2 jobs, 2 completed, 0 failed; compare them: border report {sweep.relative_to(tmp_path)}"
+    )
     for job in ("0", "1"):
         assert (sweep / job / "checkpoints" / "best" / "policy.pt").is_file()
         assert "eval/return_mean" in scalar_tags(sweep / job)

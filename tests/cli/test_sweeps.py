@@ -16,6 +16,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.hparams import plugin_data_pb2
 
 from border_py import train
+from border_py.cli.hydra_callbacks import sweep_summary
 
 from ..conftest import (
     BORDER,
@@ -85,6 +86,19 @@ def test_a_2x2_multirun_runs_four_async_jobs_and_leaves_no_process(tmp_path):
     assert not processes_with_marker(marker)  # no orphan survived, re-parented or not
 
 
+def test_the_sweep_summary_counts_each_outcome_and_names_the_report_command(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    sweep = tmp_path / "outputs" / "multirun" / "2026-01-01" / "10-00-00"
+    assert sweep_summary(["completed", "failed", None, "interrupted"], sweep) == (
+        "4 jobs, 1 completed, 2 failed, 1 interrupted;"  # None: a job that left no result.json
+        " compare them: border report outputs/multirun/2026-01-01/10-00-00"
+    )
+    elsewhere = tmp_path.parent / "a sweep"  # outside the working dir: absolute, shell-quoted
+    assert sweep_summary(["completed"], elsewhere) == (
+        f"1 job, 1 completed, 0 failed; compare them: border report '{elsewhere.resolve()}'"
+    )
+
+
 @pytest.mark.slow
 def test_a_failing_job_is_recorded_the_sweep_goes_on_and_report_shows_it(tmp_path):
     out = run_border(
@@ -97,11 +111,21 @@ def test_a_failing_job_is_recorded_the_sweep_goes_on_and_report_shows_it(tmp_pat
             *TINY,
         ],
         tmp_path,
-        env={"PYTHONPATH": str(REPO)},
+        # the repo (tests.crash_env) and the caller's (a worktree's src/ before the install)
+        env={
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+        },
     )
     assert out.returncode == 1
-    assert out.stderr.strip().splitlines()[-1].startswith("border: error: 1 of 2 sweep jobs failed")
     sweep = _sweep_dir(tmp_path)
+    *_, error, summary = out.stderr.strip().splitlines()
+    assert error.startswith("border: error: 1 of 2 sweep jobs failed") and str(sweep / "0") in error
+    # the last line counts the jobs and names the command that compares them (the sweep dir as
+    # it is from the working dir)
+    relative = sweep.relative_to(tmp_path)
+    assert (
+        summary == f"border: 2 jobs, 1 completed, 1 failed; compare them: border report {relative}"
+    )
     failed = json.loads((sweep / "0" / "result.json").read_text())
     assert failed["status"] == "failed"
     assert failed["error"]["type"] == "RuntimeError"

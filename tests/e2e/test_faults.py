@@ -417,8 +417,9 @@ def test_a_parallel_sweep_with_a_failing_job_exits_1_and_the_other_job_completes
     )
     output, _ = proc.communicate(timeout=300)
     assert proc.returncode == 1, output[-3000:]
-    last = output.strip().splitlines()[-1]
-    assert last.startswith("border: error: 1 of 2 sweep jobs failed")
+    *_, error, last = output.strip().splitlines()
+    assert error.startswith("border: error: 1 of 2 sweep jobs failed")
+    assert last.startswith("border: 2 jobs, 1 completed, 1 failed; compare them: border report ")
     (sweep,) = (tmp_path / "outputs" / "multirun").glob("*/*")
     statuses = {
         job.name: json.loads((job / "result.json").read_text())["status"]
@@ -426,7 +427,8 @@ def test_a_parallel_sweep_with_a_failing_job_exits_1_and_the_other_job_completes
         if (job / "result.json").is_file()
     }
     assert statuses == {"0": "failed", "1": "completed"}
-    assert str(sweep / "0") in last
+    assert str(sweep / "0") in error
+    assert last.endswith(f"border report {sweep.relative_to(tmp_path)}")
     _gone_within(marker, 5.0)
 
 

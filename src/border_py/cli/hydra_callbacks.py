@@ -5,13 +5,16 @@ Hydra's run dir too (every file of the run in one place); a dir named explicitly
 earlier run is refused in one line; a default, time-stamped dir is created atomically, with a
 suffix if another run took that second's name. After a sweep it reads every job's outcome back
 from the job dirs (``result.json``), whatever launcher ran them (in this process, in joblib's
-workers, through submitit), so that ``border`` exits 1 naming the failed jobs. What Hydra records
+workers, through submitit), so that ``border`` exits 1 naming the failed jobs, and ends with one
+line that counts the jobs' outcomes and names ``border report <sweep dir>``. What Hydra records
 of a job before it starts (``.hydra/``, the sweep's ``multirun.yaml``) is rewritten with its
 secrets redacted (:mod:`border_py.secrets`).
 """
 
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +36,15 @@ from border_py.secrets import redact
 class SweepOutcome:
     """The last sweep's jobs, as read back from their dirs (set in the process that ran Hydra)."""
 
+    sweep_dir: Path | None = None
     jobs: list[Path] = []
     failed: list[Path] = []
+    statuses: list[str | None] = []  # each job's result.json status (None: the job died)
+
+    @classmethod
+    def clear(cls) -> None:
+        """Forget the last sweep (before a sweep starts, and once it is reported)."""
+        cls.sweep_dir, cls.jobs, cls.failed, cls.statuses = None, [], [], []
 
 
 def _explicit(config: DictConfig, key: str) -> bool:
@@ -75,7 +85,7 @@ class RunDirs(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Refuse an explicit sweep dir that holds earlier runs; make the default one unique."""
-        SweepOutcome.jobs, SweepOutcome.failed = [], []
+        SweepOutcome.clear()
         if config.get("run_dir"):
             _refuse(
                 ConfigError(
@@ -121,9 +131,10 @@ class RunDirs(Callback):
             (p for p in sweep_dir.iterdir() if (p / HYDRA).is_dir() or holds_run(p)),
             key=lambda p: (len(p.name), p.name),
         )
-        SweepOutcome.jobs = jobs
+        statuses = [(read_result(job) or {}).get("status") for job in jobs]
+        SweepOutcome.sweep_dir, SweepOutcome.jobs, SweepOutcome.statuses = sweep_dir, jobs, statuses
         SweepOutcome.failed = [
-            job for job in jobs if (read_result(job) or {}).get("status") not in OK_STATUSES
+            job for job, s in zip(jobs, statuses, strict=True) if s not in OK_STATUSES
         ]
 
 
@@ -156,12 +167,36 @@ def _redact_record(path: Path) -> None:
 
 
 def report_sweep() -> int:
-    """After ``border train -m``: 0, or one line naming the failed jobs and exit status 1."""
-    failed = SweepOutcome.failed
-    if not failed:
+    """After ``border train -m``: a line naming the failed jobs, if any (exit status 1, else 0),
+    then the last line: how many jobs ended how, and the command that compares them."""
+    sweep_dir, jobs, failed = SweepOutcome.sweep_dir, SweepOutcome.jobs, SweepOutcome.failed
+    statuses = SweepOutcome.statuses
+    SweepOutcome.clear()
+    if sweep_dir is None:  # no sweep ended here (a single run)
         return 0
-    return fail(
-        f"{len(failed)} of {len(SweepOutcome.jobs)} sweep jobs failed"
-        f" (see result.json or train.log in: {', '.join(str(p) for p in failed)})",
-        1,
-    )
+    status = 0
+    if failed:
+        status = fail(
+            f"{len(failed)} of {len(jobs)} sweep jobs failed"
+            f" (see result.json or train.log in: {', '.join(str(p) for p in failed)})",
+            1,
+        )
+    print(f"border: {sweep_summary(statuses, sweep_dir)}", file=sys.stderr)
+    return status
+
+
+def sweep_summary(statuses: list[str | None], sweep_dir: Path) -> str:
+    """``N jobs, K completed, F failed; compare them: border report <sweep dir>`` (the sweep dir
+    relative to the working dir when under it, quoted for a shell where it needs to be)."""
+    completed = statuses.count("completed")
+    interrupted = statuses.count("interrupted")
+    failed = len(statuses) - completed - interrupted
+    counts = f"{len(statuses)} job{'' if len(statuses) == 1 else 's'}, {completed} completed,"
+    counts += f" {failed} failed"
+    if interrupted:
+        counts += f", {interrupted} interrupted"
+    try:
+        shown = sweep_dir.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        shown = sweep_dir.resolve()
+    return f"{counts}; compare them: border report {shlex.quote(str(shown))}"

@@ -7,6 +7,8 @@ import gc
 import os
 import sys
 
+from border_py._version import __version__
+from border_py.cli.completion import FLAGS, shell_completion
 from border_py.cli.errors import fail
 from border_py.config import closest
 from border_py.processes.children import warm_forkserver
@@ -26,6 +28,10 @@ commands:
   push      share a run's policy on the Hugging Face Hub: border push <run> --repo <owner/name> [--dry-run DIR]
   pull      download a shared policy: border pull <owner/name> [-o DIR] [--revision REV]
 
+options:
+  -h, --help       this help
+  -V, --version    border-py's version
+
 examples:
   border train                                         # DQN on CartPole-v1 with the defaults
   border train agent=dqn env=cartpole seed=1
@@ -38,6 +44,7 @@ examples:
   border report outputs/multirun/<date>/<time> --csv sweep.csv      # table + report.png
   border tune dqn_cartpole --n-trials 50                             # Optuna, pruned trials
   border export outputs/<date>/<time> --format numpy -o policy       # numpy alone runs it
+  eval "$(border train -sc install=bash)"      # tab completion (also zsh, fish)
 
 Outputs (TensorBoard logs in tensorboard/, checkpoints/, train.log) land in outputs/<date>/<time>/.
 """
@@ -85,7 +92,13 @@ def _dispatch(args: list[str]) -> int:
     if args[0] in ("-h", "--help", "help"):
         print(USAGE)
         return 0
+    if args[0] in ("-V", "--version"):
+        print(f"border-py {__version__}")
+        return 0
     command, rest = args[0], args[1:]
+    # border train -sc install=bash, and the query its script runs: border -sc query=bash
+    if command in FLAGS or (command == "train" and set(FLAGS) & set(rest)):
+        return shell_completion(args if command in FLAGS else rest, COMMANDS)
     if command == "train":
         if _runs_actor_processes(rest):
             warm_forkserver()  # it imports torch on another core while this process does
@@ -121,6 +134,6 @@ def _runs_actor_processes(args: list[str]) -> bool:
     """Whether ``border train <args>`` is about to start actor processes from the forkserver here:
     one async run (not serial, spawn, a sweep, help or a printed config)."""
     quick = {"-m", "--multirun", "--help", "-h", "--hydra-help", "--cfg", "-c", "--info", "-i"}
-    if quick & set(args):
+    if (quick | {"--version"}) & set(args):
         return False
     return not {"trainer=serial", "actor_manager.start_method=spawn"} & set(args)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import sys
 from pathlib import Path
+from typing import TextIO
 
 import hydra
 from hydra._internal.utils import get_args_parser
@@ -15,10 +16,11 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from border_py._version import __version__
 from border_py.cli.checks import check_overrides, hydra_args
 from border_py.cli.errors import fail
 from border_py.cli.hydra_callbacks import report_sweep
-from border_py.cli.recipes import lookup
+from border_py.cli.recipes import lookup, recipes
 from border_py.config import config_dir
 from border_py.errors import ConfigError, RunError
 from border_py.runs.results import read_result, write_result
@@ -98,10 +100,22 @@ def _job_failed(exc: Exception) -> float:
 
 
 def train_command(args: list[str]) -> int:
-    """``border train``: settle ``resume=``, validate the overrides, then hand over to Hydra."""
+    """``border train``: settle ``resume=``, validate the overrides, then hand over to Hydra.
+
+    ``--version`` is border-py's; ``--hydra-help`` shows Hydra's own config, which holds no task
+    config to look a recipe up for or to check: only ``hydra`` overrides go with it. (``-sc``,
+    shell completion, is :mod:`border_py.cli.completion`'s, reached from :mod:`~border_py.cli.main`.)
+    """
+    if "--version" in args:
+        print(f"border-py {__version__}")
+        return 0
+    args = _info_before_overrides(args)
     parsed = get_args_parser().parse_args(args)
+    if parsed.hydra_help:
+        hydra_keys = [o for o in parsed.overrides if _is_hydra_key(_key(o).lstrip("+~"))]
+        return _run_hydra(_with_override(args, parsed.overrides, *hydra_keys, replace=True))
     try:
-        inspect_only = parsed.cfg or parsed.info or parsed.help or parsed.hydra_help
+        inspect_only = parsed.cfg or parsed.info or parsed.help
         args, fresh_in = _settle_resume(args, parsed.overrides, parsed.multirun, not inspect_only)
     except ConfigError as exc:
         return fail(str(exc))
@@ -118,7 +132,7 @@ def train_command(args: list[str]) -> int:
     if recipe is not None:  # RL Zoo's rule: the task's recipe, under the command line's keys
         args = _with_override(args, parsed.overrides, f"experiment={recipe}")
         parsed = get_args_parser().parse_args(args)
-    if not (parsed.hydra_help or custom_config):
+    if not custom_config:
         try:  # --cfg, --info and --help compose only: they never build an env or an agent
             checked = check_overrides(
                 parsed.overrides,
@@ -129,11 +143,31 @@ def train_command(args: list[str]) -> int:
             return fail(str(exc))
         args = hydra_args(args, parsed.overrides, checked)
     Notes.recipe = recipe
+    if recipe is not None and inspect_only:
+        _say_recipe(recipe, sys.stdout if parsed.help else sys.stderr)
     if fresh_in is not None:  # resume=auto with no checkpoint: start fresh there
         start_afresh(fresh_in)
-    sys.argv = ["border train", *args]
+    return _run_hydra(args)
+
+
+def _run_hydra(args: list[str]) -> int:
+    """Run the Hydra app with ``args``; 0, or after a sweep its outcome (see
+    :func:`~border_py.cli.hydra_callbacks.report_sweep`)."""
+    sys.argv = ["border train", *args]  # Hydra's help names the command by sys.argv[0]
     _hydra_train()
     return report_sweep()
+
+
+def _say_recipe(recipe: str, stream: TextIO) -> None:
+    """One line before ``--help``, ``--cfg`` or ``--info``: the values they show include the
+    looked-up recipe (on stderr for ``--cfg`` and ``--info``, whose stdout stays YAML)."""
+    basis = [f"agent={a}, env.id={e}" for (a, e), name in recipes().items() if name == recipe]
+    print(
+        f"border: recipe {recipe} applied (looked up by {basis[0]}); values below include it;"
+        " experiment=none leaves it out",
+        file=stream,
+        flush=True,
+    )
 
 
 def _settle_resume(
@@ -171,6 +205,22 @@ def _key(override: str) -> str:
     return override.split("=", 1)[0]
 
 
+def _info_before_overrides(args: list[str]) -> list[str]:
+    """``--info key=value ...`` read as ``--info all key=value ...``: ``--info``'s value is
+    optional, and argparse would take the override for it (and refuse it: not a choice)."""
+    out: list[str] = []
+    for i, arg in enumerate(args):
+        out.append(arg)
+        if arg in ("--info", "-i") and "=" in (args[i + 1] if i + 1 < len(args) else ""):
+            out.append("all")
+    return out
+
+
+def _is_hydra_key(key: str) -> bool:
+    """Whether an override's key belongs to Hydra's own config (``hydra.*``, ``hydra/<group>``)."""
+    return key == "hydra" or key.startswith(("hydra.", "hydra/"))
+
+
 def _resume_value(overrides: list[str]) -> str | None:
     """The last ``resume=`` value of the command line (None: not given)."""
     values = [o.split("=", 1)[1] for o in overrides if _key(o) == "resume"]
@@ -186,7 +236,8 @@ def _with_override(
     for i in range(len(args) - n + 1):
         if n and args[i : i + n] == overrides:
             return [*args[:i], *extra, *args[i + n if replace else i :]]
-    return [*[a for a in args if not (replace and a in overrides)], *extra]
+    # first: last, they could be taken as the value of a flag before them (``--info``)
+    return [*extra, *[a for a in args if not (replace and a in overrides)]]
 
 
 def _resuming(overrides: list[str]) -> bool:
