@@ -13,7 +13,7 @@ from matplotlib import pyplot as plt
 from border_py.cli.main import main
 from border_py.reports.aggregate import group_runs
 from border_py.reports.collect import collect
-from border_py.reports.plots import group_figure, run_figure
+from border_py.reports.plots import count, group_figure, run_figure
 
 from .synthetic import make_run, make_sweep
 
@@ -113,6 +113,7 @@ def test_the_figures_name_env_agent_budget_and_colour_by_configuration(sweep):
     mean_colours = [line.get_color() for line in panels[0].get_lines() if line.get_marker() != "D"]
     per_run = run_figure(groups)
     run_panel = next(ax for ax in per_run.axes if ax.get_visible())
+    assert run_panel.get_lines()[0].get_label() == "agent.lr=1e-3 · seed=0 (0)"
     run_colours = {
         line.get_label().split(" · ")[0]: line.get_color() for line in run_panel.get_lines()
     }
@@ -134,6 +135,16 @@ def test_a_single_runs_figure_is_titled_by_its_overrides_not_its_time(tmp_path):
     assert fig.axes[0].get_title() == "run: agent=sac env=pendulum"
     assert "10-00-00" not in fig._suptitle.get_text() + fig.axes[0].get_title()
     plt.close(fig)
+
+
+def test_budgets_are_counted_in_three_figures():
+    assert [count(v) for v in (950, 1396, 50_000, 999_999, 2_500_000)] == [
+        "950",
+        "1.4k",
+        "50k",
+        "1M",
+        "2.5M",
+    ]
 
 
 def test_help_prints_95_percent(capsys):

@@ -3,6 +3,9 @@ bootstrap, on numbers worked out by hand."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -87,3 +90,10 @@ def test_a_key_is_the_task_only_when_it_matches_the_env_ids_one_to_one(tmp_path)
         "experiment=iqn_cartpole",
         "experiment=dqn_acrobot",
     ]
+
+
+def test_the_docs_table_of_reference_scores_is_the_codes():
+    page = Path(__file__).resolve().parents[2] / "docs" / "02-guide" / "reports.md"
+    rows = re.findall(r"^\| (\S+-v\d) \| (-?[\d.]+) \| (-?[\d.]+) \|$", page.read_text(), re.M)
+    shown = {env_id: (float(low), float(high)) for env_id, low, high in rows}
+    assert shown == {k: (ref.random, ref.target) for k, ref in REFERENCES.items()}

@@ -13,7 +13,7 @@ from typing import Any
 
 from border_py.files import write_file
 from border_py.reports.aggregate import Group
-from border_py.reports.collect import RunRow, shared
+from border_py.reports.collect import RunRow, override_key, shared
 from border_py.reports.tasks import configurations
 
 AXIS_LABELS = {
@@ -26,7 +26,8 @@ MARKERS = "os^vD<>pPX*h"
 
 
 def count(value: float) -> str:
-    """``value`` in three significant figures with k/M/G (50000 -> ``50k``)."""
+    """``value`` in three significant figures with k/M/G (50000 -> ``50k``, 999999 -> ``1M``)."""
+    value = float(f"{value:.3g}")
     for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(value) >= scale:
             return f"{float(f'{value / scale:.3g}'):g}{suffix}"
@@ -147,6 +148,12 @@ def _legend(fig: Any, panels: dict[str, Any], iqm: bool) -> None:
         ax.legend(handles, labels, fontsize=6, loc="best", frameon=False)
 
 
+def _run_name(row: RunRow) -> str:
+    """A run's name in a legend: its seed override, else its dir."""
+    seeds = [o for o in row.overrides if override_key(o) == "seed"]
+    return f"{seeds[-1]} ({row.job})" if seeds else row.job
+
+
 def run_figure(groups: list[Group], axis: str = "env_steps") -> Any | None:
     """Every run's curve against ``axis``, coloured by its configuration, one marker per run of a
     group, one panel per task; None when no run has an evaluation there."""
@@ -160,7 +167,8 @@ def run_figure(groups: list[Group], axis: str = "env_steps") -> Any | None:
     for group, row, curve in drawn:
         xs, ys = zip(*curve, strict=True)
         marker = MARKERS[group.runs.index(row) % len(MARKERS)]
-        label = f"{config[id(group)]} · {row.job}" if len(groups) > 1 else row.job
+        name = _run_name(row)
+        label = f"{config[id(group)]} · {name}" if len(groups) > 1 else name
         ax = panels[group.env_id]
         ax.plot(
             xs, ys, color=colour[config[id(group)]], marker=marker, ms=3, label=_plain(label[:80])

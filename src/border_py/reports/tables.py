@@ -139,22 +139,6 @@ def task_table(
     return out
 
 
-TASK_COLUMNS = (
-    "group",
-    "env_id",
-    "seeds",
-    "final_mean",
-    "final_ci_low",
-    "final_ci_high",
-    "final_interval",
-    "final_iqm",
-    "final_iqm_ci_low",
-    "final_iqm_ci_high",
-    "final_iqm_interval",
-    "jobs",
-)
-
-
 def task_values(agg: TaskAggregate) -> dict[str, Any]:
     """A configuration's across-task line of the groups' CSV: ``env_id`` lists its tasks,
     ``seeds`` counts its runs, and the final columns hold its normalised aggregates."""
