@@ -4,15 +4,15 @@ For each distribution of returns (normal; gamma with shape 4, skewness 1; gamma 
 skewness 1.4) and each number of seeds ``n``, it draws ``--experiments`` samples of ``n`` scores
 (seeded) and counts how often each interval holds the distribution's true value:
 
-- ``mean``: the interval ``border report`` gives the mean (a t-interval below 30 seeds, a BCa
-  bootstrap from 30: :func:`border_py.reports.intervals.mean_interval`);
+- ``mean``: the interval ``border report`` gives the mean (a t-interval below 50 seeds, a BCa
+  bootstrap from 50: :func:`border_py.reports.intervals.mean_interval`);
 - ``t-interval``: Student's t-interval of the mean at every ``n``;
 - ``percentile``: the percentile bootstrap of the mean that ``border report`` used before;
 - ``BCa``: the BCa bootstrap of the mean at every ``n``;
 - ``IQM``: the percentile bootstrap of the IQM (:func:`border_py.reports.intervals.iqm_interval`),
   against the distribution's interquartile mean.
 
-    python benchmarks/interval_coverage.py [--experiments 2000] [--seeds 3 5 10 20 30]
+    python benchmarks/interval_coverage.py [--experiments 2000] [--seeds 3 5 10 20 30 50]
 
 It prints a Markdown table of coverages (in %) and ends with one ``RESULT {json}`` line.
 """
@@ -63,7 +63,7 @@ def main() -> None:
     """Measure and print the coverages."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--experiments", type=int, default=2000)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[3, 5, 10, 20, 30])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[3, 5, 10, 20, 30, 50])
     args = parser.parse_args()
     methods: dict[str, Callable[[np.ndarray], Interval]] = {
         "mean": mean_interval,

@@ -46,7 +46,7 @@ def test_seeds_that_agree_give_a_zero_width_interval():
     assert many.low.tolist() == many.high.tolist() == [3.0, 3.0]
 
 
-def test_the_mean_is_bootstrapped_from_30_seeds_and_the_iqm_always():
+def test_the_mean_is_bootstrapped_from_50_seeds_and_the_iqm_always():
     rng = np.random.default_rng(0)
     assert mean_interval(rng.normal(size=BOOTSTRAP_FROM - 1)).method == T_INTERVAL
     scores = rng.normal(size=BOOTSTRAP_FROM)

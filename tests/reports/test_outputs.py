@@ -151,5 +151,5 @@ def test_help_prints_95_percent(capsys):
     with pytest.raises(SystemExit):
         main(["report", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "the mean with its 95% interval (a t-interval below 30 seeds" in text
+    assert "the mean with its 95% interval (a t-interval below 50 seeds" in text
     assert "--export-scores" in text and "%%" not in text
