@@ -22,6 +22,7 @@ LOCK = ".border_lock"
 HYDRA = ".hydra"
 HYDRA_RECORDS = ("config.yaml", "hydra.yaml", "overrides.yaml")  # what Hydra writes in .hydra/
 HYDRA_OVERRIDES = "overrides.yaml"
+HYDRA_CONFIG = "config.yaml"  # the composed config Hydra saved (border report reads env and agent)
 MULTIRUN = "multirun.yaml"  # in a sweep dir
 LOG = "train.log"
 RESULT = "result.json"

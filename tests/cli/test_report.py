@@ -1,4 +1,4 @@
-"""``border report``: seeds aggregated per group (mean, bootstrap CI, IQM), per-run views."""
+"""``border report``: seeds aggregated per group (mean with its t-interval, IQM), per-run views."""
 
 from __future__ import annotations
 
@@ -19,13 +19,16 @@ def test_estimate_on_hand_checked_numbers():
     eight = estimate([1, 2, 3, 4, 5, 6, 7, 100])
     assert eight.mean == 16.0 and eight.n == 8
     assert eight.iqm == 4.5  # the middle half: 3, 4, 5, 6
-    assert eight.low < eight.mean < eight.high
+    assert eight.low is not None and eight.high is not None and eight.low < 16.0 < eight.high
     three = estimate([1.0, 2.0, 6.0])
     assert three.iqm == three.mean == 3.0  # fewer than 4 seeds: nothing is cut
-    assert 1.0 <= three.low < 3.0 < three.high <= 6.0  # resampled means stay within the seeds
-    assert estimate([1.0, 2.0, 6.0]) == three  # a seeded bootstrap: the same runs, the same band
+    # the t-interval: 3 -/+ t(0.975, 2) * sd / sqrt(3) = 3 -/+ 4.3027 * 2.6458 / 1.7321
+    assert (three.low, three.high) == pytest.approx((3 - 6.5724, 3 + 6.5724), abs=1e-4)
+    assert (
+        estimate([1.0, 2.0, 6.0]) == three
+    )  # a seeded bootstrap: the same runs, the same IQM band
     one = estimate([5.0])
-    assert (one.mean, one.low, one.high, one.iqm, one.n) == (5.0, 5.0, 5.0, 5.0, 1)
+    assert (one.mean, one.low, one.high, one.iqm, one.n) == (5.0, None, None, 5.0, 1)
 
 
 def test_curves_are_interpolated_from_where_every_seed_has_evaluated():
@@ -55,8 +58,8 @@ def test_report_of_a_2_groups_x_3_seeds_sweep_aggregates_over_seeds(tmp_path):
     shown = " ".join(report.stdout.split())  # rich wraps long titles
     assert "(2 groups, 6 runs)" in shown
     assert (
-        "mean [95% bootstrap CI] and IQM over seeds; every run: experiment=dqn_cartpole trainer=serial"
-        in shown
+        "mean [95% t-interval] and IQM [95% percentile bootstrap] over seeds; every run:"
+        " experiment=dqn_cartpole trainer=serial" in shown
     )
 
     rows = {row["group"]: row for row in csv.DictReader((tmp_path / "groups.csv").open())}
@@ -75,8 +78,9 @@ def test_report_of_a_2_groups_x_3_seeds_sweep_aggregates_over_seeds(tmp_path):
         assert float(row["final_iqm"]) == pytest.approx(np.mean(finals), rel=1e-6)  # 3 seeds
         for name, scores in (("final", finals), ("best", bests)):
             low, high = float(row[f"{name}_ci_low"]), float(row[f"{name}_ci_high"])
-            assert min(scores) - 1e-3 <= low <= float(row[f"{name}_mean"]) <= high
-            assert high <= max(scores) + 1e-3
+            half = 4.302652729911275 * np.std(scores, ddof=1) / np.sqrt(3)  # t(0.975, 2)
+            assert (low, high) == pytest.approx((np.mean(scores) - half, np.mean(scores) + half))
+            assert row[f"{name}_interval"] == "95% t-interval"
         env_steps = [
             json.loads((sweep / job / "result.json").read_text())["summary"]["env_steps"]
             for job in jobs

@@ -7,6 +7,7 @@ control characters escaped and only numbers reach the number columns.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from collections.abc import Iterable
@@ -15,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from border_py.errors import ConfigError, printable
-from border_py.layout import CHECKPOINTS, RESULT, TENSORBOARD
+from border_py.files import read_json, read_record
+from border_py.layout import BEST, CHECKPOINTS, CONFIG, HYDRA, HYDRA_CONFIG, RESULT, TENSORBOARD
 from border_py.runs.links import refuse_links
 from border_py.runs.results import read_result
 from border_py.runs.resume import original_overrides
@@ -29,8 +32,11 @@ CURVE_TAG = "eval/return_mean"
 EVAL_ENV_STEPS_TAG = "eval/env_steps"  # logged with each evaluation, at its opt step
 ENV_STEPS_TAG = "perf/env_steps"  # logged every record_interval opt steps (older runs' fallback)
 X_AXES = {"env_steps": "env steps", "opt_steps": "opt steps", "seconds": "wall time (s)"}
+UNKNOWN = "?"  # a run whose config names no env id or agent (or that has no config)
 COLUMNS = (
     "job",
+    "env_id",
+    "agent_class",
     "overrides",
     "status",
     "best_return",
@@ -73,6 +79,8 @@ class RunRow:
     seconds: float | None = None
     error: str = ""
     evaluations: list[Evaluation] = field(default_factory=list)
+    env_id: str = UNKNOWN
+    agent: str = UNKNOWN
 
     def curve(self, axis: str) -> list[tuple[float, float]]:
         """(x, eval/return_mean) points on ``axis``; evaluations without that x are left out."""
@@ -83,6 +91,8 @@ class RunRow:
         """The row as plain values, keyed by :data:`COLUMNS`."""
         return {
             "job": self.job,
+            "env_id": self.env_id,
+            "agent_class": self.agent,
             "overrides": " ".join(self.overrides),
             "status": self.status,
             "best_return": self.best_return,
@@ -152,6 +162,33 @@ def evaluations(
     return out
 
 
+def _config(run_dir: Path) -> dict[str, Any]:
+    """The run's config as plain data: Hydra's ``.hydra/config.yaml`` (safe YAML), else its best
+    checkpoint's ``config.json``; empty when neither can be read. Nothing in it is imported."""
+    with contextlib.suppress(OSError, yaml.YAMLError, RecursionError):
+        saved = yaml.safe_load(read_record(run_dir / HYDRA / HYDRA_CONFIG))
+        if isinstance(saved, dict):
+            return saved
+    with contextlib.suppress(OSError, ValueError):
+        saved = read_json(run_dir / CHECKPOINTS / BEST / CONFIG)
+        if isinstance(saved, dict):
+            return saved
+    return {}
+
+
+def task_of(run_dir: Path) -> tuple[str, str]:
+    """The run's env id and agent (the class name its ``agent._target_`` names), as text:
+    :data:`UNKNOWN` for what its config does not say (or holds as an interpolation)."""
+    config = _config(run_dir)
+    found = []
+    for group, key in (("env", "id"), ("agent", "_target_")):
+        section = config.get(group)
+        value = section.get(key) if isinstance(section, dict) else None
+        ok = isinstance(value, str) and value and "${" not in value
+        found.append(printable(value) if ok else UNKNOWN)  # type: ignore[arg-type]
+    return found[0], found[1].rsplit(".", 1)[-1]
+
+
 def read_run(run_dir: Path, root: Path) -> RunRow:
     """Everything the report shows about one run (text from its files with control characters
     escaped, numbers only where numbers go)."""
@@ -166,6 +203,7 @@ def read_run(run_dir: Path, root: Path) -> RunRow:
         status=printable(str(result["status"])) if "status" in result else "unfinished",
         evaluations=evaluations(scalars, started),
     )
+    row.env_id, row.agent = task_of(run_dir)
     curve = row.curve("opt_steps")
     if "final_return" in summary:  # exact; TensorBoard keeps float32
         row.best_return = _number(summary.get("best_return"))
@@ -212,6 +250,11 @@ def collect(path: str | Path) -> tuple[Path, list[RunRow]]:
     if not rows:
         raise ConfigError(f"{root}: no run here that border can read (each was skipped)")
     return root, rows
+
+
+def override_key(override: str) -> str:
+    """The key an override sets (``+agent.lr=1`` -> ``agent.lr``)."""
+    return override.split("=", 1)[0].lstrip("+~")
 
 
 def shared(overrides: Iterable[list[str]] | Iterable[tuple[str, ...]]) -> list[str]:

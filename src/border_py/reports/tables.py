@@ -14,6 +14,7 @@ from rich.text import Text
 from border_py.files import write_file
 from border_py.reports.aggregate import Estimate, Group
 from border_py.reports.collect import RunRow, shared_overrides
+from border_py.reports.tasks import STRATIFIED_BOOTSTRAP, TaskAggregate
 
 
 def _fmt(value: Any, digits: int = 1) -> str:
@@ -51,24 +52,40 @@ def table(root: Path, rows: list[RunRow]) -> Table:
     return out
 
 
-def _interval(estimate_: Estimate | None) -> str:
+def _interval(estimate_: Estimate | None, iqm: bool = False) -> str:
     if estimate_ is None:
         return "-"
-    if estimate_.n < 2:
-        return f"{estimate_.mean:.1f}"
-    return f"{estimate_.mean:.1f} [{estimate_.low:.1f}, {estimate_.high:.1f}]"
+    value, low, high = (
+        (estimate_.iqm, estimate_.iqm_low, estimate_.iqm_high)
+        if iqm
+        else (estimate_.mean, estimate_.low, estimate_.high)
+    )
+    if low is None or high is None:
+        return f"{value:.1f}"
+    return f"{value:.1f} [{low:.1f}, {high:.1f}]"
+
+
+def _methods(groups: list[Group]) -> str:
+    """The intervals' methods, as the caption names them (several when seed counts differ)."""
+    found = [e for g in groups for e in (g.final(),) if e is not None]
+    means = " / ".join(dict.fromkeys(e.method for e in found)) or "-"
+    iqms = " / ".join(dict.fromkeys(e.iqm_method for e in found)) or "-"
+    return f"mean [{means}] and IQM [{iqms}] over seeds"
 
 
 def group_table(root: Path, groups: list[Group], common: list[str]) -> Table:
-    """One line per group: final and best return (mean [95% CI], IQM), seeds, env steps."""
+    """One line per group: final and best return (mean [interval], IQM [interval]), seeds, env
+    steps; the caption names each interval's method."""
     out = Table(
         title=f"{root} ({len(groups)} groups, {sum(len(g.runs) for g in groups)} runs)",
         caption=Text(  # text from the runs' files: never rich markup
-            "mean [95% bootstrap CI] and IQM over seeds"
-            + (f"; every run: {' '.join(common)}" if common else "")
+            _methods(groups) + (f"; every run: {' '.join(common)}" if common else "")
         ),
     )
+    several = len({g.env_id for g in groups}) > 1
     out.add_column("group", overflow="fold", ratio=1)
+    if several:
+        out.add_column("env id", overflow="fold")
     for name in ("seeds", "final return", "final IQM", "best return", "best IQM", "env steps"):
         out.add_column(name, justify="right", no_wrap=True)
     out.add_column("failed", justify="right", no_wrap=True)
@@ -77,22 +94,76 @@ def group_table(root: Path, groups: list[Group], common: list[str]) -> Table:
         values = group.values()
         out.add_row(
             Text(group.label),
+            *([Text(group.env_id)] if several else []),
             str(values["seeds"]),
             _interval(final),
-            _fmt(final and final.iqm),
+            _interval(final, iqm=True),
             _interval(best),
-            _fmt(best and best.iqm),
+            _interval(best, iqm=True),
             _fmt(values["env_steps_mean"], 0),
             Text(str(values["failed"]), style="red" if values["failed"] else "dim"),
         )
     return out
 
 
+def _bounds(value: float, low: float | None, high: float | None) -> str:
+    if low is None or high is None:
+        return f"{value:.2f}"
+    return f"{value:.2f} [{low:.2f}, {high:.2f}]"
+
+
+def task_table(
+    aggregates: list[TaskAggregate], scales: dict[str, tuple[float, float, str]]
+) -> Table:
+    """One line per configuration: its normalised final return over runs x tasks (IQM and mean,
+    each with its stratified-bootstrap interval); the caption gives each task's scale."""
+    scale_text = "; ".join(
+        f"{env_id}: 0 = {low:g}, 1 = {high:g} ({how})"
+        for env_id, (low, high, how) in scales.items()
+    )
+    out = Table(
+        title=f"across tasks: normalised final return ({STRATIFIED_BOOTSTRAP} over runs x tasks)",
+        caption=Text(scale_text),
+    )
+    out.add_column("configuration", overflow="fold", ratio=1)
+    for name in ("tasks", "runs", "IQM", "mean"):
+        out.add_column(name, justify="right", no_wrap=True)
+    for agg in aggregates:
+        out.add_row(
+            Text(agg.label),
+            str(len(agg.tasks)),
+            str(agg.runs),
+            _bounds(agg.iqm, agg.iqm_low, agg.iqm_high),
+            _bounds(agg.mean, agg.mean_low, agg.mean_high),
+        )
+    return out
+
+
+def task_values(agg: TaskAggregate) -> dict[str, Any]:
+    """A configuration's across-task line of the groups' CSV: ``env_id`` lists its tasks,
+    ``seeds`` counts its runs, and the final columns hold its normalised aggregates."""
+    return {
+        "group": agg.label,
+        "env_id": " ".join(agg.tasks) + " (normalised)",
+        "seeds": agg.runs,
+        "final_mean": agg.mean,
+        "final_ci_low": agg.mean_low,
+        "final_ci_high": agg.mean_high,
+        "final_interval": agg.method,
+        "final_iqm": agg.iqm,
+        "final_iqm_ci_low": agg.iqm_low,
+        "final_iqm_ci_high": agg.iqm_high,
+        "final_iqm_interval": agg.method,
+        "jobs": "",
+    }
+
+
 def write_csv(path: Path, columns: tuple[str, ...], lines: list[dict[str, Any]]) -> None:
     """``lines`` as CSV with a header of ``columns`` (one line per run: ``RunRow.values()`` and
     :data:`~border_py.reports.collect.COLUMNS`; one per group: ``Group.values()`` and
-    :data:`~border_py.reports.aggregate.GROUP_COLUMNS`), published by
-    :func:`~border_py.files.write_file`."""
+    :data:`~border_py.reports.aggregate.GROUP_COLUMNS`, then one per configuration across
+    tasks: :func:`task_values`; each followed by a column per swept key), published by
+    :func:`~border_py.files.write_file`. A column a line lacks is left empty."""
     text = io.StringIO(newline="")
     writer = csv.DictWriter(text, fieldnames=columns)
     writer.writeheader()
