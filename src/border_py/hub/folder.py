@@ -50,8 +50,9 @@ from border_py.files import (
 from border_py.hub.card import CardFacts, card, fenced
 from border_py.hub.score import Score, fresh_score, run_eval_seeds
 from border_py.layout import CHECKPOINTS, CONFIG, META, POLICY
+from border_py.reports.aggregate import group_runs
 from border_py.reports.collect import read_run
-from border_py.reports.plots import plot
+from border_py.reports.plots import plot_runs
 from border_py.resources import MAX_EVAL_EPISODES
 from border_py.runs.checkpoint import Checkpoint, pick_checkpoint
 from border_py.runs.results import read_result
@@ -150,10 +151,11 @@ def copy_policy_files(checkpoint: Path, into: Path) -> None:
 
 
 def draw_curve(run_dir: Path, label: str, out: Path) -> bool:
-    """The run's ``eval/return_mean`` over env steps as a PNG (``border report``'s plot, its
-    curve named ``label``); False when the run has no evaluation to draw."""
+    """The run's ``eval/return_mean`` over env steps as a PNG (``border report``'s per-run figure,
+    titled with the env, agent and budget, its curve named ``label``); False when the run has no evaluation to draw."""
     row = dataclasses.replace(read_run(run_dir, run_dir), job=label, overrides=[])
-    drawn = plot(run_dir, [row], out, "env_steps")
+    groups, _ = group_runs([row])
+    drawn = plot_runs(groups, out, "env_steps")
     if not drawn:
         log.warning("learning curve skipped: %s has no evaluations with env steps", run_dir)
     return drawn
