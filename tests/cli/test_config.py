@@ -189,6 +189,16 @@ def test_bad_input_is_one_line_naming_the_key(overrides, expected):
     assert "\n" not in message
 
 
+def test_the_suggestion_for_an_unknown_id_of_a_module_keeps_its_prefix_and_works():
+    with pytest.raises(ConfigError) as err:
+        check_overrides(["env=gym", "env.id=tests.crash_env:CrashAftr-v0"])
+    assert str(err.value) == (
+        "env.id='tests.crash_env:CrashAftr-v0': not a registered gymnasium id (did you mean"
+        " 'tests.crash_env:CrashAfter-v0'?)"
+    )
+    check_overrides(["env=gym", "env.id=tests.crash_env:CrashAfter-v0"])  # what it suggested
+
+
 @pytest.mark.parametrize("trainer", ["serial", "async"])
 def test_a_warmup_below_the_env_step_budget_or_with_an_opt_step_budget_only_is_taken(trainer):
     budget = [f"trainer={trainer}", "trainer.max_env_steps=500"]
