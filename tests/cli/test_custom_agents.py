@@ -149,6 +149,12 @@ def user_package(root: Path) -> Path:
     return root
 
 
+def on_path(folder: Path) -> str:
+    """``PYTHONPATH`` for ``border``: ``folder``, then what the tests run with (a checkout's own
+    ``src``, if it is there)."""
+    return os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH", "")]))
+
+
 def records(folder: Path) -> list[dict]:
     """The keyword arguments of every agent built since the last call (the records are removed)."""
     found = []
@@ -164,7 +170,7 @@ def records(folder: Path) -> list[dict]:
 def test_an_agent_written_from_scratch_trains_resumes_and_evaluates(tmp_path, way, trainer):
     record = tmp_path / "records"
     record.mkdir()
-    env = {"PYTHONPATH": str(user_package(tmp_path / "src")), "LINEAR_Q_RECORD": str(record)}
+    env = {"PYTHONPATH": on_path(user_package(tmp_path / "src")), "LINEAR_Q_RECORD": str(record)}
     choose, expected, change = WAYS[way]
     run_dir = tmp_path / "run"
     out = run_border(
@@ -206,7 +212,7 @@ def test_an_agent_written_from_scratch_trains_resumes_and_evaluates(tmp_path, wa
 
 @pytest.mark.slow
 def test_a_target_override_of_dqn_fails_in_one_line_and_writes_nothing(tmp_path):
-    env = {"PYTHONPATH": str(user_package(tmp_path / "src"))}
+    env = {"PYTHONPATH": on_path(user_package(tmp_path / "src"))}
     out = run_border(["train", "agent._target_=my_agents.LinearQ"], tmp_path, env=env)
     assert out.returncode == 2
     (line,) = out.stderr.strip().splitlines()
@@ -223,7 +229,7 @@ def test_a_target_override_of_dqn_fails_in_one_line_and_writes_nothing(tmp_path)
 @pytest.mark.slow
 def test_a_config_dir_is_validated_like_the_shipped_configs(tmp_path):
     conf = user_package(tmp_path / "src") / "my_agents" / "conf"
-    env = {"PYTHONPATH": str(tmp_path / "src")}
+    env = {"PYTHONPATH": on_path(tmp_path / "src")}
     out = run_border(["train", "--config-dir", str(conf), "agent=linear_qq"], tmp_path, env=env)
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
@@ -248,8 +254,7 @@ BROKEN = {  # how act breaks, the line that says so (the agent's class, what it 
 def test_an_act_that_breaks_the_protocol_fails_in_one_line_naming_the_agent(
     tmp_path, trainer, breaks
 ):
-    paths = [str(user_package(tmp_path / "src")), os.environ.get("PYTHONPATH", "")]
-    env = {"PYTHONPATH": os.pathsep.join(filter(None, paths))}  # keeps a checkout's own src
+    env = {"PYTHONPATH": on_path(user_package(tmp_path / "src"))}
     choose = ["agent=custom", "agent._target_=my_agents.BadActions", f"+agent.breaks={breaks}"]
     run_dir = tmp_path / "run"
     out = run_border(
