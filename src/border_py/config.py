@@ -51,10 +51,11 @@ def lookup(config: Mapping[str, Any], key: str) -> Any:
     return node
 
 
-def closest(word: str, choices: Iterable[str]) -> str:
-    """A ' (did you mean ...?)' hint, or '' when nothing is close."""
+def closest(word: str, choices: Iterable[str], prefix: str = "") -> str:
+    """A ' (did you mean ...?)' hint, or '' when nothing is close; ``prefix`` goes before each
+    suggestion (what the user typed before ``word``, so that the suggestion is what to type)."""
     match = difflib.get_close_matches(word, list(choices), n=2, cutoff=0.6)
-    return f" (did you mean {' or '.join(repr(m) for m in match)}?)" if match else ""
+    return f" (did you mean {' or '.join(repr(prefix + m) for m in match)}?)" if match else ""
 
 
 def resolve_target(path: str, key: str = "_target_") -> Any:

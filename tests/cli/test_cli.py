@@ -127,6 +127,10 @@ def test_bad_input_fails_fast_with_one_line_and_writes_nothing(tmp_path):
         (["agent.lr=-1"], "agent.lr=-1"),
         (["env=gym", "env.id=NoSuchEnv-v0"], "env.id='NoSuchEnv-v0'"),
         (["trainer.warmup_period=500000"], "trainer.warmup_period=500000"),
+        (
+            ["trainer=serial", "trainer.max_env_steps=300", "trainer.warmup_period=1000"],
+            "trainer.warmup_period=1000: must be below trainer.max_env_steps=300",
+        ),
     ):
         out = run_border(["train", *args], tmp_path, timeout=60)
         assert out.returncode == 2

@@ -100,6 +100,16 @@ def test_the_composed_default_config_has_every_group(tmp_path):
             ["trainer.warmup_period=200000"],
             "trainer.warmup_period=200000: must be <= replay_buffer.capacity=100000",
         ),
+        (
+            ["trainer.max_env_steps=500", "trainer.warmup_period=600"],
+            "trainer.warmup_period=600: must be below trainer.max_env_steps=500, the run's budget"
+            " in env steps: no opt step would run (lower trainer.warmup_period or raise"
+            " trainer.max_env_steps)",
+        ),
+        (
+            ["trainer=serial", "trainer.max_env_steps=500", "trainer.warmup_period=500"],
+            "trainer.warmup_period=500: must be below trainer.max_env_steps=500",
+        ),
         (["trainer.eval_interval=0"], "trainer.eval_interval=0: must be a positive int"),
         (["trainer.eval_interval=-1"], "trainer.eval_interval=-1: must be a positive int"),
         (
@@ -177,6 +187,26 @@ def test_bad_input_is_one_line_naming_the_key(overrides, expected):
     message = str(err.value)
     assert expected in message
     assert "\n" not in message
+
+
+def test_the_suggestion_for_an_unknown_id_of_a_module_keeps_its_prefix_and_works():
+    with pytest.raises(ConfigError) as err:
+        check_overrides(["env=gym", "env.id=tests.crash_env:CrashAftr-v0"])
+    message = str(err.value)  # a second suggestion may come from ids other tests registered
+    assert message.startswith(
+        "env.id='tests.crash_env:CrashAftr-v0': not a registered gymnasium id (did you mean"
+        " 'tests.crash_env:CrashAfter-v0'"
+    )
+    suggested = message.split("did you mean ", 1)[1].rstrip("?)").split(" or ")
+    assert all(s.startswith("'tests.crash_env:") for s in suggested), message
+    check_overrides(["env=gym", "env.id=tests.crash_env:CrashAfter-v0"])  # what it suggested
+
+
+@pytest.mark.parametrize("trainer", ["serial", "async"])
+def test_a_warmup_below_the_env_step_budget_or_with_an_opt_step_budget_only_is_taken(trainer):
+    budget = [f"trainer={trainer}", "trainer.max_env_steps=500"]
+    check_overrides([*budget, "trainer.warmup_period=499"])
+    check_overrides([f"trainer={trainer}", "trainer.max_opts=10", "trainer.warmup_period=5000"])
 
 
 # -- your own agent: agent=custom, _target_ overrides, user configs on the search path ----------

@@ -7,6 +7,7 @@ no key of another agent may reach it."""
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -83,6 +84,20 @@ class LinearQ:
         self.load_policy_state(state["policy"])
         self.updates = int(state["updates"])
         self.rng.bit_generator.state = state["rng"]
+
+
+class BadActions(LinearQ):
+    """LinearQ whose act breaks the protocol as its ``breaks`` key says."""
+
+    def __init__(self, observation_space, action_space, device, seed, breaks="dtype", **hyper):
+        super().__init__(observation_space, action_space, device, seed, **hyper)
+        self.breaks = breaks
+
+    def act(self, obs, explore):
+        actions = super().act(obs, explore)
+        if self.breaks == "dtype":
+            return actions.astype(np.float64)
+        return np.full_like(actions, self.n_actions)  # one past the last action
 '''
 
 YAML = """\
@@ -134,6 +149,12 @@ def user_package(root: Path) -> Path:
     return root
 
 
+def on_path(folder: Path) -> str:
+    """``PYTHONPATH`` for ``border``: ``folder``, then what the tests run with (a checkout's own
+    ``src``, if it is there)."""
+    return os.pathsep.join(filter(None, [str(folder), os.environ.get("PYTHONPATH", "")]))
+
+
 def records(folder: Path) -> list[dict]:
     """The keyword arguments of every agent built since the last call (the records are removed)."""
     found = []
@@ -149,7 +170,7 @@ def records(folder: Path) -> list[dict]:
 def test_an_agent_written_from_scratch_trains_resumes_and_evaluates(tmp_path, way, trainer):
     record = tmp_path / "records"
     record.mkdir()
-    env = {"PYTHONPATH": str(user_package(tmp_path / "src")), "LINEAR_Q_RECORD": str(record)}
+    env = {"PYTHONPATH": on_path(user_package(tmp_path / "src")), "LINEAR_Q_RECORD": str(record)}
     choose, expected, change = WAYS[way]
     run_dir = tmp_path / "run"
     out = run_border(
@@ -191,7 +212,7 @@ def test_an_agent_written_from_scratch_trains_resumes_and_evaluates(tmp_path, wa
 
 @pytest.mark.slow
 def test_a_target_override_of_dqn_fails_in_one_line_and_writes_nothing(tmp_path):
-    env = {"PYTHONPATH": str(user_package(tmp_path / "src"))}
+    env = {"PYTHONPATH": on_path(user_package(tmp_path / "src"))}
     out = run_border(["train", "agent._target_=my_agents.LinearQ"], tmp_path, env=env)
     assert out.returncode == 2
     (line,) = out.stderr.strip().splitlines()
@@ -208,7 +229,7 @@ def test_a_target_override_of_dqn_fails_in_one_line_and_writes_nothing(tmp_path)
 @pytest.mark.slow
 def test_a_config_dir_is_validated_like_the_shipped_configs(tmp_path):
     conf = user_package(tmp_path / "src") / "my_agents" / "conf"
-    env = {"PYTHONPATH": str(tmp_path / "src")}
+    env = {"PYTHONPATH": on_path(tmp_path / "src")}
     out = run_border(["train", "--config-dir", str(conf), "agent=linear_qq"], tmp_path, env=env)
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
@@ -219,3 +240,42 @@ def test_a_config_dir_is_validated_like_the_shipped_configs(tmp_path):
         ["train", "--config-dir", str(conf), "agent=linear_q", "--cfg", "job"], tmp_path, env=env
     )
     assert out.returncode == 0 and "_target_: my_agents.LinearQ" in out.stdout, out.stderr
+
+
+BROKEN = {  # how act breaks, the line that says so (the agent's class, what it returned, expected)
+    "dtype": "returned shape (1,) dtype float64",
+    "range": "returned action 2 (row 0) outside Discrete(2)",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trainer", list(TRAINERS))
+@pytest.mark.parametrize("breaks", list(BROKEN))
+def test_an_act_that_breaks_the_protocol_fails_in_one_line_naming_the_agent(
+    tmp_path, trainer, breaks
+):
+    env = {"PYTHONPATH": on_path(user_package(tmp_path / "src"))}
+    choose = ["agent=custom", "agent._target_=my_agents.BadActions", f"+agent.breaks={breaks}"]
+    run_dir = tmp_path / "run"
+    out = run_border(
+        ["train", *choose, *TRAINERS[trainer], *BUDGET, f"hydra.run.dir={run_dir}"],
+        tmp_path,
+        env=env,
+    )
+    assert out.returncode == 1, out.stderr
+    assert "Traceback" not in out.stderr, out.stderr
+    line = out.stderr.strip().splitlines()[-1]
+    problem = (
+        f"my_agents.BadActions.act {BROKEN[breaks]} for a batch of 1 observation; expected"
+        " shape (1,) integer actions in Discrete(2)"
+    )
+    if trainer == "serial":  # the learner's own sampler found it
+        assert line == f"border: error: {problem}"
+    else:  # actor 0 found it and reported it as actor errors travel: its one line
+        assert line == (
+            "border: error: actor 0 failed (exit code 1) before delivering anything:"
+            f" AgentContractError: {problem} (a restart would fail the same way); see the log (or"
+            " the output above) for why"
+        )
+    result = json.loads((run_dir / "result.json").read_text())
+    assert result["status"] == "failed" and problem in result["error"]["message"]

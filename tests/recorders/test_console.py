@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from border_py.recorders.console import format_number, summary_table
+from border_py import train
+from border_py.recorders.console import (
+    ACCOUNTING_LABELS,
+    SUMMARY_KEYS,
+    format_number,
+    summary_table,
+)
+
+from ..conftest import TINY, make_config
 
 
 @pytest.mark.parametrize(
@@ -43,7 +51,7 @@ ASYNC_SUMMARY = {
     "samples": 41200,
     "opt_steps_per_sec": 812.34,
     "interrupted": False,
-    "accounting": {"sent": 41300, "received": 41200, "dropped": 100},
+    "accounting": {"sent": 41300, "received": 41200, "dropped": 100, "received_total": 61200},
     "restarts": 1,
     "objective": 0.97,
 }
@@ -56,7 +64,8 @@ def test_summary_table_of_an_async_run():
         "steps        20,000 opt (812/s) · 40,000 env · 41,200 samples",
         "time         0:01:23 · target return reached",
         "solved at    opt 12,000 · env 24,000 · 0:00:54",
-        "transitions  sent 41,300 · received 41,200 · dropped 100",
+        "transitions  sent 41,300 · received 41,200 · dropped at stop 100 · received in all"
+        " sessions 61,200",
         "restarts     1",
     ]
 
@@ -95,3 +104,12 @@ def test_summary_table_labels_nested_accounting_and_keeps_unknown_keys():
         "transitions  this session: sent 10 · received 10; all sessions: sent 30 · received 30",
         "note         resumed",
     ]
+
+
+def test_the_summary_of_a_real_run_shows_no_raw_key(tmp_path):
+    summary = train(make_config(tmp_path, *TINY, "trainer=serial", "trainer.max_opts=60"))
+    assert set(summary["accounting"]) == set(ACCOUNTING_LABELS)  # every count has its words
+    assert set(summary) <= SUMMARY_KEYS  # no row for an unknown key
+    table = summary_table(summary)
+    assert "transitions  sent " in table and " received in all sessions " in table
+    assert "_" not in table, table  # no key spelled as the code names it

@@ -330,6 +330,9 @@ def test_border_eval_records_videos(tmp_path):
     assert out.returncode == 0, out.stderr
     videos = list((tmp_path / "run" / "checkpoints" / "best").glob("videos_*/*.mp4"))
     assert len(videos) == 2 and all(v.stat().st_size > 1000 for v in videos)
+    lines = out.stdout.strip().splitlines()
+    assert lines[-2] == f"videos: {videos[0].parent}", out.stdout  # after the table
+    assert lines[-1].startswith("written: ")
 
 
 @pytest.mark.slow

@@ -183,6 +183,7 @@ def test_env_step_budget_and_intervals_continue_across_a_resume(tmp_path):
     first = [
         "trainer=serial",
         *ENV_STEPS,
+        "trainer.replay_ratio=64",  # not the default: one opt step every 2 env steps
         "trainer.max_env_steps=700",
         "trainer.keep_checkpoints=9",
     ]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -23,6 +22,7 @@ import numpy as np
 
 from border_py.actors.sampler import Sampler, SampleStats, sampler_options
 from border_py.agents.base import Agent, ExplorationPosition, FixedEpsilon
+from border_py.agents.contract import failure_report
 from border_py.agents.factory import build_agent
 from border_py.envs.factory import build_env_factory
 from border_py.processes.children import init_child
@@ -97,8 +97,8 @@ def actor_main(spec: ActorSpec, config: dict[str, Any], links: ActorLinks) -> No
         )
     except LearnerGone:
         return
-    except Exception:
-        error = traceback.format_exc()
+    except Exception as exc:
+        error = failure_report(exc)
         try:
             send(
                 links.notices,

@@ -17,6 +17,7 @@ from border_py.actors.frames import FrameEncoder
 from border_py.actors.nstep import NStepProcessor
 from border_py.actors.values import ActedValueScorer
 from border_py.agents.base import Agent, TDErrorScoring, ValueActing
+from border_py.agents.contract import check_actions
 from border_py.envs.factory import GymEnvFactory
 from border_py.envs.vector import BatchedEnv, VectorEnv
 from border_py.transitions import Transitions
@@ -75,6 +76,7 @@ class Sampler:
         self.priorities = priorities
         self.seed, self.frame_stack = seed, frame_stack
         self.env: BatchedEnv = env_factory.make_vector(n_envs, seed, replayable)
+        self.acted = False  # the first actions are checked (check_actions), no later ones
         self._start_windows(first_frame=0)
 
     def _start_windows(self, first_frame: int) -> None:
@@ -99,6 +101,9 @@ class Sampler:
             action = self.scorer.act(obs)
         else:
             action = self.agent.act(obs, explore=True)
+        if not self.acted:
+            check_actions(self.agent, obs, action, self.env.action_space)
+            self.acted = True
         step = self.env.step(action)
         stats.env_steps += self.env.num_envs
         stats.episode_returns += step.episode_returns

@@ -186,14 +186,17 @@ def print_result(checkpoint: Checkpoint, settings: dict[str, Any], result: EvalR
 
 
 def eval_command(args: list[str]) -> int:
-    """``border eval``: evaluate a checkpoint, print a table, then write the record (a write that
-    fails is one line after the table, exit status 1)."""
+    """``border eval``: evaluate a checkpoint, print a table and where the videos went (with
+    ``eval.video=true``), then write the record (a write that fails is one line after the table,
+    exit status 1)."""
     if not args or args[0] in ("-h", "--help"):
         print(EVAL_USAGE)
         return 0 if args else 2
     try:
         checkpoint, settings, result, out, record = evaluate_checkpoint(args[0], args[1:])
         print_result(checkpoint, settings, result)
+        if record["videos"] is not None:
+            print(f"videos: {record['videos']}", flush=True)
         print(f"written: {write_record(out, record)}", flush=True)
     except ConfigError as exc:
         return fail(str(exc))

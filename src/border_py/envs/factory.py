@@ -151,7 +151,7 @@ class GymEnvFactory:
                 importlib.import_module(module)  # registers its envs, as gymnasium.make would
             gym.spec(name)
         except gym.error.Error as exc:
-            hint = closest(id.split(":")[-1], gym.registry.keys())
+            hint = closest(name, gym.registry.keys(), prefix=f"{module}:" if module else "")
             detail = hint or f" ({exc})"
             raise ConfigError(f"id={id!r}: not a registered gymnasium id{detail}") from None
         except ImportError as exc:

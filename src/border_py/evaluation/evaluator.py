@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers import RecordVideo
 
 from border_py.agents.base import Agent
+from border_py.agents.contract import check_actions
 from border_py.config import fraction
 from border_py.envs.factory import GymEnvFactory
 from border_py.errors import ConfigError
@@ -93,6 +95,7 @@ class Evaluator:
         self.seed = seed
         self.max_steps = max_steps
         self.epsilon = epsilon
+        self.acted = False  # the agent's first actions are checked (check_actions), no later ones
 
     def evaluate(self, agent: Agent) -> EvalResult:
         """Play the episodes with ``agent.act(..., explore=False)`` (and epsilon-random actions)."""
@@ -105,7 +108,7 @@ class Evaluator:
                 if self.random_actions is not None and rng.random() < self.epsilon:
                     action = self.random_actions.start + rng.integers(self.random_actions.n)
                 else:
-                    action = agent.act(np.asarray(obs)[None], explore=False)[0]
+                    action = self._act(agent, np.asarray(obs)[None])
                 obs, reward, terminated, truncated, _ = self.env.step(action)
                 total += float(reward)
                 steps += 1
@@ -122,6 +125,14 @@ class Evaluator:
             float(np.mean(lengths)),
             returns,
         )
+
+    def _act(self, agent: Agent, obs: np.ndarray) -> Any:
+        """The agent's greedy action for one observation (a batch of one); the first is checked."""
+        actions = agent.act(obs, explore=False)
+        if not self.acted:
+            check_actions(agent, obs, actions, self.env.action_space)
+            self.acted = True
+        return actions[0]
 
     def close(self) -> None:
         """Close the env."""

@@ -15,7 +15,6 @@ import contextlib
 import copy
 import logging
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -24,6 +23,7 @@ from typing import Any
 import gymnasium as gym
 import torch
 
+from border_py.agents.contract import failure_report
 from border_py.agents.factory import build_agent
 from border_py.envs.factory import build_env_factory
 from border_py.errors import RunError
@@ -99,8 +99,8 @@ def eval_main(config: dict[str, Any], settings: EvalSettings, links: EvalLinks) 
         evaluator.close()
     except LearnerGone:
         return
-    except Exception:
-        error = traceback.format_exc()
+    except Exception as exc:
+        error = failure_report(exc)
         try:
             send(links.results, WorkerFailed(actor=-1, incarnation=0, error=error))
         except OSError:  # the learner is gone too: say it here (stderr) at least

@@ -107,6 +107,19 @@ SUMMARY_KEYS = {
     "restarts",
 }
 
+# The actors' transition accounting (ActorBackend.accounting) in words
+ACCOUNTING_LABELS = {
+    "sent": "sent",
+    "received": "received",
+    "dropped": "dropped at stop",
+    "received_total": "received in all sessions",
+}
+
+
+def _accounting(accounting: Mapping[str, Any]) -> str:
+    """The accounting row: its known counts labelled in words, any other key as it is."""
+    return _inline({ACCOUNTING_LABELS.get(key, key): value for key, value in accounting.items()})
+
 
 def summary_table(summary: Mapping[str, Any]) -> str:
     """A run summary (what ``train`` returns) as a short aligned table for the log.
@@ -156,7 +169,7 @@ def summary_table(summary: Mapping[str, Any]) -> str:
             at.append(_clock(solved["seconds"]))
         rows.append(("solved at", " · ".join(at)))
     if "accounting" in summary:
-        rows.append(("transitions", _inline(summary["accounting"])))
+        rows.append(("transitions", _accounting(summary["accounting"])))
     if "restarts" in summary:
         rows.append(("restarts", _count(summary["restarts"])))
     rows += [(key, _inline(value)) for key, value in summary.items() if key not in SUMMARY_KEYS]

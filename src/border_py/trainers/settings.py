@@ -75,7 +75,8 @@ class LoopSettings:
     Args:
         max_opts: optimization steps of the run (None: no opt-step budget).
         max_env_steps: env steps of the run, all actors together (None: no env-step budget).
-        warmup_period: transitions collected before the first optimization step.
+        warmup_period: transitions collected before the first optimization step; below
+            ``max_env_steps`` when that is set (an opt-step budget only counts after it).
         replay_ratio: opt steps x batch size per env step, the rate at which the learner replays
             data (None: each trainer's own keys decide: ``opt_interval``, or
             ``min_samples_per_opt``/``max_samples_per_opt``).
@@ -129,6 +130,14 @@ class LoopSettings:
             self.max_opts,
         )
         non_negative("warmup_period", self.warmup_period)
+        budget = self.max_env_steps
+        require(  # a warmup that fills the budget ends the run before its first opt step
+            "warmup_period",
+            budget is None or self.warmup_period < budget,
+            f"below trainer.max_env_steps={budget}, the run's budget in env steps: no opt step"
+            " would run (lower trainer.warmup_period or raise trainer.max_env_steps)",
+            self.warmup_period,
+        )
         if self.replay_ratio is not None:
             positive("replay_ratio", self.replay_ratio)
         require(

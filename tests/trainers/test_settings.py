@@ -1,0 +1,31 @@
+"""trainers/settings.py and the trainer options: one replay ratio serves both trainers."""
+
+from __future__ import annotations
+
+from omegaconf import OmegaConf
+
+from border_py.config import build
+from border_py.trainers.async_trainer import AsyncTrainer
+from border_py.trainers.serial import SerialTrainer
+
+from ..conftest import make_config
+
+DEFAULT_RATIO = 32  # docs/02-guide/configuration.md: one replay ratio serves both trainers
+
+
+def _trainer_and_batch(tmp_path, trainer: str) -> tuple[object, int]:
+    cfg = make_config(tmp_path, "experiment=none", f"trainer={trainer}")
+    spec = OmegaConf.to_container(cfg.trainer, resolve=True)
+    return build("trainer", spec), int(cfg.agent.batch_size)
+
+
+def test_experiment_none_gives_both_trainers_one_replay_ratio(tmp_path):
+    serial, batch = _trainer_and_batch(tmp_path, "serial")
+    assert isinstance(serial, SerialTrainer)
+    # what the serial schedule holds: opt steps x batch size per env step
+    assert batch / serial.env_steps_per_opt(batch) == DEFAULT_RATIO
+    asynchronous, async_batch = _trainer_and_batch(tmp_path, "async")
+    assert isinstance(asynchronous, AsyncTrainer) and async_batch == batch
+    # the async gates then come from the ratio alone (the per-opt sample keys stay unset)
+    assert asynchronous.replay_ratio == DEFAULT_RATIO
+    assert asynchronous.min_samples_per_opt == 0 and asynchronous.max_samples_per_opt is None
