@@ -98,7 +98,12 @@ class Evaluator:
         self.acted = False  # the agent's first actions are checked (check_actions), no later ones
 
     def evaluate(self, agent: Agent) -> EvalResult:
-        """Play the episodes with ``agent.act(..., explore=False)`` (and epsilon-random actions)."""
+        """Play the episodes with ``agent.act(..., explore=False)`` (and epsilon-random actions).
+
+        Raises:
+            AgentContractError: the first actions ``act`` returned do not fit the action space
+                (:func:`~border_py.agents.contract.check_actions`).
+        """
         returns, lengths = [], []
         for i in range(self.n_episodes):
             obs, _ = self.env.reset(seed=self.seed + i)
