@@ -70,11 +70,14 @@ def run_isolated(
     code: str, cwd: Path, blocked: tuple[str, ...] = ("torch", "border_py"), timeout: float = 120
 ) -> subprocess.CompletedProcess:
     """``python -c code`` in ``cwd`` where importing any of ``blocked`` fails
-    (``sys.modules[name] = None``: an ImportError), without the repo on the path."""
+    (``sys.modules[name] = None``: an ImportError), without the repo's code on the path (its
+    ``src``, ``tests`` and root; a virtual environment inside the checkout stays: numpy is there)."""
+    ours = tuple(str(p) for p in (REPO / "src", REPO / "tests", REPO / "examples"))
     prelude = (
         "import sys\n"
         + "".join(f"sys.modules[{name!r}] = None\n" for name in blocked)
-        + f"sys.path = [p for p in sys.path if p and not p.startswith({str(REPO)!r})]\n"
+        + f"sys.path = [p for p in sys.path if p and p != {str(REPO)!r}"
+        + f" and not p.startswith({ours!r})]\n"
     )
     return subprocess.run(
         [sys.executable, "-c", prelude + code],
