@@ -46,6 +46,7 @@ from cli_args import parse_with_overrides
 from hydra import compose, initialize_config_dir
 
 from border_py.actors.backend import ActorBackend, Launch
+from border_py.actors.clock import LocalClock
 from border_py.actors.process import ActorSpec, build_sampler
 from border_py.agents.dqn import DQN
 from border_py.config import build, config_dir
@@ -139,8 +140,8 @@ def actor_breakdown(config: dict, n_envs: int, steps: int = 3000) -> dict[str, f
     n-step part adds every step and takes once per ``n_buffer`` transitions, as an actor does;
     None for an agent other than DQN (whose parts these are)."""
     n_buffer = config["actor_manager"]["n_buffer"]
-    spec = ActorSpec(0, 0, n_envs, n_buffer, None, 0)
-    sampler = build_sampler(spec, config)
+    spec = ActorSpec(0, 0, n_envs, n_buffer, None)
+    sampler = build_sampler(spec, config, LocalClock())
     agent, env, processor = sampler.agent, sampler.env, sampler.processor
     if not isinstance(agent, DQN):
         sampler.close()

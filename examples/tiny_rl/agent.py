@@ -80,7 +80,7 @@ class TinyQ:
         self.lr = lr
         self.optimizer = torch.optim.Adam(self.q.parameters(), lr=lr)
         self.rng = np.random.default_rng(seed)
-        self.env_steps = 0  # exploring env steps acted: the epsilon schedule's position
+        self.env_steps = 0  # the epsilon schedule's position: the run's env steps
         self.updates = 0
 
     # -- acting (actors, evaluation) --------------------------------------------------------
@@ -107,7 +107,8 @@ class TinyQ:
         return {"train/epsilon": self.epsilon}
 
     def set_exploration_step(self, env_steps: int) -> None:
-        """Continue the epsilon schedule from ``env_steps`` (a resumed or restarted actor)."""
+        """Move the epsilon schedule to the run's env step ``env_steps`` (all actors together:
+        border calls it before each exploring ``act``)."""
         self.env_steps = env_steps
 
     # -- learning (the learner) -------------------------------------------------------------

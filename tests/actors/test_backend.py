@@ -14,7 +14,6 @@ def test_an_incarnation_continues_its_slot_with_its_own_epsilons():
     )
     spec = settings.spec(1, record)
     assert (spec.index, spec.incarnation, spec.n_envs, spec.n_buffer) == (1, 2, 2, 50)
-    assert spec.exploration_steps == 700
     assert spec.epsilons == pytest.approx(apex_epsilons(4, 0.4, 7.0)[2:])
     assert ActorSettings().spec(0, ActorRecord()).epsilons is None  # the agent's own schedule
 

@@ -107,14 +107,13 @@ class ActorSettings:
 
     def spec(self, index: int, record: ActorRecord) -> ActorSpec:
         """What starts the current incarnation of actor ``index`` (``record``: the slot's
-        counters): its envs, batch size and exploration, continued from where the slot was."""
+        counters): its envs, batch size and exploration."""
         return ActorSpec(
             index=index,
             incarnation=record.incarnation,
             n_envs=self.n_envs_per_actor,
             n_buffer=self.n_buffer,
             epsilons=self.epsilons()[index],
-            exploration_steps=record.env_steps,
         )
 
     def slots(self, resume: dict[str, Any] | None) -> tuple[list[ActorRecord], list[RestartPolicy]]:
@@ -171,7 +170,7 @@ class ActorRecord:
     incarnation_received: int = 0  # transitions received from the current incarnation
     episodes: int = 0
     return_sum: float = 0.0
-    env_steps: int = 0  # env steps of this slot (all incarnations): its exploration position
+    env_steps: int = 0  # env steps received from this slot (all incarnations and sessions)
     said_bye: bool = False
     incarnation_error: str | None = None  # the exception the current incarnation reported
 
@@ -252,6 +251,8 @@ class Launch:
         agent: the learner's agent (the in-process backend acts with it).
         policy: the learner's current acting weights (what actors start from).
         opt_steps: the learner's opt steps (a resumed run starts later).
+        env_steps: the run's env steps so far (where the actors' exploration schedules start:
+            :mod:`border_py.actors.clock`).
         resume: the trainer state of the checkpoint a resumed run continues, else None.
     """
 
@@ -260,6 +261,7 @@ class Launch:
     agent: Agent
     policy: dict[str, torch.Tensor]
     opt_steps: int
+    env_steps: int = 0
     resume: dict[str, Any] | None = None
 
 

@@ -21,6 +21,7 @@ from border_py.actors.backend import (
     Launch,
     accounting_of,
 )
+from border_py.actors.clock import LocalClock
 from border_py.actors.sampler import Sampler, SampleStats, sampler_options
 from border_py.agents.base import FixedEpsilon
 from border_py.envs.factory import build_env_factory
@@ -57,6 +58,7 @@ class InlineActor:
             self.settings.n_envs_per_actor,
             derive_seed(config["seed"], "actor", 0, "env"),
             replayable=True,
+            clock=LocalClock(launch.env_steps),  # the run's env steps: this actor takes them all
             **sampler_options(config),
         )
         self.publish(launch.policy, launch.opt_steps)

@@ -29,6 +29,7 @@ from border_py.actors.backend import (
     Launch,
     accounting_of,
 )
+from border_py.actors.clock import SharedClock
 from border_py.actors.process import ActorLinks, actor_main
 from border_py.actors.sampler import sampler_options
 from border_py.config import require
@@ -159,8 +160,7 @@ class ActorManager(ActorSettings):
         """Allocate the channels and weights, then start every actor (they wait for weights)."""
         ctx = self._ctx = self.context()
         self._config = launch.config
-        cores = usable_cores()
-        if self.n_actors > cores:
+        if self.n_actors > (cores := usable_cores()):
             log.warning(
                 "%d actors on %d CPU cores: actors, learner and evaluator share them (the actors"
                 " run at nice %d, so the learner keeps its share); for more samples: a fast env,"
@@ -177,6 +177,7 @@ class ActorManager(ActorSettings):
         self.weights.publish(launch.policy, launch.opt_steps)
         self.heartbeats = Heartbeats.create(ctx, self.n_actors)
         self.stopping = ctx.RawValue("b", 0)
+        self.clock = SharedClock.create(ctx, self.n_actors, launch.env_steps)
         self.records, self._policies = self.slots(launch.resume)
         self._running = [None] * self.n_actors
         for index in range(self.n_actors):
@@ -190,9 +191,8 @@ class ActorManager(ActorSettings):
         spec = self.spec(index, record)
         notices_r, notices_w = self._ctx.Pipe(duplex=False)
         credits_r, credits_w = self._ctx.Pipe(duplex=False)
-        links = ActorLinks(
-            self.rings[index], notices_w, credits_r, self.weights, self.heartbeats, self.stopping
-        )
+        shared = (self.weights, self.heartbeats, self.stopping, self.clock.slot(index))
+        links = ActorLinks(self.rings[index], notices_w, credits_r, *shared)
         process = self._ctx.Process(
             target=actor_main, args=(spec, self._config, links), name=f"border-actor-{index}"
         )
@@ -370,7 +370,7 @@ class ActorManager(ActorSettings):
     # -- reporting ---------------------------------------------------------------------------
 
     def state(self) -> dict[str, Any]:
-        """The slots' counters and exploration positions."""
+        """The slots' counters."""
         return {"actors": [record.state() for record in self.records]}
 
     def accounting(self) -> dict[str, int]:

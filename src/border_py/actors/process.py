@@ -20,8 +20,9 @@ from typing import Any
 
 import numpy as np
 
+from border_py.actors.clock import RunClock, SharedClock
 from border_py.actors.sampler import Sampler, SampleStats, sampler_options
-from border_py.agents.base import Agent, ExplorationPosition, FixedEpsilon
+from border_py.agents.base import Agent, FixedEpsilon
 from border_py.agents.contract import failure_report
 from border_py.agents.factory import build_agent
 from border_py.envs.factory import build_env_factory
@@ -46,8 +47,8 @@ class ActorSpec:
         incarnation: 0 for the first start, +1 per restart (and per resumed session).
         n_envs: envs stepped together.
         n_buffer: transitions per batch.
-        epsilons: a fixed exploration epsilon per env (Ape-X), None: the agent's own schedule.
-        exploration_steps: env steps this slot already explored (continues the schedule).
+        epsilons: a fixed exploration epsilon per env (Ape-X), None: the agent's own schedule
+            (at the run's env steps: :mod:`border_py.actors.clock`).
     """
 
     index: int
@@ -55,7 +56,6 @@ class ActorSpec:
     n_envs: int
     n_buffer: int
     epsilons: list[float] | None
-    exploration_steps: int
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,7 @@ class ActorLinks:
     weights: SharedWeights
     heartbeats: Heartbeats
     stopping: Any  # a shared byte, set when the learner's shutdown begins
+    clock: SharedClock  # the run's env steps; this actor advances its own slot
 
 
 def actor_main(spec: ActorSpec, config: dict[str, Any], links: ActorLinks) -> None:
@@ -84,7 +85,7 @@ def actor_main(spec: ActorSpec, config: dict[str, Any], links: ActorLinks) -> No
 
     sender = BatchSender(links.ring, links.notices, links.credits)
     try:
-        sampler = build_sampler(spec, config)
+        sampler = build_sampler(spec, config, links.clock)
         while links.weights.version == 0:  # act with the learner's weights only
             if not running():
                 return
@@ -175,9 +176,9 @@ def _sample_until_stopped(
     return sent, dropped
 
 
-def build_sampler(spec: ActorSpec, config: dict[str, Any]) -> Sampler:
-    """The actor's envs and its CPU copy of the agent, exploring as the spec says (the same for an
-    actor process and a Ray actor, :mod:`border_py.actors.ray.worker`)."""
+def build_sampler(spec: ActorSpec, config: dict[str, Any], clock: RunClock) -> Sampler:
+    """The actor's envs and its CPU copy of the agent, exploring as the spec says at the run's
+    ``clock`` (the same for an actor process and a Ray actor, :mod:`border_py.actors.ray.worker`)."""
     env_factory = build_env_factory(config)
     agent = build_agent(
         config, env_factory.spaces(), "cpu", f"actor/{spec.index}/{spec.incarnation}"
@@ -186,12 +187,11 @@ def build_sampler(spec: ActorSpec, config: dict[str, Any]) -> Sampler:
         if not isinstance(agent, FixedEpsilon):
             raise TypeError(f"{type(agent).__name__} cannot fix its epsilon (set_epsilon)")
         agent.set_epsilon(np.asarray(spec.epsilons))
-    if spec.exploration_steps and isinstance(agent, ExplorationPosition):
-        agent.set_exploration_step(spec.exploration_steps)
     return Sampler(
         env_factory,
         agent,
         spec.n_envs,
         derive_seed(config["seed"], "actor", spec.index, spec.incarnation, "env"),
+        clock=clock,
         **sampler_options(config),
     )

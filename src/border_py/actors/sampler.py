@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy as np
 
+from border_py.actors.clock import RunClock
 from border_py.actors.frames import FrameEncoder
 from border_py.actors.nstep import NStepProcessor
 from border_py.actors.values import ActedValueScorer
-from border_py.agents.base import Agent, TDErrorScoring, ValueActing
+from border_py.agents.base import Agent, ExplorationPosition, TDErrorScoring, ValueActing
 from border_py.agents.contract import check_actions
 from border_py.envs.factory import GymEnvFactory
 from border_py.envs.vector import BatchedEnv, VectorEnv
@@ -60,6 +61,9 @@ class Sampler:
             (``replay_buffer.priority_from_actors``): with frames and an agent that acts on
             values it hands out (:class:`~border_py.agents.base.ValueActing`), from the values it
             acted on (:mod:`border_py.actors.values`), else from its ``td_error``.
+        clock: the run's env steps, all actors together (:mod:`border_py.actors.clock`): before
+            each exploring policy call an agent with ``set_exploration_step`` is moved to its
+            position, and each env step advances it (None: the agent counts its own steps).
     """
 
     def __init__(
@@ -71,8 +75,13 @@ class Sampler:
         replayable: bool = False,
         frame_stack: int | None = None,
         priorities: bool = False,
+        clock: RunClock | None = None,
     ) -> None:
         self.agent = agent
+        self.clock = clock
+        self._move_schedule: Callable[[int], None] | None = None  # checked once, not per step
+        if clock is not None and isinstance(agent, ExplorationPosition):
+            self._move_schedule = agent.set_exploration_step
         self.priorities = priorities
         self.seed, self.frame_stack = seed, frame_stack
         self.env: BatchedEnv = env_factory.make_vector(n_envs, seed, replayable)
@@ -97,6 +106,9 @@ class Sampler:
     def _step(self, stats: SampleStats) -> None:
         """One batched policy call and one step of every env, added to the n-step windows."""
         obs = self.env.obs
+        if self._move_schedule is not None:  # the schedule stands where the run does
+            assert self.clock is not None
+            self._move_schedule(self.clock.position())
         if self.scorer is not None:
             action = self.scorer.act(obs)
         else:
@@ -106,6 +118,8 @@ class Sampler:
             self.acted = True
         step = self.env.step(action)
         stats.env_steps += self.env.num_envs
+        if self.clock is not None:
+            self.clock.advance(self.env.num_envs)
         stats.episode_returns += step.episode_returns
         stats.episode_lengths += step.episode_lengths
         if self.frames is None:

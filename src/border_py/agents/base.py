@@ -19,8 +19,10 @@ starts (a setting that needs one the agent lacks fails in one line):
 
 - :class:`FixedEpsilon` (``set_epsilon``): Ape-X actors act with fixed epsilons
   (``actor_manager.exploration=apex``): one for every env, or one per env row of ``act``'s batch.
-- :class:`ExplorationPosition` (``set_exploration_step``): a resumed actor continues its exploration
-  schedule where its slot left it.
+- :class:`ExplorationPosition` (``set_exploration_step``): the schedule counts the run's env steps,
+  all actors together: before each exploring ``act`` the sampler moves it to the run's position
+  (:mod:`border_py.actors.clock`), the same for 1 actor, several and the serial trainer, and a
+  resumed run's. An agent without it counts what its own copy acts (each actor on its own).
 - :class:`TDErrorScoring` (``td_error``): actors compute initial priorities
   (``replay_buffer.priority_from_actors=true``): the per-sample TD-error magnitudes of a batch of
   fresh transitions under the policy weights alone (no gradient, no state change; bootstrap from
@@ -119,10 +121,11 @@ class FixedEpsilon(Protocol):
 
 @runtime_checkable
 class ExplorationPosition(Protocol):
-    """An agent whose exploration schedule can continue from a given position."""
+    """An agent whose exploration schedule follows the run's env steps (all actors together)."""
 
     def set_exploration_step(self, env_steps: int) -> None:
-        """Continue the schedule as if ``env_steps`` exploring env steps had been acted."""
+        """Act from now on as the schedule says at the run's env step ``env_steps`` (called
+        before each exploring ``act``; cheap: an assignment)."""
 
 
 @runtime_checkable

@@ -80,7 +80,8 @@ class DQNArgs(HParams):
         tau: Polyak coefficient for a soft target update every opt step (None: hard copies).
         eps_start: initial exploration epsilon.
         eps_final: final exploration epsilon.
-        eps_decay_steps: env steps over which epsilon decays linearly.
+        eps_decay_steps: env steps of the run (all actors together) over which epsilon decays
+            linearly.
         compile: run the TD loss (forward and backward) through ``torch.compile``
             (:mod:`border_py.agents.compiled`).
         compile_mode: ``torch.compile``'s mode: ``default``, ``reduce-overhead`` (CUDA graphs)

@@ -1,9 +1,12 @@
 """Epsilon-greedy exploration shared by the value-based agents (DQN, IQN).
 
-The schedule runs in env steps acted with ``explore=True``; Ape-X actors fix epsilon instead
+The schedule runs in the run's env steps, all actors together: before each exploring call a
+sampler moves it to the run's position (``set_exploration_step``, :mod:`border_py.actors.clock`),
+so that 1 actor, several and the serial trainer act with the same epsilon at the same total env
+step, and a resumed run goes on where it stood. Between two such moves (an agent used on its own)
+it counts the env steps it acted with ``explore=True``. Ape-X actors fix epsilon instead
 (``set_epsilon``: one value, or one per env row of ``act``'s batch, so that every env of every actor
-gets its own rung of the Ape-X ladder), and a resumed actor continues its schedule
-(``set_exploration_step``).
+gets its own rung of the Ape-X ladder).
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ class EpsilonGreedy:
         seed: seed of the exploration generator.
         eps_start: initial epsilon.
         eps_final: final epsilon.
-        eps_decay_steps: env steps over which epsilon decays linearly.
+        eps_decay_steps: env steps of the run (all actors together) over which epsilon decays
+            linearly.
     """
 
     def __init__(
@@ -40,7 +44,7 @@ class EpsilonGreedy:
         self.n_actions = n_actions
         self.eps_start, self.eps_final, self.eps_decay_steps = eps_start, eps_final, eps_decay_steps
         self.rng = np.random.default_rng(seed)
-        self.env_steps = 0  # exploration position: env steps acted with explore=True
+        self.env_steps = 0  # exploration position: the run's env steps (see the module docstring)
         self.fixed_epsilon: float | np.ndarray | None = None  # set_epsilon's, else the schedule
 
     @property
@@ -65,7 +69,7 @@ class EpsilonGreedy:
         self.fixed_epsilon = float(eps) if eps.ndim == 0 else eps
 
     def set_exploration_step(self, env_steps: int) -> None:
-        """Continue the epsilon schedule from ``env_steps`` (an actor of a resumed run)."""
+        """Act from now on with the schedule's epsilon at the run's env step ``env_steps``."""
         self.env_steps = env_steps
 
     def exploration_stats(self) -> dict[str, float]:

@@ -134,9 +134,10 @@ class SACArgs(HParams):
         alpha: the entropy coefficient: its initial value (``learn_alpha``) or its fixed value.
         learn_alpha: tune alpha toward ``target_entropy`` (automatic entropy tuning).
         target_entropy: the entropy alpha is tuned toward (None: ``-|A|``, the paper's heuristic).
-        random_steps: env steps of uniformly random actions before the policy acts, counted in the
-            agent's own exploring env steps (each actor's, in the async trainer; a resumed actor
-            continues its count).
+        random_steps: env steps of uniformly random actions before the policy acts, counted in
+            the run's env steps, all actors together (a sampler moves the agent there before each
+            exploring call: :mod:`border_py.actors.clock`), so the random phase ends at the same
+            total env step whatever the actors, and a resumed run does not repeat it.
         noise_correlation: rho in [0, 1) of the exploring policy's noise (see the module
             docstring): 0 samples the policy with white noise (the paper's SAC), 0.99 keeps pushes
             for about 100 steps. Each env row of ``act``'s batch has its own noise, which runs on
@@ -246,7 +247,7 @@ class SAC(Checkpointed):
         self.generator = torch.Generator(device=self.device)  # the update's action samples
         self.generator.manual_seed(seed)
         self.noise: np.ndarray | None = None  # the correlated noise of each env row (rho > 0)
-        self.env_steps = 0  # exploration position: env steps acted with explore=True
+        self.env_steps = 0  # exploration position: the run's env steps (actors/clock.py)
         self.opt_steps = 0
 
     def _action_bounds(self, action_space: gym.spaces.Box) -> None:
@@ -261,7 +262,7 @@ class SAC(Checkpointed):
         self._scale_t = torch.as_tensor(self.scale, device=self.device)
 
     def set_exploration_step(self, env_steps: int) -> None:
-        """Continue from ``env_steps`` exploring env steps (an actor of a resumed run)."""
+        """Act from now on as at the run's env step ``env_steps`` (random steps left or not)."""
         self.env_steps = env_steps
 
     def to_env(self, squashed: np.ndarray) -> np.ndarray:
@@ -306,8 +307,10 @@ class SAC(Checkpointed):
         return self.noise
 
     def exploration_stats(self) -> dict[str, float]:
-        """Nothing: SAC explores by sampling its policy (its entropy is in the update's metrics)."""
-        return {}
+        """``train/random_phase``: 1 while the next exploring actions are uniformly random (the
+        first ``random_steps``), then 0: SAC explores by sampling its policy (its entropy is in the
+        update's metrics)."""
+        return {"train/random_phase": float(self.env_steps < self.args.random_steps)}
 
     def standard_normal(self, shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
         """The update's N(0, 1) draws, from :attr:`generator` on the learner's device."""

@@ -110,6 +110,7 @@ class Trainer:
             agent=parts.agent,
             policy=parts.agent.policy_state(),
             opt_steps=state.opt_steps,
+            env_steps=state.env_steps,
             resume=None if resume is None else resume.state.backend,
         )
 

@@ -109,6 +109,7 @@ class RayActors(ActorSettings):
         self.weights = RayWeights()
         self._stopped = False
         self._halted = False  # the budget is reached: no new calls
+        self._env_steps = 0
 
     def check_resources(self, config: dict[str, Any], spaces: tuple[Any, Any], n_step: int) -> None:
         """Also bound the actors of a local Ray by this machine's cores (a cluster's CPUs are
@@ -125,6 +126,7 @@ class RayActors(ActorSettings):
 
         self._config = launch.config
         self.records, self._policies = self.slots(launch.resume)
+        self._env_steps = launch.env_steps  # the run's, received: where new calls explore from
         self._calls = Calls(self.n_actors)
         self.nodes = [None] * self.n_actors
         self.publish(launch.policy, launch.opt_steps)
@@ -224,7 +226,8 @@ class RayActors(ActorSettings):
     def _top_up(self) -> None:
         """Give the actors new calls (none once the budget is reached or the stop began)."""
         if not (self._stopped or self._halted):
-            self._calls.top_up(self.weights, self.max_calls_in_flight, self.queue_size)
+            limits = (self.max_calls_in_flight, self.queue_size)
+            self._calls.top_up(self.weights, limits, self._env_steps, self.n_buffer)
 
     # -- data in -----------------------------------------------------------------------------
 
@@ -267,6 +270,7 @@ class RayActors(ActorSettings):
                 )
                 continue
             record.count(result)
+            self._env_steps += result.env_steps
             if deliver is not None:
                 deliver(result)
             delivered += 1
@@ -369,7 +373,7 @@ class RayActors(ActorSettings):
     # -- reporting ---------------------------------------------------------------------------
 
     def state(self) -> dict[str, Any]:
-        """The slots' counters and exploration positions (as the local backend's)."""
+        """The slots' counters (as the local backend's)."""
         return {"actors": [record.state() for record in self.records]}
 
     def accounting(self) -> dict[str, int]:

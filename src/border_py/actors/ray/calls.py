@@ -99,15 +99,26 @@ class Calls:
         run.calls.append(Call(handle.node.remote(), sample=False, submitted=time.monotonic()))
         self.running[index] = run
 
-    def top_up(self, weights: RayWeights, max_calls_in_flight: int, queue_size: int) -> None:
+    def top_up(
+        self,
+        weights: RayWeights,
+        limits: tuple[int, int],
+        received: int,
+        per_call: int,
+    ) -> None:
         """Give every sound actor new calls up to ``max_calls_in_flight``, unless ``queue_size``
-        batches of it already wait for the learner; a call carries newer weights, if any."""
+        batches of it already wait for the learner (``limits``); a call carries newer weights,
+        if any, and where its exploration starts: the run's env steps the learner ``received``
+        plus ``per_call`` for each sample call before it not taken yet."""
+        max_calls_in_flight, queue_size = limits
+        ahead = sum(c.sample for run in self.running if run is not None for c in run.calls)
         for run in self.running:
             if run is None or run.failure is not None:
                 continue
             while run.running() < max_calls_in_flight and run.waiting() < queue_size:
                 ref, run.version = weights.since(run.version)
-                call = run.handle.sample.remote(ref)
+                call = run.handle.sample.remote(ref, received + ahead * per_call)
+                ahead += 1
                 run.calls.append(Call(call, sample=True, submitted=time.monotonic()))
 
     def outstanding(self) -> dict[Any, int]:

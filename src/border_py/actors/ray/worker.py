@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from border_py.actors.clock import LocalClock
 from border_py.actors.process import ActorSpec, build_sampler
 from border_py.actors.sampler import Sampler, SampleStats
 from border_py.processes.children import one_thread_each
@@ -23,7 +24,9 @@ class SamplerActor:
 
     Each :meth:`sample` call loads the weights it carries (if any), samples ``n_buffer``
     transitions with the same sampler as an actor process and returns them with what the actor
-    knew, as a :class:`~border_py.transport.batch.ReceivedBatch`.
+    knew, as a :class:`~border_py.transport.batch.ReceivedBatch`. Its exploration starts at the
+    run's env steps the call carries: what the learner received plus a batch for each call in
+    flight before it (:meth:`~border_py.actors.ray.calls.Calls.top_up`).
 
     Args:
         spec: the slot, its incarnation, envs, batch size and exploration.
@@ -34,6 +37,7 @@ class SamplerActor:
         one_thread_each()
         self.spec, self.config = spec, config
         self.sampler: Sampler | None = None
+        self.clock = LocalClock()
         self.policy_opt_steps = 0
         self.loaded_at = 0.0
         self.sent = 0
@@ -45,8 +49,9 @@ class SamplerActor:
 
         return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
 
-    def sample(self, weights: PolicyWeights | None) -> ReceivedBatch:
-        """Load ``weights`` (None: keep the current ones), sample one batch and return it.
+    def sample(self, weights: PolicyWeights | None, position: int) -> ReceivedBatch:
+        """Load ``weights`` (None: keep the current ones), sample one batch exploring from the
+        run's env step ``position``, and return it.
 
         The envs and the agent copy are built by the first call (a bad env fails that call).
         ``waited`` is the time since the previous call ended: the actor idled, waiting for the
@@ -55,11 +60,12 @@ class SamplerActor:
         began = time.monotonic()
         waited = 0.0 if self.idle_since is None else began - self.idle_since
         if self.sampler is None:
-            self.sampler = build_sampler(self.spec, self.config)
+            self.sampler = build_sampler(self.spec, self.config, self.clock)
         agent = self.sampler.agent
         if weights is not None:
             agent.load_policy_state(weights.state())
             self.policy_opt_steps, self.loaded_at = weights.opt_steps, time.time()
+        self.clock.set(position)
         stats = SampleStats()
         batch = self.sampler.sample(self.spec.n_buffer, stats)
         self.sent += len(batch)
