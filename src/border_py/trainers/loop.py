@@ -2,9 +2,11 @@
 
 The learner takes batches from an actor backend into the replay buffer, optimizes when the gate
 says it may, publishes its weights, asks for evaluations, records, checkpoints, and stops at the
-budget, the target return, a stop signal or the ``on_eval`` callback's request. Trainers differ
-only in their wiring (:mod:`border_py.trainers.serial`, :mod:`border_py.trainers.async_trainer`):
-which actor backend, which evaluation service, which gate.
+budget, the target return, a stop signal or the ``on_eval`` callback's request; at a normal end it
+has its final weights and the best checkpoint's played on fresh episodes
+(:mod:`border_py.trainers.final`). Trainers differ only in their wiring
+(:mod:`border_py.trainers.serial`, :mod:`border_py.trainers.async_trainer`): which actor backend,
+which evaluation service, which gate.
 """
 
 from __future__ import annotations
