@@ -199,6 +199,8 @@ def test_border_train_applies_a_recipe_from_the_users_config_dir(tmp_path):
     cfg = _cfg_job(out.stdout)
     assert cfg["env"]["id"] == "Taxi-v3" and cfg["agent"]["lr"] == 7e-3  # the user's recipe
     assert cfg["agent"]["hidden_sizes"] == [8]  # under the command line's keys
+    applied = "border: recipe dqn_taxi applied (looked up by agent=dqn, env.id=Taxi-v3)"
+    assert applied in out.stderr  # --cfg says which recipe, the user's one too
 
 
 # -- the recipes ----------------------------------------------------------------------------

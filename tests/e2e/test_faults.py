@@ -349,7 +349,8 @@ def test_resume_auto_needs_a_run_dir(tmp_path):
 def test_a_failing_checkpoint_write_ends_the_run_in_one_line_and_keeps_earlier_ones(tmp_path):
     run = tmp_path / "run"
     # bytes per file: the first checkpoint's replay observations (replay_buffer/obs.npy: ~2,200
-    # CartPole observations of 16 bytes) fit, the second's (~4,200) do not
+    # CartPole observations of 16 bytes, at replay ratio 64: one opt step every 2 env steps) fit,
+    # the second's (~4,200) do not
     limit = 50_000
 
     def small_files() -> None:
@@ -362,6 +363,7 @@ def test_a_failing_checkpoint_write_ends_the_run_in_one_line_and_keeps_earlier_o
             "trainer=serial",
             *SMALL,
             "trainer.max_opts=2000",
+            "trainer.replay_ratio=64",  # the env steps per opt step the limit above counts on
             "trainer.save_interval=1000",
             "trainer.eval_interval=1000",
             "trainer.save_replay_buffer=true",

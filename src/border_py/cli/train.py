@@ -20,7 +20,7 @@ from border_py._version import __version__
 from border_py.cli.checks import check_overrides, hydra_args
 from border_py.cli.errors import fail
 from border_py.cli.hydra_callbacks import report_sweep
-from border_py.cli.recipes import lookup, recipes
+from border_py.cli.recipes import lookup, recipes, searchpath_of
 from border_py.config import config_dir
 from border_py.errors import ConfigError, RunError
 from border_py.runs.results import read_result, write_result
@@ -144,7 +144,8 @@ def train_command(args: list[str]) -> int:
         args = hydra_args(args, parsed.overrides, checked)
     Notes.recipe = recipe
     if recipe is not None and inspect_only:
-        _say_recipe(recipe, sys.stdout if parsed.help else sys.stderr)
+        searchpath = searchpath_of(parsed.overrides, parsed.config_dir)
+        _say_recipe(recipe, searchpath, sys.stdout if parsed.help else sys.stderr)
     if fresh_in is not None:  # resume=auto with no checkpoint: start fresh there
         start_afresh(fresh_in)
     return _run_hydra(args)
@@ -158,10 +159,12 @@ def _run_hydra(args: list[str]) -> int:
     return report_sweep()
 
 
-def _say_recipe(recipe: str, stream: TextIO) -> None:
+def _say_recipe(recipe: str, searchpath: tuple[str, ...], stream: TextIO) -> None:
     """One line before ``--help``, ``--cfg`` or ``--info``: the values they show include the
-    looked-up recipe (on stderr for ``--cfg`` and ``--info``, whose stdout stays YAML)."""
-    basis = [f"agent={a}, env.id={e}" for (a, e), name in recipes().items() if name == recipe]
+    looked-up recipe, shipped or on ``searchpath`` (on stderr for ``--cfg`` and ``--info``, whose
+    stdout stays YAML)."""
+    found = recipes(searchpath).items()
+    basis = [f"agent={a}, env.id={e}" for (a, e), name in found if name == recipe]
     print(
         f"border: recipe {recipe} applied (looked up by {basis[0]}); values below include it;"
         " experiment=none leaves it out",

@@ -148,9 +148,8 @@ def load_policy(path: str | Path, trust: Any = None, device: str = "cpu") -> Pol
     env_steps = checkpoint.meta.get("env_steps")
     env_steps = env_steps if isinstance(env_steps, int) else None
     if env_steps is not None and isinstance(agent, ExplorationPosition):
-        agent.set_exploration_step(
-            env_steps
-        )  # predict(deterministic=False) explores as the run did
+        # predict(deterministic=False) explores where the run's schedule was
+        agent.set_exploration_step(env_steps)
     opt_steps = checkpoint.meta.get("opt_steps")
     return Policy(
         agent=agent,

@@ -102,7 +102,12 @@ class Evaluator:
     def evaluate(self, agent: Agent, seeds: range | None = None) -> EvalResult:
         """Play the episodes with ``agent.act(..., explore=False)`` (and epsilon-random actions):
         one per reset seed of ``seeds`` (None: the evaluator's own ``n_episodes`` from ``seed``;
-        the random draws of episode ``i`` seeded with ``(seeds.start, i)``)."""
+        the random draws of episode ``i`` seeded with ``(seeds.start, i)``).
+
+        Raises:
+            AgentContractError: the first actions ``act`` returned do not fit the action space
+                (:func:`~border_py.agents.contract.check_actions`).
+        """
         if seeds is None:
             seeds = range(self.seed, self.seed + self.n_episodes)
         returns, lengths = [], []
