@@ -3,8 +3,11 @@
 For each recipe (``conf/experiment/<name>.yaml``) and seed, it trains with ``border train
 experiment=<name>`` (async trainer, 2 actors) for RL Zoo's env-step budget, stopping early at RL
 Zoo's score, then prints a Markdown table: env steps to the Zoo's score (the first evaluation at or
-above it), the best evaluation within the Zoo's budget, and wall-clock seconds (from the start of
-training, evaluations included), next to the Zoo's score and budget. Runs land in
+above it), the best evaluation within the Zoo's budget (the maximum of noisy 10-episode
+estimates: optimistic), the honest final score (the final weights on ``trainer.final_eval_episodes``
+fresh episodes, ``result.json``'s ``final_eval``) and the best checkpoint played on those same
+episodes (``best_eval``), and wall-clock seconds (from the start of training, evaluations
+included), next to the Zoo's score and budget. Runs land in
 ``<out>/<recipe>/seed_<k>``; a run that already has a ``result.json`` is read, not trained again
 (``--force`` retrains), so the table can be extended seed by seed or printed alone (``--table-only``).
 
@@ -35,7 +38,7 @@ from pathlib import Path
 
 from cli_args import parse_with_overrides
 
-from border_py.reports.collect import Evaluation, read_run
+from border_py.reports.collect import Evaluation, FreshScore, read_run
 from border_py.runs.results import read_result
 
 
@@ -96,24 +99,31 @@ def _mean(values: list[float]) -> str:
     return f"{sum(values) / len(values):.1f}" if values else "-"
 
 
+def _fresh(score: FreshScore | None) -> str:
+    """A final evaluation as ``mean ± std (episodes)``, or ``-``."""
+    return "-" if score is None else score.text()
+
+
 def zoo_rows(out: Path, recipes: list[str], seeds: list[int]) -> list[str]:
     """The recipes' table (Markdown lines) from the runs in ``out``: per seed, env steps to the
     Zoo's score, the best evaluation within the Zoo's budget (with the env steps trained when a
-    run stopped short of both), and wall seconds."""
+    run stopped short of both), the final score on fresh episodes, the best checkpoint on those
+    episodes, and wall seconds."""
     lines = [
         "| recipe | RL Zoo score @ budget | reached | env steps to the Zoo score (per seed)"
-        " | best within the budget (per seed) | wall s (per seed) |",
-        "|---|---|---|---|---|---|",
+        " | best within the budget (per seed) | final score, fresh episodes (per seed)"
+        " | best re-evaluated (per seed) | wall s (per seed) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name in recipes:
         zoo = ZOO[name]
-        hits, bests, seconds = [], [], []
+        hits, bests, finals, rebests, seconds = [], [], [], [], []
         for seed in seeds:
             run_dir = out / name / f"seed_{seed}"
             if read_result(run_dir) is None:
                 hits.append("(no run)")
-                bests.append("-")
-                seconds.append("-")
+                for column in (bests, finals, rebests, seconds):
+                    column.append("-")
                 continue
             row = read_run(run_dir, out)
             hit = first_at(row.evaluations, zoo.score, zoo.budget)
@@ -122,11 +132,14 @@ def zoo_rows(out: Path, recipes: list[str], seeds: list[int]) -> list[str]:
             short = hit is None and (row.env_steps or 0) < zoo.budget
             trained = f" (at {_k(row.env_steps)})" if short else ""
             bests.append("-" if best is None else f"{best:.1f}{trained}")
+            finals.append(_fresh(row.final_eval))
+            rebests.append(_fresh(row.best_eval))
             seconds.append("-" if row.seconds is None else f"{row.seconds:.0f}")
         reached = sum(h.endswith("k") for h in hits)
         lines.append(
             f"| {name} ({zoo.env_id}) | {zoo.score:.1f} @ {_k(zoo.budget)} | {reached}/{len(seeds)}"
-            f" | {' / '.join(hits)} | {' / '.join(bests)} | {' / '.join(seconds)} |"
+            f" | {' / '.join(hits)} | {' / '.join(bests)} | {' / '.join(finals)}"
+            f" | {' / '.join(rebests)} | {' / '.join(seconds)} |"
         )
     return lines
 
@@ -134,8 +147,9 @@ def zoo_rows(out: Path, recipes: list[str], seeds: list[int]) -> list[str]:
 def default_rows(out: Path, seeds: list[int]) -> list[str]:
     """The 10-seed table of plain ``border train`` (Markdown lines) from the runs in ``out``."""
     lines = [
-        "| seed | solved (>= 475) | env steps | opt steps | seconds | best |",
-        "|---|---|---|---|---|---|",
+        "| seed | solved (>= 475) | env steps | opt steps | seconds | best (selection)"
+        " | final score (fresh episodes) | best re-evaluated |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     env, opt, secs = [], [], []
     for seed in seeds:
@@ -144,19 +158,21 @@ def default_rows(out: Path, seeds: list[int]) -> list[str]:
         hit = summary.get("solved_at")
         best = summary.get("best_return")
         best_text = "-" if best is None or not math.isfinite(best) else f"{best:.1f}"
+        fresh = [_fresh(FreshScore.read(summary.get(key))) for key in ("final_eval", "best_eval")]
+        scores = f"{best_text} | {fresh[0]} | {fresh[1]}"
         if hit:
             env.append(hit["env_steps"])
             opt.append(hit["opt_steps"])
             secs.append(hit["seconds"])
             lines.append(
                 f"| {seed} | yes | {hit['env_steps']} | {hit['opt_steps']} |"
-                f" {hit['seconds']:.1f} | {best_text} |"
+                f" {hit['seconds']:.1f} | {scores} |"
             )
         else:
             status = "no run" if result is None else f"no ({result['status']})"
-            lines.append(f"| {seed} | {status} | - | - | - | {best_text} |")
+            lines.append(f"| {seed} | {status} | - | - | - | {scores} |")
     lines.append(
-        f"| mean | {len(env)}/{len(seeds)} | {_mean(env)} | {_mean(opt)} | {_mean(secs)} | |"
+        f"| mean | {len(env)}/{len(seeds)} | {_mean(env)} | {_mean(opt)} | {_mean(secs)} | | | |"
     )
     return lines
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from border_py import train
 from border_py.agents.dqn import DQN
@@ -12,6 +13,7 @@ from border_py.cli.eval import evaluate_checkpoint
 from border_py.envs.factory import GymEnvFactory
 from border_py.errors import ConfigError
 from border_py.evaluation.evaluator import Evaluator
+from border_py.evaluation.service import InlineEvaluation
 
 from ..conftest import make_config
 
@@ -123,3 +125,39 @@ def _evaluate_seeded_random(seed: int) -> list[float]:
         return evaluator.evaluate(DQN(*CARTPOLE.spaces(), hidden_sizes=[8])).episode_returns
     finally:
         evaluator.close()
+
+
+def test_seeds_given_to_evaluate_are_the_episodes_reset_seeds_and_are_recorded():
+    agent = DQN(*CARTPOLE.spaces(), hidden_sizes=[8], seed=3)
+    evaluator = Evaluator(CARTPOLE, n_episodes=3, seed=7, max_steps=200, epsilon=0.5)
+    try:
+        own = evaluator.evaluate(agent)
+        assert own.seeds == range(7, 10)
+        given = evaluator.evaluate(agent, range(7, 9))
+        assert given.seeds == range(7, 9) and given.episode_returns == own.episode_returns[:2]
+        other = evaluator.evaluate(agent, range(50, 52))
+        assert other.seeds == range(50, 52) and len(other.episode_returns) == 2
+    finally:
+        evaluator.close()
+
+
+def test_inline_evaluation_on_given_seeds_plays_the_given_weights_then_restores_the_agents():
+    learner = DQN(*CARTPOLE.spaces(), hidden_sizes=[8], seed=3)
+    other = DQN(*CARTPOLE.spaces(), hidden_sizes=[8], seed=4).policy_state()
+    own = {k: v.clone() for k, v in learner.policy_state().items()}
+    seeds = range(100, 103)
+    alone = Evaluator(CARTPOLE, n_episodes=3, seed=100, max_steps=200)
+    service = InlineEvaluation(Evaluator(CARTPOLE, n_episodes=2, seed=7, max_steps=200), learner)
+    try:
+        expected = alone.evaluate(DQN(*CARTPOLE.spaces(), hidden_sizes=[8], seed=4))
+        assert service.request(5, 50, other, lambda: ({}, None), seeds)
+        (outcome,) = service.poll()
+        assert outcome.result.episode_returns == expected.episode_returns  # the other weights
+        assert outcome.result.seeds == seeds
+        for key, value in learner.policy_state().items():  # the learner's own weights are back
+            assert torch.equal(value, own[key]), key
+        mine = alone.evaluate(learner).episode_returns
+        assert mine != expected.episode_returns  # the two policies play these episodes apart
+    finally:
+        service.close()
+        alone.close()

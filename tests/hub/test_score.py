@@ -5,13 +5,8 @@ from __future__ import annotations
 import pytest
 
 from border_py.envs.factory import GymEnvFactory
-from border_py.hub.score import (
-    disjoint_start,
-    eval_max_steps,
-    fresh_score,
-    fresh_seeds,
-    run_eval_seeds,
-)
+from border_py.evaluation.seeds import run_eval_seeds
+from border_py.hub.score import card_seeds, eval_max_steps, fresh_score
 from border_py.resources import MAX_EVAL_EPISODES
 from border_py.seeding import derive_seed
 
@@ -22,18 +17,10 @@ def test_fresh_seeds_miss_every_seed_a_run_evaluation_can_use(root):
     assert used.start == derive_seed(root, "eval")  # the trainers' and border eval's base seed
     assert len(used) == MAX_EVAL_EPISODES  # trainer.eval_episodes is at most this
     for n in (1, 100, MAX_EVAL_EPISODES):
-        fresh = fresh_seeds(root, n)
+        fresh = card_seeds(root, n)
         assert len(fresh) == n
         assert not set(fresh) & set(used)
-    assert fresh_seeds(root, 100) == fresh_seeds(root, 100)  # a function of the run's seed
-
-
-def test_a_colliding_start_moves_past_the_runs_window():
-    used = range(1000, 1000 + MAX_EVAL_EPISODES)
-    assert disjoint_start(5000, used, 100) == used.stop  # inside the window
-    assert disjoint_start(950, used, 100) == used.stop  # overlapping its start
-    assert disjoint_start(900, used, 100) == 900  # ends right before it
-    assert disjoint_start(used.stop, used, 100) == used.stop  # right after it
+    assert card_seeds(root, 100) == card_seeds(root, 100)  # a function of the run's seed
 
 
 def test_eval_max_steps_takes_the_runs_own_positive_int_only():
@@ -58,7 +45,7 @@ class FirstAction:
 def test_fresh_score_plays_the_episodes_asked_on_the_fresh_seeds():
     env = GymEnvFactory("CartPole-v1")
     score = fresh_score(FirstAction(), env, {"seed": 3, "trainer": {"eval_max_steps": 200}}, 5)
-    assert score.seeds == fresh_seeds(3, 5)
+    assert score.seeds == card_seeds(3, 5)
     assert len(score.result.episode_returns) == 5
     assert score.max_steps == 200 and score.epsilon == 0.0
     # the same episodes, reset by hand: the returns are those of these seeds

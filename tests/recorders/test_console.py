@@ -113,3 +113,23 @@ def test_the_summary_of_a_real_run_shows_no_raw_key(tmp_path):
     table = summary_table(summary)
     assert "transitions  sent " in table and " received in all sessions " in table
     assert "_" not in table, table  # no key spelled as the code names it
+
+
+def test_summary_table_names_the_selection_and_the_fresh_scores():
+    fresh = {"episodes": 100, "seeds": [5, 104]}
+    summary = {
+        "best_return": 500.0,
+        "final_return": 500.0,
+        "mean_return": 320.5,
+        "selection_episodes": 10,
+        "final_eval": {"return_mean": 487.25, "return_std": 12.5, "opt_steps": 9000} | fresh,
+        "best_eval": {"return_mean": 495.5, "return_std": 4.25, "opt_steps": 7000} | fresh,
+        "objective": 500.0,
+    }
+    assert summary_table(summary).splitlines()[:2] == [
+        "returns     best 500 · final 500 · mean 320 · objective 500 (selection evaluations of"
+        " 10 episodes)",
+        "fresh eval  final weights 487 ± 12.5 · best checkpoint 496 ± 4.25 (100 fresh episodes)",
+    ]
+    del summary["best_eval"]  # a run without a best checkpoint
+    assert "fresh eval  final weights 487 ± 12.5 (100 fresh episodes)" in summary_table(summary)

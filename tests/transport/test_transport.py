@@ -85,9 +85,11 @@ def test_every_message_fits_one_atomic_pipe_write():
         return_max=3.0,
         length_mean=4.0,
         returns=[3.0] * 5000,
+        seeds=range(10, 5010),
     )
     cut = decode(encode(many))
     assert 0 < len(cut.returns) < 5000 and cut.return_mean == 3.0  # statistics stay exact
+    assert cut.seeds == range(10, 5010)
     with pytest.raises(ValueError, match="more than"):
         encode(_notice(exploration={f"k{i}": float(i) for i in range(1000)}))
 

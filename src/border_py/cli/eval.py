@@ -23,6 +23,7 @@ from border_py.config import closest, flag, fraction, positive, require
 from border_py.deploy.load import build_policy_agent
 from border_py.errors import ConfigError, RunError
 from border_py.evaluation.evaluator import EvalResult, Evaluator
+from border_py.evaluation.seeds import selection_seed
 from border_py.evaluation.video import check_video
 from border_py.files import make_dir, write_file
 from border_py.layout import CONFIG
@@ -31,7 +32,6 @@ from border_py.resources import MAX_EVAL_EPISODES
 from border_py.runs.checkpoint import Checkpoint, pick_checkpoint
 from border_py.runs.trust import Trust, literal
 from border_py.secrets import redact
-from border_py.seeding import derive_seed
 
 EVAL_DEFAULTS: dict[str, Any] = {
     "n_episodes": 10,  # episodes to play
@@ -125,7 +125,7 @@ def evaluate_checkpoint(
                 f"{out_dir}: cannot record videos there ({exc.strerror or exc}); choose where"
                 " border eval writes with eval.out=<dir>"
             ) from None
-    seed = cfg["seed"] if cfg["seed"] is not None else derive_seed(config["seed"], "eval")
+    seed = cfg["seed"] if cfg["seed"] is not None else selection_seed(config["seed"])
     epsilon = cfg["epsilon"] if cfg["epsilon"] is not None else env_factory.eval_epsilon
     try:
         with warnings.catch_warnings():  # the video dir is new: made just above

@@ -129,9 +129,12 @@ class AtariEnvFactory(GymEnvFactory):
     Attributes:
         eval_epsilon: the default probability of a random action in evaluation episodes: 0.001,
             as in Dopamine's Atari agents.
+        final_eval_episodes: the default episodes of a run's final evaluations: 10 (an Atari
+            episode runs thousands of steps, up to 27,000 with the usual time limit).
     """
 
     eval_epsilon = 0.001
+    final_eval_episodes = 10
     atari = True
 
     def __init__(

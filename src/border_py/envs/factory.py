@@ -118,9 +118,13 @@ class GymEnvFactory:
     Attributes:
         eval_epsilon: the probability of a random action in evaluation episodes that this kind of
             env's protocol uses (see :class:`~border_py.evaluation.evaluator.Evaluator`): 0, greedy.
+        final_eval_episodes: the episodes of a run's final evaluations when
+            ``trainer.final_eval_episodes`` is null: 100, as RL Zoo's and the literature's final
+            scores of classic-control and MuJoCo tasks.
     """
 
     eval_epsilon: float = 0.0
+    final_eval_episodes: int = 100
     atari: bool = False  # whether the C++ Atari backends can step it
 
     def __init__(

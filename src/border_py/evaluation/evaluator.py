@@ -27,6 +27,7 @@ class EvalResult:
     return_max: float
     length_mean: float
     episode_returns: list[float]
+    seeds: range = range(0)  # the episodes' reset seeds, in order (empty: not recorded)
 
     def scalars(self) -> dict[str, float]:
         """The result as ``eval/`` scalars."""
@@ -40,7 +41,8 @@ class EvalResult:
 
 
 class Evaluator:
-    """Runs ``n_episodes`` episodes; episode ``i`` always starts from reset seed ``seed + i``.
+    """Runs ``n_episodes`` episodes; episode ``i`` always starts from reset seed ``seed + i`` (or
+    from the ``i``-th seed of the range that :meth:`evaluate` is given).
 
     Each step takes the agent's greedy action (``act(..., explore=False)``), or, with probability
     ``epsilon``, a uniformly random one (Discrete action spaces only; the evaluation epsilon of
@@ -97,17 +99,21 @@ class Evaluator:
         self.epsilon = epsilon
         self.acted = False  # the agent's first actions are checked (check_actions), no later ones
 
-    def evaluate(self, agent: Agent) -> EvalResult:
-        """Play the episodes with ``agent.act(..., explore=False)`` (and epsilon-random actions).
+    def evaluate(self, agent: Agent, seeds: range | None = None) -> EvalResult:
+        """Play the episodes with ``agent.act(..., explore=False)`` (and epsilon-random actions):
+        one per reset seed of ``seeds`` (None: the evaluator's own ``n_episodes`` from ``seed``;
+        the random draws of episode ``i`` seeded with ``(seeds.start, i)``).
 
         Raises:
             AgentContractError: the first actions ``act`` returned do not fit the action space
                 (:func:`~border_py.agents.contract.check_actions`).
         """
+        if seeds is None:
+            seeds = range(self.seed, self.seed + self.n_episodes)
         returns, lengths = [], []
-        for i in range(self.n_episodes):
-            obs, _ = self.env.reset(seed=self.seed + i)
-            rng = np.random.default_rng((self.seed, i))
+        for i, seed in enumerate(seeds):
+            obs, _ = self.env.reset(seed=seed)
+            rng = np.random.default_rng((seeds.start, i))
             total, steps = 0.0, 0
             while steps < self.max_steps:
                 if self.random_actions is not None and rng.random() < self.epsilon:
@@ -129,6 +135,7 @@ class Evaluator:
             float(r.max()),
             float(np.mean(lengths)),
             returns,
+            seeds,
         )
 
     def _act(self, agent: Agent, obs: np.ndarray) -> Any:

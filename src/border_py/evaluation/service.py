@@ -46,8 +46,10 @@ class EvalService(Protocol):
         env_steps: int,
         policy: dict[str, torch.Tensor],
         snapshot: Snapshot,
+        seeds: range | None = None,
     ) -> bool:
-        """Evaluate ``policy`` (the weights of ``opt_steps``); False if busy (not queued)."""
+        """Evaluate ``policy`` (the weights of ``opt_steps``) on the reset seeds ``seeds`` (None:
+        the run's selection evaluation episodes); False if busy (not queued)."""
 
     def poll(self, timeout: float = 0.0) -> list[EvalOutcome]:
         """Finished evaluations, waiting up to ``timeout`` seconds for one."""
@@ -85,9 +87,23 @@ class InlineEvaluation:
         env_steps: int,
         policy: dict[str, torch.Tensor],
         snapshot: Snapshot,
+        seeds: range | None = None,
     ) -> bool:
-        """Play the evaluation episodes now."""
-        result = self.evaluator.evaluate(self.agent)
+        """Play the evaluation episodes now.
+
+        A selection evaluation (``seeds`` None) plays the learner's agent as it is: its weights are
+        ``policy``. One on ``seeds`` (the run's final evaluations) may be of other weights (the
+        best checkpoint's): the agent plays them, then gets its own back.
+        """
+        if seeds is None:
+            result = self.evaluator.evaluate(self.agent)
+        else:
+            own = {key: value.detach().clone() for key, value in self.agent.policy_state().items()}
+            self.agent.load_policy_state(policy)
+            try:
+                result = self.evaluator.evaluate(self.agent, seeds)
+            finally:
+                self.agent.load_policy_state(own)
         self._done.append(EvalOutcome(opt_steps, env_steps, result, policy, snapshot))
         return True
 

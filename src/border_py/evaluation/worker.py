@@ -134,7 +134,7 @@ def _evaluate(request: EvalRequest, agent: Any, evaluator: Evaluator, links: Eva
             raise RuntimeError(f"the weights of version {request.version} never became readable")
         time.sleep(0.01)
     agent.load_policy_state(latest[2])
-    result = evaluator.evaluate(agent)
+    result = evaluator.evaluate(agent, request.seeds)
     done = EvalDone(
         opt_steps=request.opt_steps,
         env_steps=request.env_steps,
@@ -144,6 +144,7 @@ def _evaluate(request: EvalRequest, agent: Any, evaluator: Evaluator, links: Eva
         return_max=result.return_max,
         length_mean=result.length_mean,
         returns=result.episode_returns,
+        seeds=result.seeds,
     )
     try:
         send(links.results, done)
@@ -219,8 +220,10 @@ class EvalWorker:
         env_steps: int,
         policy: dict[str, torch.Tensor],
         snapshot: Snapshot,
+        seeds: range | None = None,
     ) -> bool:
-        """Ask for an evaluation of ``policy`` (the weights of ``opt_steps``); False if busy.
+        """Ask for an evaluation of ``policy`` (the weights of ``opt_steps``) on ``seeds`` (None:
+        the selection evaluations' own); False if busy.
 
         ``snapshot()`` is taken now (a copy): it comes back with the result.
         """
@@ -228,7 +231,9 @@ class EvalWorker:
             return False
         agent_state, trainer_state = snapshot()
         version = self.weights.publish(policy, opt_steps)
-        request = EvalRequest(opt_steps=opt_steps, env_steps=env_steps, version=version)
+        request = EvalRequest(
+            opt_steps=opt_steps, env_steps=env_steps, version=version, seeds=seeds
+        )
         self.pending = _Pending(request, policy, (copy.deepcopy(agent_state), trainer_state))
         # a dead evaluator has no reader: check() restarts it and the next one takes the request
         with contextlib.suppress(OSError):
@@ -271,6 +276,7 @@ class EvalWorker:
                     message.return_max,
                     message.length_mean,
                     list(message.returns),
+                    message.seeds,
                 )
                 done.append(
                     EvalOutcome(

@@ -38,6 +38,7 @@ from border_py.deploy.export import description_path, export_policy
 from border_py.deploy.load import Policy, load_policy
 from border_py.errors import ConfigError
 from border_py.evaluation.evaluator import Evaluator
+from border_py.evaluation.seeds import run_eval_seeds
 from border_py.evaluation.video import check_video
 from border_py.files import (
     create_file,
@@ -48,7 +49,7 @@ from border_py.files import (
     write_file,
 )
 from border_py.hub.card import CardFacts, card, fenced
-from border_py.hub.score import Score, fresh_score, run_eval_seeds
+from border_py.hub.score import Score, fresh_score
 from border_py.layout import CHECKPOINTS, CONFIG, META, POLICY
 from border_py.reports.aggregate import group_runs
 from border_py.reports.collect import read_run

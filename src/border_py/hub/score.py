@@ -1,11 +1,10 @@
 """The score a model card reports: a fresh evaluation on reset seeds the run never evaluated on.
 
-A run's evaluations reset episode ``i`` with seed ``derive_seed(seed, "eval") + i`` (the serial
-and async trainers, and ``border eval`` by default), ``i`` below ``trainer.eval_episodes``, which
-is at most :data:`~border_py.resources.MAX_EVAL_EPISODES`. The card's evaluation starts from a
-seed of its own stream, ``derive_seed(seed, "hub", "eval")``, moved past that window when the two
-would overlap, so that its score is measured on episodes the run was never selected on (a best
-checkpoint is the one that did best on the run's own evaluation episodes).
+The card's evaluation plays seeds of its own stream, ``derive_seed(seed, "hub", "eval")``, moved
+past the run's evaluation window when the two would overlap
+(:func:`~border_py.evaluation.seeds.fresh_seeds`), so that its score is measured on episodes the
+run was never selected on (a best checkpoint is the one that did best on the run's own evaluation
+episodes).
 """
 
 from __future__ import annotations
@@ -16,28 +15,15 @@ from typing import Any
 from border_py.agents.base import Agent
 from border_py.envs.factory import GymEnvFactory
 from border_py.evaluation.evaluator import EvalResult, Evaluator
-from border_py.resources import MAX_EVAL_EPISODES
-from border_py.seeding import derive_seed
+from border_py.evaluation.seeds import fresh_seeds
 
 DEFAULT_MAX_STEPS = 10000  # an evaluation episode's step cap when the run's config has none
 
 
-def run_eval_seeds(root_seed: int) -> range:
-    """Every reset seed the evaluations of a run with ``root_seed`` can have used."""
-    first = derive_seed(root_seed, "eval")
-    return range(first, first + MAX_EVAL_EPISODES)
-
-
-def disjoint_start(candidate: int, used: range, n: int) -> int:
-    """``candidate`` if ``range(candidate, candidate + n)`` misses ``used``, else ``used.stop``."""
-    overlaps = candidate < used.stop and used.start < candidate + n
-    return used.stop if overlaps else candidate
-
-
-def fresh_seeds(root_seed: int, n: int) -> range:
-    """``n`` consecutive reset seeds, none of them in :func:`run_eval_seeds` of the run."""
-    start = disjoint_start(derive_seed(root_seed, "hub", "eval"), run_eval_seeds(root_seed), n)
-    return range(start, start + n)
+def card_seeds(root_seed: int, n: int) -> range:
+    """The ``n`` reset seeds of a model card's evaluation (the ``hub`` stream of
+    :func:`~border_py.evaluation.seeds.fresh_seeds`)."""
+    return fresh_seeds(root_seed, n, "hub")
 
 
 @dataclass(frozen=True)
@@ -86,8 +72,8 @@ def eval_max_steps(config: dict[str, Any]) -> int:
 
 def fresh_score(agent: Agent, env_factory: GymEnvFactory, config: dict[str, Any], n: int) -> Score:
     """Play ``n`` greedy episodes (the env's evaluation epsilon, as ``border eval`` does) on
-    :func:`fresh_seeds` of the run whose saved config is ``config``."""
-    seeds = fresh_seeds(config["seed"], n)
+    :func:`card_seeds` of the run whose saved config is ``config``."""
+    seeds = card_seeds(config["seed"], n)
     max_steps = eval_max_steps(config)
     epsilon = env_factory.eval_epsilon
     evaluator = Evaluator(env_factory, n, seeds.start, max_steps, epsilon=epsilon)

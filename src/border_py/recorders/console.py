@@ -95,6 +95,9 @@ SUMMARY_KEYS = {
     "best_return",
     "final_return",
     "mean_return",
+    "selection_episodes",
+    "final_eval",
+    "best_eval",
     "opt_steps",
     "env_steps",
     "samples",
@@ -121,10 +124,28 @@ def _accounting(accounting: Mapping[str, Any]) -> str:
     return _inline({ACCOUNTING_LABELS.get(key, key): value for key, value in accounting.items()})
 
 
+def _fresh(summary: Mapping[str, Any]) -> str:
+    """The final evaluations' row: the final weights and the best checkpoint, each ``mean ± std``
+    over the same fresh episodes ("" without a final evaluation)."""
+    scores = [
+        (label, summary[key])
+        for key, label in (("final_eval", "final weights"), ("best_eval", "best checkpoint"))
+        if isinstance(summary.get(key), Mapping)
+    ]
+    if not scores:
+        return ""
+    parts = [
+        f"{label} {format_number(s.get('return_mean'))} ± {format_number(s.get('return_std'))}"
+        for label, s in scores
+    ]
+    return " · ".join(parts) + f" ({_count(scores[0][1].get('episodes'))} fresh episodes)"
+
+
 def summary_table(summary: Mapping[str, Any]) -> str:
     """A run summary (what ``train`` returns) as a short aligned table for the log.
 
-    Rows: returns (best, final, mean, the objective), steps (opt with their rate, env, samples),
+    Rows: returns of the selection evaluations (best, final, mean, the objective), the final
+    evaluations on fresh episodes (``final_eval``, ``best_eval``), steps (opt with their rate, env, samples),
     time and how the run ended, when the target was reached, the actors' transition accounting
     and restarts; keys absent from ``summary`` (the serial trainer has no samples or actors) are
     left out, and unknown keys get a row of their own.
@@ -138,7 +159,12 @@ def summary_table(summary: Mapping[str, Any]) -> str:
     if "objective" in summary:
         returns.append(f"objective {format_number(summary['objective'])}")
     if returns:
-        rows.append(("returns", " · ".join(returns)))
+        episodes = summary.get("selection_episodes")
+        each = f" (selection evaluations of {_count(episodes)} episodes)" if episodes else ""
+        rows.append(("returns", " · ".join(returns) + each))
+    fresh = _fresh(summary)
+    if fresh:
+        rows.append(("fresh eval", fresh))
     steps = []
     if "opt_steps" in summary:
         rate = summary.get("opt_steps_per_sec")

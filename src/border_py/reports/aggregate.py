@@ -22,6 +22,14 @@ GROUP_COLUMNS = (
     "env_id",
     "agent_class",
     "seeds",
+    "final_eval_mean",
+    "final_eval_ci_low",
+    "final_eval_ci_high",
+    "final_eval_interval",
+    "final_eval_iqm",
+    "final_eval_iqm_ci_low",
+    "final_eval_iqm_ci_high",
+    "final_eval_iqm_interval",
     "final_mean",
     "final_ci_low",
     "final_ci_high",
@@ -171,6 +179,12 @@ class Group:
         scores = [row.final_return for row in self.runs if row.final_return is not None]
         return estimate(scores) if scores else None
 
+    def final_eval(self) -> Estimate | None:
+        """Aggregate of the runs' final evaluations on fresh episodes (``result.json``'s
+        ``final_eval``; runs without one are left out)."""
+        scores = [row.final_eval.mean for row in self.runs if row.final_eval is not None]
+        return estimate(scores) if scores else None
+
     def best(self) -> Estimate | None:
         """Aggregate of the runs' best ``eval/return_mean``."""
         scores = [row.best_return for row in self.runs if row.best_return is not None]
@@ -190,7 +204,7 @@ class Group:
             "agent_class": self.runs[0].agent,
             "seeds": len(self.scored),
         }
-        for prefix, found in (("final", final), ("best", best)):
+        for prefix, found in (("final_eval", self.final_eval()), ("final", final), ("best", best)):
             line |= found.values(prefix) if found else {}
         return line | {
             "env_steps_mean": float(np.mean(steps)) if steps else None,

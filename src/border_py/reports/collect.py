@@ -41,6 +41,11 @@ COLUMNS = (
     "status",
     "best_return",
     "final_return",
+    "final_eval_return",
+    "final_eval_std",
+    "final_eval_episodes",
+    "best_eval_return",
+    "best_eval_std",
     "env_steps",
     "opt_steps",
     "seconds",
@@ -64,6 +69,31 @@ class Evaluation:
         ]
 
 
+@dataclass(frozen=True)
+class FreshScore:
+    """A final evaluation of ``result.json`` (``final_eval``, ``best_eval``): the mean and std of
+    the returns of its episodes, on reset seeds no selection evaluation used."""
+
+    mean: float
+    std: float
+    episodes: int
+
+    @classmethod
+    def read(cls, record: Any) -> FreshScore | None:
+        """The score a summary's record holds (None: absent, or not numbers where numbers go)."""
+        if not isinstance(record, dict):
+            return None
+        mean, std = _number(record.get("return_mean")), _number(record.get("return_std"))
+        episodes = _number(record.get("episodes"))
+        if mean is None or std is None or not isinstance(episodes, int):
+            return None
+        return cls(float(mean), float(std), episodes)
+
+    def text(self) -> str:
+        """``mean ± std (n)``, one decimal."""
+        return f"{self.mean:.1f} ± {self.std:.1f} ({self.episodes})"
+
+
 @dataclass
 class RunRow:
     """One run's line in the report."""
@@ -74,6 +104,8 @@ class RunRow:
     status: str
     best_return: float | None = None
     final_return: float | None = None
+    final_eval: FreshScore | None = None  # result.json's final_eval: the honest final score
+    best_eval: FreshScore | None = None  # its best_eval: the best checkpoint played again
     env_steps: int | None = None
     opt_steps: int | None = None
     seconds: float | None = None
@@ -97,6 +129,11 @@ class RunRow:
             "status": self.status,
             "best_return": self.best_return,
             "final_return": self.final_return,
+            "final_eval_return": self.final_eval and self.final_eval.mean,
+            "final_eval_std": self.final_eval and self.final_eval.std,
+            "final_eval_episodes": self.final_eval and self.final_eval.episodes,
+            "best_eval_return": self.best_eval and self.best_eval.mean,
+            "best_eval_std": self.best_eval and self.best_eval.std,
             "env_steps": self.env_steps,
             "opt_steps": self.opt_steps,
             "seconds": None if self.seconds is None else round(self.seconds, 1),
@@ -211,6 +248,8 @@ def read_run(run_dir: Path, root: Path) -> RunRow:
     elif curve:
         row.best_return = max(v for _, v in curve)
         row.final_return = curve[-1][1]
+    row.final_eval = FreshScore.read(summary.get("final_eval"))
+    row.best_eval = FreshScore.read(summary.get("best_eval"))
     env = scalars.get(ENV_STEPS_TAG, [])
     row.env_steps = _number(summary.get("env_steps", int(env[-1][1]) if env else None))
     steps = [s for tag in scalars.values() for s, _, _ in tag]

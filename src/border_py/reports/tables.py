@@ -26,7 +26,12 @@ def _fmt(value: Any, digits: int = 1) -> str:
 
 
 def table(root: Path, rows: list[RunRow]) -> Table:
-    """The rich table of the runs; the overrides column shows what differs between them."""
+    """The rich table of the runs; the overrides column shows what differs between them.
+
+    ``best return`` and ``final return`` are the selection evaluations' (the best and the last);
+    ``final eval`` and ``best eval`` the final weights and the best checkpoint played on fresh
+    episodes at the run's end (``mean ± std (episodes)``, see ``result.json``'s ``final_eval``).
+    """
     common = shared_overrides(rows)
     out = Table(
         title=f"{root} ({len(rows)} runs)",
@@ -35,7 +40,9 @@ def table(root: Path, rows: list[RunRow]) -> Table:
     out.add_column("job", overflow="fold")
     out.add_column("overrides", overflow="fold", ratio=1)
     out.add_column("status", no_wrap=True)
-    for name in ("best return", "final return", "env steps", "opt steps", "wall time"):
+    for name in ("best return", "final return", "final eval", "best eval"):
+        out.add_column(name, justify="right", no_wrap=True)
+    for name in ("env steps", "opt steps", "wall time"):
         out.add_column(name, justify="right", no_wrap=True)
     style = {"completed": "green", "failed": "red", "interrupted": "yellow"}
     for row in rows:
@@ -45,6 +52,8 @@ def table(root: Path, rows: list[RunRow]) -> Table:
             Text(row.status, style=style.get(row.status, "dim")),
             _fmt(row.best_return),
             _fmt(row.final_return),
+            row.final_eval.text() if row.final_eval else "-",
+            row.best_eval.text() if row.best_eval else "-",
             _fmt(row.env_steps),
             _fmt(row.opt_steps),
             "-" if row.seconds is None else f"{row.seconds:.0f} s",
@@ -67,15 +76,16 @@ def _interval(estimate_: Estimate | None, iqm: bool = False) -> str:
 
 def _methods(groups: list[Group]) -> str:
     """The intervals' methods, as the caption names them (several when seed counts differ)."""
-    found = [e for g in groups for e in (g.final(),) if e is not None]
+    found = [e for g in groups for e in (g.final_eval(), g.final()) if e is not None]
     means = " / ".join(dict.fromkeys(e.method for e in found)) or "-"
     iqms = " / ".join(dict.fromkeys(e.iqm_method for e in found)) or "-"
     return f"mean [{means}] and IQM [{iqms}] over seeds"
 
 
 def group_table(root: Path, groups: list[Group], common: list[str]) -> Table:
-    """One line per group: final and best return (mean [interval], IQM [interval]), seeds, env
-    steps; the caption names each interval's method."""
+    """One line per group: the final evaluation on fresh episodes (``final eval``), the last and
+    the best selection evaluations (``final return``, ``best return``), each as mean [interval]
+    and IQM [interval] over seeds; seeds, env steps; the caption names each interval's method."""
     out = Table(
         title=f"{root} ({len(groups)} groups, {sum(len(g.runs) for g in groups)} runs)",
         caption=Text(  # text from the runs' files: never rich markup
@@ -86,16 +96,19 @@ def group_table(root: Path, groups: list[Group], common: list[str]) -> Table:
     out.add_column("group", overflow="fold", ratio=1)
     if several:
         out.add_column("env id", overflow="fold")
-    for name in ("seeds", "final return", "final IQM", "best return", "best IQM", "env steps"):
+    names = ("seeds", "final eval", "final eval IQM", "final return", "final IQM")
+    for name in (*names, "best return", "best IQM", "env steps"):
         out.add_column(name, justify="right", no_wrap=True)
     out.add_column("failed", justify="right", no_wrap=True)
     for group in groups:
-        final, best = group.final(), group.best()
+        final, best, fresh = group.final(), group.best(), group.final_eval()
         values = group.values()
         out.add_row(
             Text(group.label),
             *([Text(group.env_id)] if several else []),
             str(values["seeds"]),
+            _interval(fresh),
+            _interval(fresh, iqm=True),
             _interval(final),
             _interval(final, iqm=True),
             _interval(best),

@@ -17,8 +17,8 @@ from typing import Any
 from border_py.actors.backend import ActorBackend
 from border_py.config import non_negative, positive, require
 from border_py.errors import ConfigError
+from border_py.evaluation.seeds import selection_seed
 from border_py.evaluation.worker import EvalSettings, EvalWorker
-from border_py.seeding import derive_seed
 from border_py.trainers.components import Components
 from border_py.trainers.settings import LoopSettings, RunState, Wiring
 
@@ -144,7 +144,7 @@ class AsyncTrainer(LoopSettings):
             config,
             EvalSettings(
                 self.eval_episodes,
-                derive_seed(config["seed"], "eval"),
+                selection_seed(config["seed"]),
                 self.eval_max_steps,
                 self.evaluation_epsilon(parts.env_factory.eval_epsilon),
             ),

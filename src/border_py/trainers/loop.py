@@ -2,9 +2,11 @@
 
 The learner takes batches from an actor backend into the replay buffer, optimizes when the gate
 says it may, publishes its weights, asks for evaluations, records, checkpoints, and stops at the
-budget, the target return, a stop signal or the ``on_eval`` callback's request. Trainers differ
-only in their wiring (:mod:`border_py.trainers.serial`, :mod:`border_py.trainers.async_trainer`):
-which actor backend, which evaluation service, which gate.
+budget, the target return, a stop signal or the ``on_eval`` callback's request; at a normal end it
+has its final weights and the best checkpoint's played on fresh episodes
+(:mod:`border_py.trainers.final`). Trainers differ only in their wiring
+(:mod:`border_py.trainers.serial`, :mod:`border_py.trainers.async_trainer`): which actor backend,
+which evaluation service, which gate.
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from typing import Any
 import numpy as np
 
 from border_py.agents.base import Agent
+from border_py.layout import BEST
 from border_py.processes.signals import StopSignals
 from border_py.replay.base import PrioritizedReplay, ReplayBuffer
 from border_py.runs.state import TrainerState
 from border_py.seeding import global_rng_state
 from border_py.trainers.components import Components
+from border_py.trainers.final import Weights, best_weights, final_scores
 from border_py.trainers.prefetch import build_prefetcher
 from border_py.trainers.run_book import RunBook
 from border_py.trainers.settings import LoopSettings, RunState, Wiring
@@ -71,11 +75,12 @@ class Window:
 @dataclass
 class LearnerParts:
     """What the learning loop works with: the components, the trainer's wiring (actor backend,
-    evaluation service, gate) and the run's bookkeeping."""
+    evaluation service, gate), the run's bookkeeping and its final evaluations' reset seeds."""
 
     components: Components
     wiring: Wiring
     book: RunBook
+    final_seeds: range = range(0)  # none: no final evaluation
 
 
 class Learner:
@@ -103,6 +108,8 @@ class Learner:
         self.backend, self.evaluation, self.gate = wiring.backend, wiring.evaluation, wiring.gate
         self.publish_interval = wiring.publish_interval
         self.state, self.signals = state, signals
+        self.final_seeds = parts.final_seeds
+        self.scores: dict[str, dict[str, Any]] = {}  # the final evaluations (trainers/final.py)
         self.session_opts = state.opt_steps  # where this session started
         self.first_opt_at: float | None = None  # when this session's first opt step began
         self.last_opt_at = 0.0  # when its latest opt step (and what came with it) ended
@@ -177,6 +184,12 @@ class Learner:
             self.backend.alive(),
             self.backend.restarts(),
         )
+        if not interrupted and self.final_seeds and not self.book.stopped_by_callback:
+            final = Weights(state.opt_steps, state.env_steps, self.agent.policy_state())
+            best = best_weights(self.book.checkpoints / BEST)
+            self.scores = final_scores(
+                self.evaluation, self.final_seeds, final, best, lambda: self.signals.requested
+            )
         return interrupted
 
     def _finished(self) -> bool:

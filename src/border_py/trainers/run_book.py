@@ -254,8 +254,10 @@ class RunBook:
         }
 
     def summary(self) -> dict[str, Any]:
-        """What every trainer's run summary holds: returns, seconds, when the target was hit."""
+        """What every trainer's run summary holds: the selection evaluations' returns and their
+        episodes, seconds, when the target was hit."""
         return self.returns() | {
+            "selection_episodes": self.loop.eval_episodes,
             "seconds": self.elapsed(),
             "solved_at": self.solved_at,
             "stopped_by_callback": self.stopped_by_callback,

@@ -17,8 +17,8 @@ from typing import Any
 from border_py.actors.inline import InlineActor
 from border_py.config import positive, require
 from border_py.evaluation.evaluator import Evaluator
+from border_py.evaluation.seeds import selection_seed
 from border_py.evaluation.service import InlineEvaluation
-from border_py.seeding import derive_seed
 from border_py.trainers.settings import LoopSettings, RunState, Wiring
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ class SerialTrainer(LoopSettings):
         evaluator = Evaluator(
             parts.env_factory,
             self.eval_episodes,
-            derive_seed(config["seed"], "eval"),
+            selection_seed(config["seed"]),
             self.eval_max_steps,
             epsilon=self.evaluation_epsilon(parts.env_factory.eval_epsilon),
         )

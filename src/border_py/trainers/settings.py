@@ -94,6 +94,11 @@ class LoopSettings:
         target_return: stop early once ``eval/return_mean`` reaches it (None: never).
         eval_epsilon: probability of a random action in evaluation episodes (None: the env's
             default, 0.001 for Atari as in Dopamine, 0 elsewhere).
+        final_eval_episodes: episodes of the run's final evaluations: at its end (the budget or
+            the target return reached), the final weights and the ``best`` checkpoint's each play
+            this many episodes on reset seeds that no selection evaluation used, the score
+            ``result.json`` reports as ``final_eval`` and ``best_eval`` (0: none; None: the env's
+            default, 100, or 10 for Atari, whose episodes are thousands of steps long).
         prefetch: batches a background thread samples and copies to the device ahead of the
             update, priorities written back one step late (0: none, the serial learn step;
             :mod:`border_py.trainers.prefetch`).
@@ -115,6 +120,7 @@ class LoopSettings:
     save_replay_buffer: bool = False
     target_return: float | None = None
     eval_epsilon: float | None = None
+    final_eval_episodes: int | None = None
     prefetch: int = 0
 
     def __post_init__(self) -> None:
@@ -157,11 +163,23 @@ class LoopSettings:
         require("target_return", target is None or number, "null or a number", target)
         if self.eval_epsilon is not None:
             fraction("eval_epsilon", self.eval_epsilon)
+        final = self.final_eval_episodes
+        require(
+            "final_eval_episodes",
+            final is None
+            or (isinstance(final, int) and not isinstance(final, bool) and final >= 0),
+            "null (the env's default: 100, Atari 10) or an int >= 0 (0: no final evaluation)",
+            final,
+        )
         non_negative("prefetch", self.prefetch)
 
     def evaluation_epsilon(self, env_default: float) -> float:
         """``eval_epsilon``, or ``env_default`` (the env's own evaluation epsilon)."""
         return float(env_default if self.eval_epsilon is None else self.eval_epsilon)
+
+    def final_episodes(self, env_default: int) -> int:
+        """``final_eval_episodes``, or ``env_default`` (the env's own, e.g. 10 for Atari)."""
+        return env_default if self.final_eval_episodes is None else self.final_eval_episodes
 
     def wiring(self, config: dict[str, Any], parts: Components) -> Wiring:
         """The trainer's actor backend, evaluation service and gate (started by the loop)."""

@@ -141,7 +141,9 @@ def train(
 
     Returns:
         The run summary (also in ``result.json``): ``objective`` (per the ``objective`` key),
-        ``best_return``/``final_return``/``mean_return`` (None before any evaluation), opt and env
+        ``best_return``/``final_return``/``mean_return`` of the selection evaluations (None before
+        any) and their ``selection_episodes``, ``final_eval``/``best_eval`` (the final weights and
+        the best checkpoint on fresh episodes, see ``trainer.final_eval_episodes``), opt and env
         steps, samples, seconds, ``solved_at``, ``interrupted``, ``stopped_by_callback``, this
         session's ``opt_steps_per_sec``, the transition ``accounting`` and ``restarts``.
 

@@ -20,6 +20,7 @@ from border_py.resources import MAX_EVAL_EPISODES, at_most, enforced
 from border_py.runs.checkpoint import Checkpoint
 from border_py.seeding import set_global_rng_state
 from border_py.trainers.components import Components, build_components
+from border_py.trainers.final import final_seeds
 from border_py.trainers.loop import Learner, LearnerParts
 from border_py.trainers.run_book import EvalCallback, RunBook
 from border_py.trainers.settings import LoopSettings, RunState, Wiring
@@ -52,6 +53,13 @@ class Trainer:
             enforced(config),
         )
         parts = build_components(config, self.settings.warmup_period)
+        at_most(
+            "trainer.final_eval_episodes",
+            self.settings.final_episodes(parts.env_factory.final_eval_episodes),
+            MAX_EVAL_EPISODES,
+            "episodes per final evaluation (they run one after another)",
+            enforced(config),
+        )
         self.settings.check_resources(config, parts)
         return parts
 
@@ -93,7 +101,10 @@ class Trainer:
                 on_eval,
             )
             resumed = None if resume is None else resume.state
-            learner = Learner(settings, LearnerParts(parts, wiring, book), state, signals, resumed)
+            episodes = settings.final_episodes(parts.env_factory.final_eval_episodes)
+            seeds = final_seeds(config["seed"], episodes)
+            learner_parts = LearnerParts(parts, wiring, book, seeds)
+            learner = Learner(settings, learner_parts, state, signals, resumed)
             interrupted = learner.run() if started else True
             status = "interrupted" if interrupted else "completed"
         finally:
@@ -146,6 +157,7 @@ class Trainer:
             "accounting": wiring.backend.accounting(),
             "restarts": wiring.backend.restarts() + wiring.evaluation.restarts(),
         }
+        summary |= learner.scores  # final_eval and best_eval, when the run's end measured them
         shown = self.settings.actors_shown(parts) is not None
         book.log_actors(wiring.backend.records, summary, table=shown)
         return summary

@@ -88,11 +88,13 @@ class ActorDone:
 @dataclass(frozen=True, kw_only=True)
 class EvalRequest:
     """Learner to evaluator: evaluate the weights of publication ``version`` (those of
-    ``opt_steps``), taken after ``env_steps`` env steps."""
+    ``opt_steps``), taken after ``env_steps`` env steps, on the reset seeds ``seeds`` (None: the
+    evaluator's own, those of the run's selection evaluations)."""
 
     opt_steps: int
     env_steps: int
     version: int
+    seeds: range | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -108,6 +110,7 @@ class EvalDone:
     return_max: float
     length_mean: float
     returns: list[float]
+    seeds: range  # the episodes' reset seeds
 
 
 Message = BatchReady | WorkerFailed | ActorDone | EvalRequest | EvalDone
