@@ -80,7 +80,9 @@ class MinAtarEnvFactory(GymEnvFactory):
         backend: str = "gymnasium",
     ) -> None:
         games = ", ".join(f"MinAtar/{game}-v1" for game in GAMES)
-        ok = isinstance(id, str) and any(id in (f"MinAtar/{g}-v0", f"MinAtar/{g}-v1") for g in GAMES)
+        ok = isinstance(id, str) and any(
+            id in (f"MinAtar/{g}-v0", f"MinAtar/{g}-v1") for g in GAMES
+        )
         require("id", ok, f"a MinAtar id ({games}, or -v0 for all 6 actions)", id)
         fraction("sticky_action_prob", sticky_action_prob)
         flag("difficulty_ramping", difficulty_ramping)
