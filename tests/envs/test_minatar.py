@@ -15,6 +15,7 @@ pytest.importorskip("minatar")
 from border_py import train
 from border_py.agents.dqn import DQN
 from border_py.agents.networks import MinAtarCNN
+from border_py.cli.recipes import lookup
 from border_py.config import build
 from border_py.envs.minatar import MinAtarEnvFactory, register_minatar
 from border_py.errors import ConfigError
@@ -98,6 +99,12 @@ def test_the_env_option_composes_builds_and_picks_the_minatar_torso(tiny_config)
     assert isinstance(agent.q[0], MinAtarCNN) and agent.q[0].scale == 1.0
     obs, _ = factory.make().reset(seed=0)
     assert agent.q(torch.as_tensor(obs[None])).shape == (1, 3)
+
+
+def test_plain_env_minatar_looks_the_breakout_recipe_up():
+    assert lookup(["env=minatar"]) == "dqn_minatar_breakout"  # agent dqn, MinAtar/Breakout-v1
+    assert lookup(["env=minatar", "env.id=MinAtar/Asterix-v1"]) is None  # no recipe for Asterix
+    assert lookup(["env=minatar", "experiment=none"]) is None
 
 
 def test_the_breakout_recipe_trains_end_to_end(tiny_config, tmp_path):
