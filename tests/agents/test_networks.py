@@ -14,8 +14,16 @@ from torch import nn
 from border_py.agents.batch import TensorBatch
 from border_py.agents.dqn import DQN
 from border_py.agents.iqn import IQN
-from border_py.agents.networks import VectorInput, cpu_weights
+from border_py.agents.networks import (
+    MinAtarCNN,
+    NatureCNN,
+    VectorInput,
+    cpu_weights,
+    input_scale,
+    q_network,
+)
 from border_py.agents.sac import SAC
+from border_py.errors import ConfigError
 from border_py.transitions import Transitions
 
 RAM = gym.spaces.Box(0, 255, (128,), np.uint8)
@@ -105,3 +113,44 @@ def test_published_weights_are_an_independent_cpu_copy_of_every_tensor(device):
     with torch.no_grad():
         module[0].weight.add_(1.0)
     assert not torch.equal(published["0.weight"], module[0].weight.cpu())  # a copy, not a view
+
+
+GRID = gym.spaces.Box(0, 1, (4, 10, 10), np.uint8)  # MinAtar Breakout's channels-first grid
+
+
+def test_the_minatar_torso_fits_small_grids_and_auto_picks_it_below_36x36():
+    net = q_network(GRID, 3, [128])  # network=auto
+    assert isinstance(net[0], MinAtarCNN) and net[0].scale == 1.0  # 0/1 grids taken as they are
+    assert net[1].in_features == 16 * 8 * 8  # 16 3x3 filters, stride 1: 10 -> 8
+    grids = torch.randint(0, 2, (5, 4, 10, 10), dtype=torch.uint8)
+    assert net(grids).shape == (5, 3)
+    assert net[0](grids).shape == (5, 1024)
+    torch.testing.assert_close(net[0](grids), net[0].conv(grids.float()))
+    for size, torso in [(35, MinAtarCNN), (36, NatureCNN)]:
+        frames = gym.spaces.Box(0, 255, (2, size, size), np.uint8)
+        assert isinstance(q_network(frames, 3, [8])[0], torso)
+    odd = q_network(gym.spaces.Box(0, 1, (7, 12, 5), np.uint8), 3, [8], network="minatar")
+    assert odd[1].in_features == 16 * 10 * 3  # any frame of at least 3x3, not only squares
+
+
+def test_torso_choices_and_misfits_are_one_line():
+    with pytest.raises(ConfigError, match=r"^network='cnn': observations of shape \(4, 10, 10\)"):
+        q_network(GRID, 3, [8], network="cnn")
+    with pytest.raises(
+        ConfigError, match=r"too small for the 'minatar' torso \(frames of at least"
+    ):
+        q_network(gym.spaces.Box(0, 1, (4, 2, 9), np.uint8), 3, [8], network="minatar")
+    with pytest.raises(ConfigError, match=r"'minatar' only for \(C, H, W\) observations"):
+        q_network(gym.spaces.Box(0, 1, (100,), np.uint8), 3, [8], network="minatar")
+    with pytest.raises(
+        ConfigError, match=r"network='conv': must be 'auto', 'mlp', 'cnn', 'minatar'"
+    ):
+        q_network(GRID, 3, [8], network="conv")
+    assert isinstance(q_network(GRID, 3, [8], network="mlp")[0], VectorInput)
+
+
+def test_uint8_inputs_are_scaled_by_the_spaces_upper_bound():
+    assert input_scale(GRID) == 1.0
+    assert input_scale(gym.spaces.Box(0, 15, (3,), np.uint8)) == 1 / 15
+    assert input_scale(gym.spaces.Box(0, 255, (3,), np.uint8)) == 1 / 255
+    assert input_scale(gym.spaces.Box(0, 1, (3,), np.float32)) == 1.0

@@ -231,6 +231,7 @@ ARCHITECTURES = {
     "dqn-mlp-dueling": (DQN, gym.spaces.Box(-2, 2, (5,), np.float32), {"dueling": True}),
     "dqn-uint8-vector": (DQN, gym.spaces.Box(0, 255, (3, 4), np.uint8), {}),  # Atari RAM-like
     "iqn-cnn": (IQN, gym.spaces.Box(0, 255, (2, 40, 38), np.uint8), {"k": 5}),
+    "dqn-minatar-grid": (DQN, gym.spaces.Box(0, 1, (4, 10, 10), np.uint8), {}),  # MinAtarCNN
     "sac-2d-actions": (SAC, gym.spaces.Box(-1, 1, (6,), np.float32), {}),
 }
 

@@ -64,8 +64,8 @@ class DQNArgs(HParams):
     Attributes:
         hidden_sizes: widths of the fully connected hidden layers (after the CNN torso for
             images: the Nature DQN has one of 512).
-        network: ``auto`` (the CNN torso for uint8 (C, H, W) observations, else an MLP),
-            ``mlp`` or ``cnn``.
+        network: ``auto`` (for uint8 (C, H, W) observations the Nature CNN from 36x36 and the
+            MinAtar CNN below, else an MLP), ``mlp``, ``cnn`` or ``minatar``.
         dueling: a dueling head: the last hidden layer split into value and advantage streams,
             ``Q = V + A - mean_a A``.
         lr: Adam learning rate.
@@ -114,8 +114,9 @@ class DQN(EpsilonGreedy, Checkpointed):
     """DQN agent for discrete actions, epsilon-greedy.
 
     The Q-network is an MLP for vector observations and the Nature CNN (Mnih et al. 2015) for
-    uint8 (C, H, W) images, optionally with a dueling head (Wang et al. 2016). uint8 observations
-    (pixels, or vectors such as Atari RAM) are scaled by 1/255 inside the network.
+    uint8 (C, H, W) images (MinAtar's CNN for images under 36x36), optionally with a dueling head
+    (Wang et al. 2016). uint8 observations (pixels, or vectors such as Atari RAM) are scaled into
+    [0, 1] inside the network.
 
     Args:
         observation_space: the env's (Box) observation space.

@@ -75,8 +75,8 @@ class IQNArgs(HParams):
     Attributes:
         hidden_sizes: fully connected widths after the torso (at least one; the paper's Atari
             network has one of 512).
-        network: ``auto`` (the CNN torso for uint8 (C, H, W) observations, else an MLP),
-            ``mlp`` or ``cnn``.
+        network: ``auto`` (for uint8 (C, H, W) observations the Nature CNN from 36x36 and the
+            MinAtar CNN below, else an MLP), ``mlp``, ``cnn`` or ``minatar``.
         n_cos: cosines of the quantile embedding (the paper's n = 64).
         n_tau: online quantile levels per sample in the loss (N).
         n_tau_prime: target quantile levels per sample in the loss (N').
@@ -122,8 +122,9 @@ class IQN(EpsilonGreedy, Checkpointed):
     """IQN agent: a quantile network with the cosine embedding, the quantile Huber loss, hard
     target copies and epsilon-greedy exploration.
 
-    The quantile network's torso is the Nature CNN for uint8 (C, H, W) images and an MLP for
-    vector observations (uint8 ones, such as Atari RAM, scaled by 1/255); the embedding multiplies
+    The quantile network's torso is the Nature CNN for uint8 (C, H, W) images (MinAtar's CNN
+    under 36x36) and an MLP for vector observations (uint8 ones, such as Atari RAM, scaled into
+    [0, 1]); the embedding multiplies
     the torso's output (for vector observations: the output of all hidden layers but the last)
     and the last hidden layer and the output layer follow (see
     :class:`~border_py.agents.networks.QuantileNetwork`).

@@ -34,8 +34,13 @@ class VectorInput(nn.Module):
 
 
 def input_scale(space: gym.Space) -> float:
-    """How a network scales observations of ``space``: 1/255 for uint8, else 1."""
-    return 1 / 255 if space.dtype == np.uint8 else 1.0
+    """How a network scales observations of ``space``: uint8 ones into [0, 1] (1/255, or 1 over a
+    Box's upper bound when it is lower: MinAtar's 0/1 grids are taken as they are), else 1."""
+    if space.dtype != np.uint8:
+        return 1.0
+    if isinstance(space, gym.spaces.Box) and 0 < int(np.max(space.high)) < 255:
+        return 1 / int(np.max(space.high))
+    return 1 / 255
 
 
 def mlp(
@@ -194,6 +199,33 @@ class NatureCNN(nn.Module):
         return self.conv(x.float() * self.scale)
 
 
+class MinAtarCNN(nn.Module):
+    """The convolutional torso of the MinAtar DQN (Young & Tian 2019): 16 3x3 filters, stride 1,
+    ReLU, flattened (16 x (H-2) x (W-2) features: 1024 on MinAtar's 10x10 grids).
+
+    The Nature CNN's 8x8 stride-4 kernels need frames of at least 36x36; this one fits any frame
+    of at least 3x3. Input ``(B, C, H, W)``, converted to float and multiplied by ``scale`` here.
+
+    Args:
+        in_channels: channels of the grid (C: MinAtar's object kinds).
+        scale: input scaling (1 for 0/1 grids, see :func:`input_scale`).
+    """
+
+    def __init__(self, in_channels: int, scale: float = 1.0) -> None:
+        super().__init__()
+        self.scale = scale
+        self.conv = nn.Sequential(
+            nn.Conv2d(in_channels, 16, kernel_size=3, stride=1), nn.ReLU(), nn.Flatten()
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv(x.float() * self.scale)
+
+
+NATURE_MIN_SIZE = 36  # the smallest frame side the Nature CNN's kernels fit
+TORSOS = ("auto", "mlp", "cnn", "minatar")
+
+
 def is_image_space(space: gym.Space) -> bool:
     """Whether ``space`` holds stacked images: a uint8 Box of shape (C, H, W)."""
     return isinstance(space, gym.spaces.Box) and space.dtype == np.uint8 and len(space.shape) == 3
@@ -204,26 +236,31 @@ def torso(observation_space: gym.Space, network: str) -> tuple[nn.Module, int]:
 
     Args:
         observation_space: the env's observation space.
-        network: ``cnn`` (:class:`NatureCNN`, channels first), ``mlp`` (:class:`VectorInput`:
-            flatten) or ``auto`` (``cnn`` for uint8 (C, H, W) images, else ``mlp``). Both scale
-            uint8 observations by 1/255.
+        network: ``cnn`` (:class:`NatureCNN`, channels first), ``minatar`` (:class:`MinAtarCNN`,
+            channels first), ``mlp`` (:class:`VectorInput`: flatten) or ``auto``: for uint8
+            (C, H, W) images ``cnn`` from 36x36 up and ``minatar`` below, else ``mlp``. All scale
+            uint8 observations into [0, 1] (:func:`input_scale`).
     """
-    require("network", network in ("auto", "mlp", "cnn"), "'auto', 'mlp' or 'cnn'", network)
+    require("network", network in TORSOS, ", ".join(repr(t) for t in TORSOS), network)
     shape = tuple(observation_space.shape or ())
     requested = network
-    if network == "auto":
-        network = "cnn" if is_image_space(observation_space) else "mlp"
+    if network == "auto" and is_image_space(observation_space):
+        network = "cnn" if min(shape[1:]) >= NATURE_MIN_SIZE else "minatar"
+    elif network == "auto":
+        network = "mlp"
+    scale = input_scale(observation_space)
     if network == "mlp":
-        return VectorInput(input_scale(observation_space)), flat_dim(shape)
-    require("network", len(shape) == 3, "'cnn' only for (C, H, W) observations", network)
-    cnn = NatureCNN(shape[0], input_scale(observation_space))
+        return VectorInput(scale), flat_dim(shape)
+    require("network", len(shape) == 3, f"{network!r} only for (C, H, W) observations", network)
+    cnn = NatureCNN(shape[0], scale) if network == "cnn" else MinAtarCNN(shape[0], scale)
     try:
         with torch.no_grad():
             out = cnn(torch.zeros((1, *shape)))
-    except RuntimeError:  # the kernels do not fit: frames under 36x36
+    except RuntimeError:  # the kernels do not fit
+        smallest = NATURE_MIN_SIZE if network == "cnn" else 3
         raise ConfigError(
-            f"network={requested!r}: observations of shape {shape} are too small for the Nature CNN"
-            " (frames of at least 36x36); use network=mlp"
+            f"network={requested!r}: observations of shape {shape} are too small for the"
+            f" {network!r} torso (frames of at least {smallest}x{smallest}); use network=mlp"
         ) from None
     return cnn, int(out.shape[1])
 

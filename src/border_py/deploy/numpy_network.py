@@ -4,8 +4,8 @@
 
 Layers: ``input`` (float32, flattened or not, scaled), ``conv`` (valid, square stride),
 ``relu``, ``flatten``, ``linear`` and ``dueling`` (a value and an advantage stream). Every network
-border's agents build is made of these (MLPs, the Nature CNN, dueling heads, IQN's embedding);
-any other module is refused in one line.
+border's agents build is made of these (MLPs, the Nature and MinAtar CNNs, dueling heads, IQN's
+embedding); any other module is refused in one line.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 from torch import nn
 
-from border_py.agents.networks import DuelingHead, NatureCNN, VectorInput
+from border_py.agents.networks import DuelingHead, MinAtarCNN, NatureCNN, VectorInput
 from border_py.deploy.graph import GreedyGaussian, GreedyQ, GreedyQuantile
 from border_py.errors import ConfigError
 
@@ -39,7 +39,7 @@ def layers(module: nn.Module, name: str, arrays: Arrays) -> list[dict[str, Any]]
         return [op for i, child in enumerate(module) for op in layers(child, f"{name}.{i}", arrays)]
     if isinstance(module, VectorInput):
         return [{"op": "input", "flatten": True, "scale": float(module.scale)}]
-    if isinstance(module, NatureCNN):
+    if isinstance(module, NatureCNN | MinAtarCNN):
         start = [{"op": "input", "flatten": False, "scale": float(module.scale)}]
         return start + layers(module.conv, f"{name}.conv", arrays)
     if isinstance(module, nn.Linear) and module.bias is not None:

@@ -1,0 +1,105 @@
+"""MinAtar (Young & Tian 2019) through its gymnasium registration (``env=minatar``; the
+``[minatar]`` extra): five Atari-like games on a 10x10 grid, small enough to learn from pixels on
+a CPU.
+
+MinAtar's observation is a bool grid, channels last (10, 10, C), one channel per kind of object
+(Breakout: paddle, ball, trail, brick). Border's image torsos take uint8 channels first, as the
+Atari frames are: :func:`channels_first` turns each grid into a uint8 (C, 10, 10) array of 0s
+and 1s through gymnasium's ``TransformObservation``, and the space is ``Box(0, 1, (C, 10, 10),
+uint8)``. Networks scale uint8 inputs by the space's upper bound (1 here, see
+:func:`~border_py.agents.networks.input_scale`), and ``agent.network=auto`` picks the MinAtar
+torso (:class:`~border_py.agents.networks.MinAtarCNN`) for frames too small for the Nature CNN.
+
+The game's own settings are keys: ``sticky_action_prob`` (MinAtar's default 0.1: the previous
+action is repeated with that probability) and ``difficulty_ramping``. The sticky-action draws come
+from the game's generator, which ``reset(seed=...)`` seeds: as with Atari's sticky actions, a
+serial run's resumed episode that began by an automatic reset is rebuilt with the same actions
+but possibly other states (see :mod:`border_py.envs.atari`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.wrappers import TransformObservation
+
+from border_py.config import flag, fraction, require
+from border_py.envs.factory import GymEnvFactory
+from border_py.errors import ConfigError
+
+GAMES = ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
+
+
+def register_minatar() -> None:
+    """Register MinAtar's ``MinAtar/<Game>-v0|v1`` ids in this process (once).
+
+    Actors and the evaluator are fresh processes: each factory calls this before it makes an env.
+    """
+    if "MinAtar/Breakout-v1" in gym.registry:
+        return
+    try:
+        minatar_gym = importlib.import_module("minatar.gym")
+    except ImportError as exc:
+        raise ConfigError(
+            f"env: MinAtar needs the minatar extra ({exc}); pip install 'border-py[minatar]'"
+        ) from None
+    minatar_gym.register_envs()
+
+
+def channels_first(grid: np.ndarray) -> np.ndarray:
+    """A MinAtar grid (H, W, C) of bools as uint8 0/1, channels first: (C, H, W)."""
+    return np.ascontiguousarray(grid.transpose(2, 0, 1), dtype=np.uint8)
+
+
+class MinAtarEnvFactory(GymEnvFactory):
+    """Builds MinAtar games with uint8 channels-first observations.
+
+    Args:
+        id: a MinAtar id: ``MinAtar/<Game>-v1`` (the game's minimal action set: Breakout has 3
+            actions) or ``-v0`` (all 6), Game one of Asterix, Breakout, Freeway, Seaquest,
+            SpaceInvaders.
+        sticky_action_prob: probability that the game repeats the previous action instead.
+        difficulty_ramping: whether the games speed up as they go on (MinAtar's default).
+        max_episode_steps: a time limit in steps (null: none; MinAtar's games end by themselves).
+        kwargs: more ``gymnasium.make`` keyword arguments.
+        wrappers: gymnasium wrappers after the conversion (see :class:`GymEnvFactory`).
+        backend: ``gymnasium`` or ``gymnasium_async``.
+    """
+
+    def __init__(
+        self,
+        id: str,
+        sticky_action_prob: float = 0.1,
+        difficulty_ramping: bool = True,
+        max_episode_steps: int | None = None,
+        kwargs: dict[str, Any] | None = None,
+        wrappers: list[dict[str, Any]] | None = None,
+        backend: str = "gymnasium",
+    ) -> None:
+        games = ", ".join(f"MinAtar/{game}-v1" for game in GAMES)
+        ok = isinstance(id, str) and any(
+            id in (f"MinAtar/{g}-v0", f"MinAtar/{g}-v1") for g in GAMES
+        )
+        require("id", ok, f"a MinAtar id ({games}, or -v0 for all 6 actions)", id)
+        fraction("sticky_action_prob", sticky_action_prob)
+        flag("difficulty_ramping", difficulty_ramping)
+        extra = dict(kwargs or {})
+        for key in ("sticky_action_prob", "difficulty_ramping"):
+            require(f"kwargs.{key}", key not in extra, "set by its own key, not in kwargs", key)
+        register_minatar()
+        super().__init__(id, extra, max_episode_steps, wrappers, backend)
+        self.kwargs |= {
+            "sticky_action_prob": float(sticky_action_prob),
+            "difficulty_ramping": bool(difficulty_ramping),
+        }
+
+    def make_base(self, render_mode: str | None = None, training: bool = False) -> gym.Env:
+        """The game with uint8 (C, H, W) observations, before ``env.wrappers``."""
+        register_minatar()
+        env = super().make_base(render_mode, training)
+        h, w, c = env.observation_space.shape or ()
+        space = gym.spaces.Box(0, 1, (c, h, w), np.uint8)
+        return TransformObservation(env, channels_first, space)
