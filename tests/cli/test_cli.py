@@ -45,7 +45,7 @@ def test_train_help_lists_groups_and_options(tmp_path):
     assert out.returncode == 0, out.stderr
     for text in (
         "agent: custom, dqn, iqn, sac",
-        "env: atari, cartpole, gym, mujoco, pendulum",
+        "env: atari, cartpole, gym, minatar, mujoco, pendulum",
         "replay_buffer: prioritized, uniform",
         "trainer: async, serial",
         "recorder: both, mlflow, tensorboard, wandb",

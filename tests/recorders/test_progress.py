@@ -227,7 +227,8 @@ def test_a_runs_last_frame_agrees_with_its_summary(monkeypatch, tmp_path):
             tmp_path,
             "trainer=serial",
             "trainer.max_opts=null",
-            "trainer.max_env_steps=3000",
+            "trainer.max_env_steps=6000",
+            "trainer.replay_ratio=64",  # seconds of training: the view's refreshes (0.5 s) time it
             "trainer.warmup_period=200",
             "trainer.eval_interval=100000",
             "trainer.save_interval=0",
@@ -235,7 +236,7 @@ def test_a_runs_last_frame_agrees_with_its_summary(monkeypatch, tmp_path):
         )
     )
     last = frames(screen)[-1]
-    assert last.startswith("env steps ") and "3000/3000" in last and "100%" in last
+    assert last.startswith("env steps ") and "6000/6000" in last and "100%" in last
     match = re.search(r"([\d.]+)(k?) opt steps/s", last)
     assert match, last
     shown = float(match[1]) * (1000 if match[2] else 1)

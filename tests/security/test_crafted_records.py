@@ -142,17 +142,30 @@ def test_a_resume_auto_sweep_with_a_link_in_a_job_is_refused_before_hydra_writes
 @pytest.mark.slow
 def test_one_ctrl_c_stops_border_eval(run, tmp_path):
     """Only train and tune stop gracefully (they poll for it): eval and report stop at the first
-    Ctrl-C (one that `timeout` sends too), in one line with exit 130."""
+    Ctrl-C (one that `timeout` sends too), in one line with exit 130. The episode's env hangs in
+    its first step (its flag file says it got there), so the Ctrl-C comes while eval plays."""
+    hung = tmp_path / "hung"
     proc = subprocess.Popen(
-        [*BORDER, "eval", str(run), "eval.n_episodes=10000", f"eval.out={tmp_path / 'out'}"],
+        [
+            *BORDER,
+            "eval",
+            str(run),
+            "env.id=tests.hang_env:HangOnce-v0",
+            "env.kwargs.hang_after=1",
+            f"env.kwargs.flag={hung}",
+            "trust=[tests.hang_env]",
+            f"eval.out={tmp_path / 'out'}",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
     )
     try:
-        time.sleep(3.5)  # imports done (~2 s), 10,000 episodes playing (~10 s)
-        assert proc.poll() is None, proc.communicate()
+        deadline = time.monotonic() + 60
+        while not hung.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert hung.exists() and proc.poll() is None, proc.communicate()
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=20)
     finally:
