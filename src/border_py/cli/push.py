@@ -85,12 +85,8 @@ def push_command(args: list[str]) -> int:
         )
         with _console_log():
             facts, where = push(parsed.run, settings, parsed.dry_run)
-    except ConfigError as exc:
-        return fail(str(exc))
-    except RunError as exc:
-        return fail(str(exc), 1)
-    except OSError as exc:  # a dir that cannot be written, a full disk
-        return fail(f"{exc.filename or 'border'}: {exc.strerror or exc}", 1)
+    except (ConfigError, RunError, OSError) as exc:
+        return _failed(exc)
     score = facts.score
     print(
         f"{facts.algorithm} on {facts.env_id}: mean return {score.text()} over {score.episodes}"
@@ -98,6 +94,15 @@ def push_command(args: list[str]) -> int:
     )
     print(f"{'written' if parsed.dry_run else 'pushed'}: {where}", flush=True)
     return 0
+
+
+def _failed(exc: Exception) -> int:
+    """One line for what ended push or pull: bad input (2), a failed run or an unwritable dir (1)."""
+    if isinstance(exc, ConfigError):
+        return fail(str(exc))
+    if isinstance(exc, OSError):  # a dir that cannot be written, a full disk
+        return fail(f"{exc.filename or 'border'}: {exc.strerror or exc}", 1)
+    return fail(str(exc), 1)
 
 
 def pull_command(args: list[str]) -> int:
@@ -118,12 +123,8 @@ def pull_command(args: list[str]) -> int:
         out = parsed.out if parsed.out is not None else Path(parsed.repo.rpartition("/")[2])
         with _console_log():
             checkpoint = pull(parsed.repo, out, parsed.revision)
-    except ConfigError as exc:
-        return fail(str(exc))
-    except RunError as exc:
-        return fail(str(exc), 1)
-    except OSError as exc:  # a dir that cannot be written, a full disk
-        return fail(f"{exc.filename or 'border'}: {exc.strerror or exc}", 1)
+    except (ConfigError, RunError, OSError) as exc:
+        return _failed(exc)
     print(f"pulled: {checkpoint.parent}")
     print(f'load it: border_py.load_policy("{checkpoint}")', flush=True)
     return 0
