@@ -11,6 +11,7 @@ interleaved, ``--repeats`` times each, and the median is kept (this machine is s
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import statistics
 import tempfile
@@ -63,9 +64,12 @@ def main() -> None:
             rates[name].append(opt_rate([*overrides, *args.overrides], args.opts))
     baseline = statistics.median(rates[next(iter(VARIANTS))])
     print(f"{'variant':<40} {'opt steps/s':>12} {'ratio':>7}")
+    ratios = {}
     for name, values in rates.items():
         median = statistics.median(values)
+        ratios[name] = round(median / baseline, 3)
         print(f"{name:<40} {median:>12.0f} {median / baseline:>7.2f}")
+    print("RESULT " + json.dumps({"opt_rate_ratio_vs_baseline": ratios}))
 
 
 if __name__ == "__main__":

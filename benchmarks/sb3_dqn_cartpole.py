@@ -60,7 +60,8 @@ def main() -> None:
     model.learn(total_timesteps=100_000, callback=evaluation)
     solved = evaluation.best_mean_reward >= TARGET
     print(
-        json.dumps(
+        "RESULT "
+        + json.dumps(
             {
                 "seed": seed,
                 "env_steps": model.num_timesteps if solved else None,

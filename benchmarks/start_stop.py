@@ -22,6 +22,7 @@ border's output through a pipe sees it.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -107,12 +108,14 @@ def main() -> None:
             cfg_job.append(_wall([*BORDER, "train", "--cfg", "job"], env))
     base = statistics.median(imports)
     n = len(runs)
-    for name, values in (
-        ("import torch, gymnasium", imports),
-        ("border train: first env step", [r["first_step"] for r in runs]),
-        ("border train --cfg job", cfg_job),
+    result: dict[str, float] = {}
+    for key, name, values in (
+        ("imports", "import torch, gymnasium", imports),
+        ("first_step", "border train: first env step", [r["first_step"] for r in runs]),
+        ("cfg_job", "border train --cfg job", cfg_job),
     ):
         median = statistics.median(values)
+        result[f"{key}_vs_imports"] = round(median / base, 3)
         print(f"{name:32s} {median:5.2f} s (median of {n})  {median / base:4.2f}x imports")
     print(f"the end, from 'stopping at opt {OPTS}' to the exit (median of {n}):")
     for key, name in (
@@ -122,7 +125,10 @@ def main() -> None:
         ("rest", "the rest (evaluator, recorders, summary, interpreter exit)"),
         ("forkserver", "then, after border's exit, the forkserver's (EOF of stdout)"),
     ):
-        print(f"  {name:58s} {statistics.median(r[key] for r in runs):5.2f} s")
+        median = statistics.median(r[key] for r in runs)
+        result[f"{key}_s"] = round(median, 3)
+        print(f"  {name:58s} {median:5.2f} s")
+    print("RESULT " + json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -58,7 +58,8 @@ def run_sb3(seed: int, python: str) -> dict:
         text=True,
     )
     wall = time.perf_counter() - start
-    return {"wall": wall, **json.loads(out.stdout.strip().splitlines()[-1])}
+    last = out.stdout.strip().splitlines()[-1]
+    return {"wall": wall, **json.loads(last.removeprefix("RESULT "))}
 
 
 def _row(name: str, seed: int, r: dict) -> str:
@@ -91,16 +92,21 @@ def main() -> None:
             if args.sb3_python:
                 theirs.append(run_sb3(seed, args.sb3_python))
                 print(_row("SB3", seed, theirs[-1]), flush=True)
+    result: dict[str, float | int] = {}
     for name, rows in (("border", ours), ("SB3", theirs)):
         if rows:
             solved = sum(r["seconds"] is not None for r in rows)
             wall = statistics.median(r["wall"] for r in rows)
+            result[f"{name.lower()}_solved"] = solved
+            result[f"{name.lower()}_median_wall_s"] = round(wall, 2)
             print(f"{name}: solved {solved}/{len(rows)}, median whole process {wall:.1f} s")
     if theirs:
         ratio = statistics.median(r["wall"] for r in ours) / statistics.median(
             r["wall"] for r in theirs
         )
+        result["wall_ratio_border_vs_sb3"] = round(ratio, 3)
         print(f"median whole-process time, border / SB3: {ratio:.2f}x")
+    print("RESULT " + json.dumps(result))
 
 
 if __name__ == "__main__":

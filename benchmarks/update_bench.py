@@ -18,6 +18,7 @@ mean per call. One torch thread, as in the learner.
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from collections.abc import Callable
 
@@ -123,9 +124,15 @@ def main() -> None:
     )
     print(f"DQN 128x128, batch {n}, one torch thread; best mean of {args.repeats} x {args.calls}")
     print(f"{'':34s} {'torch (µs)':>11s} {'border (µs)':>12s} {'ratio':>6s}")
-    for name, figures in (("zero_grad + clip + Adam step", step), ("whole DQN.update", update)):
+    result = {}
+    for key, name, figures in (
+        ("optimizer_step", "zero_grad + clip + Adam step", step),
+        ("dqn_update", "whole DQN.update", update),
+    ):
         t, b = figures["torch"] * 1e6, figures["border"] * 1e6
+        result[f"{key}_ratio_border_vs_torch"] = round(b / t, 3)
         print(f"{name:34s} {t:11.1f} {b:12.1f} {b / t:6.2f}")
+    print("RESULT " + json.dumps(result))
 
 
 if __name__ == "__main__":

@@ -29,13 +29,19 @@ alone.
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import math
+import os
+import platform
+import statistics
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
 from cli_args import parse_with_overrides
 
 from border_py.reports.collect import Evaluation, FreshScore, read_run
@@ -104,20 +110,24 @@ def _fresh(score: FreshScore | None) -> str:
     return "-" if score is None else score.text()
 
 
-def zoo_rows(out: Path, recipes: list[str], seeds: list[int]) -> list[str]:
+def zoo_rows(out: Path, recipes: list[str], seeds: list[int]) -> tuple[list[str], dict]:
     """The recipes' table (Markdown lines) from the runs in ``out``: per seed, env steps to the
     Zoo's score, the best evaluation within the Zoo's budget (with the env steps trained when a
     run stopped short of both), the final score on fresh episodes, the best checkpoint on those
-    episodes, and wall seconds."""
+    episodes, and wall seconds; and per recipe, the figures of the ``RESULT`` line (seeds that
+    reached the Zoo's score, seeds whose ``best/`` holds it on fresh episodes, the mean fresh
+    scores)."""
     lines = [
         "| recipe | RL Zoo score @ budget | reached | env steps to the Zoo score (per seed)"
         " | best within the budget (per seed) | final score, fresh episodes (per seed)"
         " | best re-evaluated (per seed) | wall s (per seed) |",
         "|---|---|---|---|---|---|---|---|",
     ]
+    figures = {}
     for name in recipes:
         zoo = ZOO[name]
         hits, bests, finals, rebests, seconds = [], [], [], [], []
+        fresh: dict[str, list[float]] = {"final_eval": [], "best_eval": []}
         for seed in seeds:
             run_dir = out / name / f"seed_{seed}"
             if read_result(run_dir) is None:
@@ -134,6 +144,9 @@ def zoo_rows(out: Path, recipes: list[str], seeds: list[int]) -> list[str]:
             bests.append("-" if best is None else f"{best:.1f}{trained}")
             finals.append(_fresh(row.final_eval))
             rebests.append(_fresh(row.best_eval))
+            for key, score in (("final_eval", row.final_eval), ("best_eval", row.best_eval)):
+                if score is not None:
+                    fresh[key].append(score.mean)
             seconds.append("-" if row.seconds is None else f"{row.seconds:.0f}")
         reached = sum(h.endswith("k") for h in hits)
         lines.append(
@@ -141,7 +154,13 @@ def zoo_rows(out: Path, recipes: list[str], seeds: list[int]) -> list[str]:
             f" | {' / '.join(hits)} | {' / '.join(bests)} | {' / '.join(finals)}"
             f" | {' / '.join(rebests)} | {' / '.join(seconds)} |"
         )
-    return lines
+        figures[name] = {
+            "seeds": len(seeds),
+            "reached": reached,
+            "best_eval_at_zoo_score": sum(v >= zoo.score for v in fresh["best_eval"]),
+            **{f"{key}_mean": round(statistics.fmean(v), 2) for key, v in fresh.items() if v},
+        }
+    return lines, figures
 
 
 def default_rows(out: Path, seeds: list[int]) -> list[str]:
@@ -177,6 +196,35 @@ def default_rows(out: Path, seeds: list[int]) -> list[str]:
     return lines
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux's ``/proc/cpuinfo``), else the platform's processor string."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def caption(run_dirs: list[Path], setup: str) -> str:
+    """Where and when the table's runs were measured: the machine (CPU model, cores, OS), torch's
+    version, the dates the runs finished (their ``result.json``'s modification times), and
+    ``setup`` (how they were trained)."""
+    days = sorted(
+        {
+            datetime.date.fromtimestamp((d / "result.json").stat().st_mtime).isoformat()
+            for d in run_dirs
+            if (d / "result.json").is_file()
+        }
+    )
+    when = "no runs yet" if not days else days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}"
+    return (
+        f"Measured {when} on {cpu_model()} ({os.cpu_count()} cores, {platform.system()}),"
+        f" torch {torch.__version__}; {setup}."
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recipes", nargs="+", default=list(ZOO), choices=list(ZOO))
@@ -198,9 +246,16 @@ def main() -> None:
         out = out / "default"
         for seed in seeds if not args.table_only else []:
             train_run(out / f"seed_{seed}", [f"seed={seed}", *args.overrides], args.force, log)
+        print(caption([out / f"seed_{seed}" for seed in seeds], "plain `border train`") + "\n")
         print("\n".join(default_rows(out, seeds)))
+        solved = sum(
+            ((read_result(out / f"seed_{s}") or {}).get("summary") or {}).get("solved_at")
+            is not None
+            for s in seeds
+        )
+        print("RESULT " + json.dumps({"seeds": len(seeds), "solved": solved}))
         return
-    seeds = args.seeds if args.seeds is not None else [0, 1, 2]
+    seeds = args.seeds if args.seeds is not None else [0, 1, 2, 3, 4]
     for name in args.recipes if not args.table_only else []:
         zoo = ZOO[name]
         for seed in seeds:
@@ -215,7 +270,11 @@ def main() -> None:
                 *args.overrides,
             ]
             train_run(out / name / f"seed_{seed}", overrides, args.force, log)
-    print("\n".join(zoo_rows(out, args.recipes, seeds)))
+    runs = [out / name / f"seed_{seed}" for name in args.recipes for seed in seeds]
+    print(caption(runs, "async trainer, 2 actors") + "\n")
+    lines, figures = zoo_rows(out, args.recipes, seeds)
+    print("\n".join(lines))
+    print("RESULT " + json.dumps(figures))
 
 
 if __name__ == "__main__":

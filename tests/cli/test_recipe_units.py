@@ -9,7 +9,12 @@ border counts ``eps_decay_steps``, ``random_steps`` and ``warmup_period`` in env
 
 from __future__ import annotations
 
+import gymnasium as gym
+import numpy as np
 import pytest
+from omegaconf import OmegaConf
+
+from border_py.envs.factory import build_env_factory
 
 from ..conftest import make_config
 
@@ -93,3 +98,29 @@ def test_the_zoos_conversions_by_hand():
     assert _zoo_values("dqn_mountaincar")["eps_decay_steps"] == 24_000  # 20% of 120k
     assert _zoo_values("sac_pendulum") == {"warmup_period": 100, "random_steps": 100}
     assert _zoo_values("sac_halfcheetah")["random_steps"] == 10_000  # in total, however many actors
+
+
+def test_dqn_mountaincar_feeds_the_network_observations_rescaled_to_unit_bounds(tmp_path):
+    # the recipe's first departure from the Zoo: position (1.8 wide) and velocity (0.14 wide)
+    # both reach the network on [-1, 1], from the env's Box bounds
+    cfg = make_config(tmp_path, "experiment=dqn_mountaincar")
+    env = build_env_factory(OmegaConf.to_container(cfg, resolve=True)).make()
+    raw = gym.make("MountainCar-v0")
+    try:
+        assert env.observation_space.low.tolist() == [-1.0, -1.0]
+        assert env.observation_space.high.tolist() == [1.0, 1.0]
+        obs, _ = env.reset(seed=3)
+        raw_obs, _ = raw.reset(seed=3)
+        low, high = raw.observation_space.low, raw.observation_space.high
+        np.testing.assert_allclose(obs, 2 * (raw_obs - low) / (high - low) - 1, rtol=1e-6)
+        speeds, raw_speeds = [], []
+        for _ in range(50):
+            obs, *_ = env.step(2)
+            raw_obs, *_ = raw.step(2)
+            speeds.append(abs(obs[1]))
+            raw_speeds.append(abs(raw_obs[1]))
+        np.testing.assert_allclose(obs, 2 * (raw_obs - low) / (high - low) - 1, rtol=1e-5)
+        assert max(raw_speeds) < 0.02 < 0.2 < max(speeds)  # the same motion, 14x larger
+    finally:
+        env.close()
+        raw.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import importlib
 import inspect
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,8 +46,14 @@ class WrapperSpec:
         return not (self.evaluation_only if training else self.training_only)
 
     def wrap(self, env: gym.Env) -> gym.Env:
-        """``env`` inside this wrapper."""
-        return build(f"env.{self.name}", self.spec, env=env)
+        """``env`` inside this wrapper.
+
+        A config can only give Python floats, which a float32 ``Box`` built from them (e.g.
+        ``RescaleObservation``'s ``min_obs: -1.0``) casts with a warning per env: not shown.
+        """
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*precision lowered by casting to float32")
+            return build(f"env.{self.name}", self.spec, env=env)
 
 
 def wrapper_specs(wrappers: Any) -> list[WrapperSpec]:
