@@ -1,7 +1,7 @@
 """Run dirs made by hand for the report's tests: the files ``border report`` reads (``result.json``,
-``.hydra/config.yaml``, TensorBoard events of ``eval/return_mean`` and ``eval/env_steps``), with
-returns the test chooses, so that every aggregate can be checked against numbers worked out by
-hand."""
+``.hydra/config.yaml``, TensorBoard events of ``eval/return_mean`` and ``eval/env_steps``; when
+asked, the final evaluations on fresh episodes), with returns the test chooses, so that every
+aggregate can be checked against numbers worked out by hand."""
 
 from __future__ import annotations
 
@@ -46,6 +46,18 @@ def make_run(
     record = {"status": "completed", "overrides": overrides, "summary": summary_}
     (run_dir / "result.json").write_text(json.dumps(record))
     return run_dir
+
+
+def add_fresh(run_dir: Path, final: float, best: float) -> None:
+    """Add final evaluations of 100 fresh episodes (``final_eval`` with mean ``final``,
+    ``best_eval`` with mean ``best``) to the summary of a run's ``result.json``."""
+    path = run_dir / "result.json"
+    record = json.loads(path.read_text())
+    record["summary"] |= {
+        "final_eval": {"return_mean": final, "return_std": 5.0, "episodes": 100, "seeds": [9, 108]},
+        "best_eval": {"return_mean": best, "return_std": 1.5, "episodes": 100, "seeds": [9, 108]},
+    }
+    path.write_text(json.dumps(record))
 
 
 def make_sweep(root: Path, cells: dict[tuple[str, str], list[list[float]]], key: str) -> Path:

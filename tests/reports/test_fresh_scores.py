@@ -10,18 +10,7 @@ import pytest
 
 from border_py.cli.main import main
 
-from .synthetic import make_run
-
-
-def _with_fresh(run_dir, final: float, best: float) -> None:
-    """Add final evaluations of 100 episodes to a synthetic run's result.json."""
-    path = run_dir / "result.json"
-    record = json.loads(path.read_text())
-    record["summary"] |= {
-        "final_eval": {"return_mean": final, "return_std": 5.0, "episodes": 100, "seeds": [9, 108]},
-        "best_eval": {"return_mean": best, "return_std": 1.5, "episodes": 100, "seeds": [9, 108]},
-    }
-    path.write_text(json.dumps(record))
+from .synthetic import add_fresh, make_run
 
 
 @pytest.fixture
@@ -29,7 +18,7 @@ def runs(tmp_path):
     root = tmp_path / "sweep"
     for seed, (final, best) in enumerate([(280.0, 290.0), (300.0, 310.0)]):
         run = make_run(root / str(seed), [f"seed={seed}"], "CartPole-v1", [100.0, 400.0, 350.0])
-        _with_fresh(run, final, best)
+        add_fresh(run, final, best)
     make_run(root / "2", ["seed=2"], "CartPole-v1", [100.0, 200.0])  # before final evaluations
     return root
 

@@ -34,7 +34,7 @@ def test_the_groups_csv_splits_the_swept_keys_and_names_the_interval(sweep, tmp_
     assert main(["report", str(sweep), "--csv", str(tmp_path / "g.csv")]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "mean [95% t-interval] and IQM [95% percentile bootstrap] over seeds" in out
-    assert "across tasks: normalised final return (95% stratified bootstrap" in out
+    assert "across tasks: normalised final return, the last selection evaluation (95%" in out
     lines = list(csv.DictReader((tmp_path / "g.csv").open()))
     header = list(lines[0])
     assert header[:3] == ["group", "env.id", "agent.lr"]
@@ -55,7 +55,7 @@ def test_the_groups_csv_splits_the_swept_keys_and_names_the_interval(sweep, tmp_
         ("1e-3", "", "5"),
         ("3e-3", "", "5"),
     ]
-    assert across[0]["env_id"] == "CartPole-v1 Acrobot-v1 (normalised)"
+    assert across[0]["env_id"] == "CartPole-v1 Acrobot-v1 (normalised final_return)"
 
 
 def test_the_runs_csv_has_a_column_per_swept_key(sweep, tmp_path):
@@ -75,6 +75,7 @@ def test_the_scores_export_in_rliables_layout(sweep, tmp_path, capsys):
     data = np.load(path, allow_pickle=False)
     assert data["tasks"].tolist() == ["CartPole-v1", "Acrobot-v1"]
     assert data["groups"].tolist() == ["agent.lr=1e-3", "agent.lr=3e-3"]
+    assert str(data["score"]) == "final_return"  # these runs have no final_eval
     assert data["final_0"].shape == data["normalized_0"].shape == (3, 2)  # runs x tasks
     assert data["curves_0"].shape == data["env_steps_0"].shape == (3, 2, 4)  # x evaluations
     assert data["final_0"][:, 1].tolist() == [-100.0] * 3

@@ -16,6 +16,7 @@ from border_py.reports.tasks import (
     RUN_RANGE,
     aggregate_tasks,
     configurations,
+    run_scores,
     stratified_bootstrap,
     task_keys,
     task_scales,
@@ -42,9 +43,10 @@ def test_two_tasks_normalised_and_aggregated_by_hand(tmp_path):
     assert task_keys(groups) == {"env.id"}
     (config,) = configurations(groups)
     assert config.label == "all runs" and config.tasks == ["CartPole-v1", "Acrobot-v1"]
-    scales = task_scales(groups)
+    scores = run_scores(groups)
+    scales = task_scales(groups, scores)
     assert scales["CartPole-v1"][:2] == (23.7, 500.0)
-    found = aggregate_tasks(config, scales)
+    found = aggregate_tasks(config, scales, scores)
     assert found is not None and found.runs == 4
     assert found.mean == pytest.approx((0.75 + 0.125) / 2)  # the mean of the tasks' means
     assert found.iqm == pytest.approx(0.375)  # of 0, 0.25, 0.5, 1: the middle two
@@ -67,9 +69,10 @@ def test_an_env_outside_the_table_is_scaled_by_its_runs_and_says_so(tmp_path):
         make_run(tmp_path / str(job), ["env.id=MyEnv-v0", f"seed={job}"], "MyEnv-v0", [final])
     make_run(tmp_path / "3", ["env.id=CartPole-v1", "seed=0"], "CartPole-v1", [500.0])
     groups = _groups(tmp_path)
-    scales = task_scales(groups)
+    scores = run_scores(groups)
+    scales = task_scales(groups, scores)
     assert scales["MyEnv-v0"] == (10.0, 30.0, RUN_RANGE)
-    found = aggregate_tasks(configurations(groups)[0], scales)
+    found = aggregate_tasks(configurations(groups)[0], scales, scores)
     assert found is not None
     assert found.mean == pytest.approx(((0.0 + 1.0 + 0.5) / 3 + 1.0) / 2)
 

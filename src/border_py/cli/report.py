@@ -45,8 +45,9 @@ def report_command(args: list[str]) -> int:
         "--export-scores",
         type=Path,
         metavar="SCORES.npz",
-        help="also write the scores in rliable's layout (final scores per group: runs x tasks;"
-        " curves: runs x tasks x evaluations) to this .npz file",
+        help="also write the scores in rliable's layout (final scores per group: runs x tasks,"
+        " final_eval when every run has one, else final_return; curves: runs x tasks x"
+        " evaluations) to this .npz file",
     )
     parsed = parser.parse_args(args)
     if parsed.export_scores is not None and parsed.export_scores.suffix != ".npz":

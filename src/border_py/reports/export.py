@@ -5,9 +5,12 @@ One ``.npz`` (no pickled objects: ``np.load`` reads it with ``allow_pickle=False
 - ``tasks``: the env ids, in column order; ``groups``: the configurations' labels (what
   :func:`~border_py.reports.tasks.configurations` gathers: overrides minus seed and the task's
   keys), in the order of the arrays below;
-- per configuration ``i``: ``final_<i>``, shape (runs, tasks), the runs' final
-  ``eval/return_mean``; ``normalized_<i>``, the same normalised per task (random 0, target 1,
-  see :mod:`border_py.reports.references`); ``curves_<i>``, shape (runs, tasks, evaluations),
+- ``score``: which score ``final_<i>`` holds (:func:`~border_py.reports.tasks.run_scores`):
+  ``final_eval``, each run's final weights on fresh episodes, when every scored run has one, else
+  ``final_return``, each run's last selection evaluation (its last ``eval/return_mean``);
+- per configuration ``i``: ``final_<i>``, shape (runs, tasks), the runs' scores;
+  ``normalized_<i>``, the same normalised per task (random 0, target 1, see
+  :mod:`border_py.reports.references`); ``curves_<i>``, shape (runs, tasks, evaluations),
   each run's ``eval/return_mean`` per evaluation in order, and ``env_steps_<i>``, the env steps
   of each of those evaluations;
 - ``scale``: shape (tasks, 2), the returns that normalise to 0 and 1 per task.
@@ -26,11 +29,11 @@ import numpy as np
 
 from border_py.files import write_file
 from border_py.reports.aggregate import Group
-from border_py.reports.tasks import Configuration, configurations, task_scales
+from border_py.reports.tasks import Configuration, Scores, configurations, run_scores, task_scales
 
 
 def _padded(
-    config: Configuration, tasks: list[str], runs: int, evals: int
+    config: Configuration, scores: Scores, tasks: list[str], runs: int, evals: int
 ) -> dict[str, np.ndarray]:
     """``config``'s arrays (see the module's docstring), NaN where it has no value."""
     final = np.full((runs, len(tasks)), np.nan)
@@ -39,7 +42,7 @@ def _padded(
     for group in config.groups:
         column = tasks.index(group.env_id)
         for r, row in enumerate(group.scored):
-            final[r, column] = row.final_return
+            final[r, column] = scores.of(row)
             for e, point in enumerate(row.evaluations):
                 curves[r, column, e] = point.value
                 steps[r, column, e] = np.nan if point.env_steps is None else point.env_steps
@@ -50,17 +53,19 @@ def score_arrays(groups: list[Group]) -> tuple[dict[str, np.ndarray], list[str]]
     """The arrays :func:`export_scores` writes, and one note per configuration padded with NaN."""
     configs = configurations(groups)
     tasks = list(dict.fromkeys(g.env_id for g in groups))
-    scales = task_scales(groups)
+    scores = run_scores(groups)
+    scales = task_scales(groups, scores)
     runs = max(len(g.scored) for g in groups)
     evals = max((len(r.evaluations) for g in groups for r in g.scored), default=0)
     arrays: dict[str, np.ndarray] = {
         "tasks": np.array(tasks, dtype=str),
         "groups": np.array([c.label for c in configs], dtype=str),
+        "score": np.array(scores.name, dtype=str),
         "scale": np.array([scales[t][:2] for t in tasks], dtype=float),
     }
     notes = []
     for i, config in enumerate(configs):
-        found = _padded(config, tasks, runs, evals)
+        found = _padded(config, scores, tasks, runs, evals)
         low, high = arrays["scale"][:, 0], arrays["scale"][:, 1]
         arrays[f"final_{i}"] = found["final"]
         arrays[f"normalized_{i}"] = (found["final"] - low) / (high - low)

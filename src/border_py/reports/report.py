@@ -21,7 +21,13 @@ from border_py.reports.tables import (
     task_values,
     write_csv,
 )
-from border_py.reports.tasks import aggregate_tasks, configurations, task_keys, task_scales
+from border_py.reports.tasks import (
+    aggregate_tasks,
+    configurations,
+    run_scores,
+    task_keys,
+    task_scales,
+)
 
 
 def _with_keys(columns: tuple[str, ...], keys: list[str]) -> tuple[str, ...]:
@@ -44,9 +50,10 @@ def _group_lines(groups: list[Group]) -> tuple[tuple[str, ...], list[dict[str, A
     lines = [group.values() for group in groups]
     keys = list(groups[0].swept)
     if len({g.env_id for g in groups}) > 1:
-        scales, named = task_scales(groups), task_keys(groups)
+        scores, named = run_scores(groups), task_keys(groups)
+        scales = task_scales(groups, scores)
         for config in configurations(groups):
-            found = aggregate_tasks(config, scales)
+            found = aggregate_tasks(config, scales, scores)
             if found is not None:
                 swept = {k: v for k, v in config.groups[0].swept.items() if k not in named}
                 lines.append(swept | task_values(found))
@@ -74,9 +81,10 @@ def report(
     by_group = not per_run and any(len(g.runs) > 1 for g in groups)
     console.print(group_table(root, groups, common) if by_group else table(root, rows))
     if len({g.env_id for g in groups}) > 1:
-        scales = task_scales(groups)
-        found = [aggregate_tasks(c, scales) for c in configurations(groups)]
-        console.print(task_table([a for a in found if a is not None], scales))
+        scores = run_scores(groups)
+        scales = task_scales(groups, scores)
+        found = [aggregate_tasks(c, scales, scores) for c in configurations(groups)]
+        console.print(task_table([a for a in found if a is not None], scales, scores.name))
     for row in rows:
         if row.error:
             console.print(Text.assemble((f"{row.job} failed: ", "red"), row.error))

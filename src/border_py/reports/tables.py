@@ -14,7 +14,7 @@ from rich.text import Text
 from border_py.files import write_file
 from border_py.reports.aggregate import Estimate, Group
 from border_py.reports.collect import RunRow, shared_overrides
-from border_py.reports.tasks import STRATIFIED_BOOTSTRAP, TaskAggregate
+from border_py.reports.tasks import FINAL_EVAL, SCORE_TEXT, STRATIFIED_BOOTSTRAP, TaskAggregate
 
 
 def _fmt(value: Any, digits: int = 1) -> str:
@@ -126,16 +126,18 @@ def _bounds(value: float, low: float | None, high: float | None) -> str:
 
 
 def task_table(
-    aggregates: list[TaskAggregate], scales: dict[str, tuple[float, float, str]]
+    aggregates: list[TaskAggregate], scales: dict[str, tuple[float, float, str]], score: str
 ) -> Table:
-    """One line per configuration: its normalised final return over runs x tasks (IQM and mean,
-    each with its stratified-bootstrap interval); the caption gives each task's scale."""
+    """One line per configuration: its normalised ``score`` (a key of
+    :data:`~border_py.reports.tasks.SCORE_TEXT`, named in the title) over runs x tasks (IQM and
+    mean, each with its stratified-bootstrap interval); the caption gives each task's scale."""
     scale_text = "; ".join(
         f"{env_id}: 0 = {low:g}, 1 = {high:g} ({how})"
         for env_id, (low, high, how) in scales.items()
     )
     out = Table(
-        title=f"across tasks: normalised final return ({STRATIFIED_BOOTSTRAP} over runs x tasks)",
+        title=f"across tasks: normalised {SCORE_TEXT[score]}"
+        f" ({STRATIFIED_BOOTSTRAP} over runs x tasks)",
         caption=Text(scale_text),
     )
     out.add_column("configuration", overflow="fold", ratio=1)
@@ -153,20 +155,23 @@ def task_table(
 
 
 def task_values(agg: TaskAggregate) -> dict[str, Any]:
-    """A configuration's across-task line of the groups' CSV: ``env_id`` lists its tasks,
-    ``seeds`` counts its runs, and the final columns hold its normalised aggregates."""
+    """A configuration's across-task line of the groups' CSV: ``env_id`` lists its tasks and
+    names the score (``(normalised final_eval)`` or ``(normalised final_return)``), ``seeds``
+    counts its runs, and that score's columns (``final_eval_*``, else ``final_*``) hold its
+    normalised aggregates."""
+    prefix = "final_eval" if agg.score == FINAL_EVAL else "final"
     return {
         "group": agg.label,
-        "env_id": " ".join(agg.tasks) + " (normalised)",
+        "env_id": f"{' '.join(agg.tasks)} (normalised {agg.score})",
         "seeds": agg.runs,
-        "final_mean": agg.mean,
-        "final_ci_low": agg.mean_low,
-        "final_ci_high": agg.mean_high,
-        "final_interval": agg.method,
-        "final_iqm": agg.iqm,
-        "final_iqm_ci_low": agg.iqm_low,
-        "final_iqm_ci_high": agg.iqm_high,
-        "final_iqm_interval": agg.method,
+        f"{prefix}_mean": agg.mean,
+        f"{prefix}_ci_low": agg.mean_low,
+        f"{prefix}_ci_high": agg.mean_high,
+        f"{prefix}_interval": agg.method,
+        f"{prefix}_iqm": agg.iqm,
+        f"{prefix}_iqm_ci_low": agg.iqm_low,
+        f"{prefix}_iqm_ci_high": agg.iqm_high,
+        f"{prefix}_iqm_interval": agg.method,
         "jobs": "",
     }
 

@@ -2,28 +2,63 @@
 
 When the report's runs trained on several env ids, a *configuration* is what is left of a group's
 overrides once the task's own keys are taken out: a key whose values and the env ids match one to
-one (``env.id=...``, ``experiment=dqn_cartpole,dqn_acrobot``). Each configuration's final returns
-are normalised per task (:mod:`border_py.reports.references`: random 0, target 1; an env id not in
-that table by the range of its runs' final returns, labelled so), then aggregated over runs x tasks:
-the mean (of the per-task means) and the IQM (of every run's score, 25% cut at each end), each
-with a 95% stratified-bootstrap interval: runs are resampled with replacement within each task,
-:data:`~border_py.reports.intervals.RESAMPLES` times, and the interval is the 2.5 and 97.5
-percentiles of the resampled aggregate (rliable's ``get_interval_estimates``).
+one (``env.id=...``, ``experiment=dqn_cartpole,dqn_acrobot``). A run's score is its final
+evaluation on fresh episodes (``final_eval``) when every scored run has one, else for every run
+the last selection evaluation (``final_return``): :func:`run_scores` picks, once per report. Each
+configuration's scores are normalised per task (:mod:`border_py.reports.references`: random 0,
+target 1; an env id not in that table by the range of its runs' scores, labelled so), then
+aggregated over runs x tasks: the mean (of the per-task means) and the IQM (of every run's score,
+25% cut at each end), each with a 95% stratified-bootstrap interval: runs are resampled with
+replacement within each task, :data:`~border_py.reports.intervals.RESAMPLES` times, and the
+interval is the 2.5 and 97.5 percentiles of the resampled aggregate (rliable's
+``get_interval_estimates``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from border_py.reports.aggregate import Group
-from border_py.reports.collect import override_key, shared
+from border_py.reports.collect import RunRow, override_key, shared
 from border_py.reports.intervals import BOOTSTRAP_SEED, CONFIDENCE, RESAMPLES, trimmed_iqm
 from border_py.reports.references import REFERENCES
 
 STRATIFIED_BOOTSTRAP = "95% stratified bootstrap"
 RUN_RANGE = "range of its runs"  # how a task outside the reference table is normalised
+FINAL_EVAL = "final_eval"
+FINAL_RETURN = "final_return"
+SCORE_TEXT = {  # what each score is, as the table across tasks names it
+    FINAL_EVAL: "final eval, the final weights on fresh episodes",
+    FINAL_RETURN: "final return, the last selection evaluation",
+}
+
+
+@dataclass(frozen=True)
+class Scores:
+    """The score the report ranks runs by across tasks and exports: ``name`` (:data:`FINAL_EVAL`
+    or :data:`FINAL_RETURN`) and its value for each scored run, by run dir."""
+
+    name: str
+    values: dict[Path, float]
+
+    def of(self, row: RunRow) -> float:
+        """The score of ``row`` (a scored run of the report)."""
+        return self.values[row.path]
+
+
+def run_scores(groups: list[Group]) -> Scores:
+    """The scored runs' ``final_eval`` means when every one of them has a ``final_eval``, else
+    their ``final_return`` (older runs, ``trainer.final_eval_episodes=0``, interrupted runs): one
+    kind of score per report, never a mix."""
+    rows = [row for group in groups for row in group.scored]
+    fresh = {row.path: row.final_eval.mean for row in rows if row.final_eval is not None}
+    if rows and len(fresh) == len(rows):
+        return Scores(FINAL_EVAL, fresh)
+    finals = {row.path: float(row.final_return) for row in rows if row.final_return is not None}
+    return Scores(FINAL_RETURN, finals)
 
 
 @dataclass
@@ -68,34 +103,29 @@ def configurations(groups: list[Group]) -> list[Configuration]:
     return list(found.values())
 
 
-def task_scales(groups: list[Group]) -> dict[str, tuple[float, float, str]]:
-    """Per env id, the (0, 1) points of its normalised scale and what they are."""
+def task_scales(groups: list[Group], scores: Scores) -> dict[str, tuple[float, float, str]]:
+    """Per env id, the (0, 1) points of its normalised scale and what they are (outside the
+    reference table: the range of its runs' ``scores``)."""
     scales = {}
     for env_id in dict.fromkeys(g.env_id for g in groups):
         if env_id in REFERENCES:
             ref = REFERENCES[env_id]
             scales[env_id] = (ref.random, ref.target, "random policy .. reference target")
             continue
-        scores = [
-            float(r.final_return)
-            for g in groups
-            if g.env_id == env_id
-            for r in g.scored
-            if r.final_return is not None
-        ]
-        low, high = (min(scores), max(scores)) if scores else (0.0, 1.0)
+        found = [scores.of(r) for g in groups if g.env_id == env_id for r in g.scored]
+        low, high = (min(found), max(found)) if found else (0.0, 1.0)
         scales[env_id] = (low, high if high > low else low + 1.0, RUN_RANGE)
     return scales
 
 
 def normalized_finals(
-    config: Configuration, scales: dict[str, tuple[float, float, str]]
+    config: Configuration, scales: dict[str, tuple[float, float, str]], scores: Scores
 ) -> list[np.ndarray]:
-    """Per task of ``config``, its runs' normalised final returns."""
+    """Per task of ``config``, its runs' normalised ``scores``."""
     out = []
     for group in config.groups:
         low, high, _ = scales[group.env_id]
-        finals = np.array([r.final_return for r in group.scored], dtype=float)
+        finals = np.array([scores.of(r) for r in group.scored], dtype=float)
         out.append((finals - low) / (high - low))
     return out
 
@@ -110,10 +140,12 @@ def _pooled_iqm(per_task: list[np.ndarray]) -> np.ndarray:
 
 @dataclass(frozen=True)
 class TaskAggregate:
-    """A configuration's normalised final return over its runs x tasks: the mean and the IQM,
-    each with its stratified-bootstrap interval (None when no task has two runs)."""
+    """A configuration's normalised score (``score``: :data:`FINAL_EVAL` or :data:`FINAL_RETURN`)
+    over its runs x tasks: the mean and the IQM, each with its stratified-bootstrap interval (None
+    when no task has two runs)."""
 
     label: str
+    score: str
     tasks: list[str]
     runs: int
     mean: float
@@ -139,26 +171,18 @@ def stratified_bootstrap(per_task: list[np.ndarray]) -> dict[str, tuple[float, f
 
 
 def aggregate_tasks(
-    config: Configuration, scales: dict[str, tuple[float, float, str]]
+    config: Configuration, scales: dict[str, tuple[float, float, str]], scores: Scores
 ) -> TaskAggregate | None:
-    """The configuration's aggregate over runs x tasks; None when no task has a scored run."""
-    per_task = [s for s in normalized_finals(config, scales) if s.size]
+    """The configuration's aggregate of ``scores`` over runs x tasks; None when no task has a
+    scored run."""
+    per_task = [s for s in normalized_finals(config, scales, scores) if s.size]
     if not per_task:
         return None
     tasks = [g.env_id for g in config.groups if g.scored]
     point = {"mean": float(_mean_of_tasks(per_task)), "iqm": float(_pooled_iqm(per_task))}
     runs = sum(s.size for s in per_task)
+    head = (config.label, scores.name, tasks, runs)
     if runs == len(per_task):  # one run per task: nothing to resample
-        return TaskAggregate(
-            config.label, tasks, runs, point["mean"], None, None, point["iqm"], None, None
-        )
+        return TaskAggregate(*head, point["mean"], None, None, point["iqm"], None, None)
     bands = stratified_bootstrap(per_task)
-    return TaskAggregate(
-        config.label,
-        tasks,
-        runs,
-        point["mean"],
-        *bands["mean"],
-        point["iqm"],
-        *bands["iqm"],
-    )
+    return TaskAggregate(*head, point["mean"], *bands["mean"], point["iqm"], *bands["iqm"])
