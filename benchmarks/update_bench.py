@@ -123,6 +123,11 @@ def main() -> None:
         args.repeats,
     )
     print(f"DQN 128x128, batch {n}, one torch thread; best mean of {args.repeats} x {args.calls}")
+    print_figures(step, update)
+
+
+def print_figures(step: dict[str, float], update: dict[str, float]) -> None:
+    """The table of both figures (µs per call and border's ratio to torch) and the RESULT line."""
     print(f"{'':34s} {'torch (µs)':>11s} {'border (µs)':>12s} {'ratio':>6s}")
     result = {}
     for key, name, figures in (

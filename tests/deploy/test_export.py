@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -21,9 +22,12 @@ from border_py.agents.networks import VectorInput
 from border_py.agents.sac import SAC
 from border_py.cli.main import main
 from border_py.deploy import numpy_policy
+from border_py.deploy.describe import describe, readme
 from border_py.deploy.export import export_policy
 from border_py.deploy.graph import GreedyQ, greedy_module, sample_observations
+from border_py.deploy.load import Policy
 from border_py.deploy.numpy_network import numpy_network
+from border_py.envs.factory import GymEnvFactory
 from border_py.errors import ConfigError
 
 from ..conftest import REPO
@@ -256,3 +260,32 @@ def test_the_numpy_layers_compute_what_the_torch_networks_do(tmp_path, arch):
     actions, values = numpy_policy.load(tmp_path).forward(obs)
     assert_same_policy(actions, values, *want)
     assert actions.shape == (300, *act_space.shape)
+
+
+@pytest.mark.parametrize(
+    ("space", "scaling"),
+    [
+        (gym.spaces.Box(0, 255, (2, 40, 38), np.uint8), "uint8 values scaled by 1/255"),
+        (gym.spaces.Box(0, 15, (8,), np.uint8), "uint8 values scaled by 1/15"),
+        (gym.spaces.Box(0, 1, (4, 10, 10), np.uint8), "none: pass the env's observations"),
+        (gym.spaces.Box(-2, 2, (5,), np.float32), "none: pass the env's observations"),
+    ],
+)
+def test_preprocessing_json_states_the_scale_the_network_applies(space, scaling):
+    # MinAtar's 0/1 grids go in as they are: the description must not claim 1/255
+    agent = DQN(space, gym.spaces.Discrete(3), seed=0, hidden_sizes=[8])
+    policy = Policy(
+        agent=agent,
+        env_factory=GymEnvFactory(id="CartPole-v1"),
+        checkpoint=Path("run/checkpoints/best"),
+        config={"env": {"id": "CartPole-v1"}},
+        env_id="CartPole-v1",
+        agent_name="DQN",
+        opt_steps=1,
+        env_steps=1,
+        observation_space=space,
+        action_space=gym.spaces.Discrete(3),
+    )
+    described = describe(policy, "numpy")["observation"]["scaling"]
+    assert described.startswith(scaling)
+    assert scaling in readme(describe(policy, "numpy"))

@@ -3,7 +3,8 @@
 
 The model takes observations as the run's env gives them after its wrappers (``env.id``, its
 kwargs, ``env.wrappers`` in order, or the Atari factory's preprocessing): recreate that env, or
-feed the same arrays. uint8 observations are scaled by 1/255 inside the model.
+feed the same arrays. uint8 observations are scaled inside the model, as in training
+(:func:`~border_py.agents.networks.input_scale`: 1/255, or 1 over a lower upper bound).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import numpy as np
 
 from border_py._version import __version__
 from border_py.agents.iqn import IQN
+from border_py.agents.networks import input_scale
 from border_py.agents.sac import SAC
 from border_py.deploy.load import Policy
 from border_py.layout import CHECKPOINTS
@@ -61,6 +63,11 @@ def space(space: gym.Space) -> dict[str, Any]:
     return {"type": type(space).__name__, "repr": str(space)}
 
 
+def _fraction(scale: float) -> str:
+    """``1/255`` for a scale of 1/255: the factor as the 1/n it is."""
+    return f"1/{round(1 / scale)}"
+
+
 def checkpoint_name(checkpoint: Path) -> str:
     """The checkpoint as ``<run dir name>/checkpoints/<name>``: the export names where it comes
     from without the machine's paths (an export is meant to be shared)."""
@@ -72,7 +79,7 @@ def checkpoint_name(checkpoint: Path) -> str:
 def describe(policy: Policy, fmt: str) -> dict[str, Any]:
     """``preprocessing.json``'s content for ``policy`` exported as ``fmt``."""
     obs = policy.observation_space
-    uint8 = obs.dtype == np.uint8
+    scale = input_scale(obs)
     return {
         "format": fmt,
         "border_py": __version__,
@@ -83,8 +90,9 @@ def describe(policy: Policy, fmt: str) -> dict[str, Any]:
         "env": redact(policy.config["env"]),
         "observation": space(obs)
         | {
-            "scaling": "uint8 values scaled by 1/255 inside the model: pass them unscaled"
-            if uint8
+            "scaling": f"uint8 values scaled by {_fraction(scale)} inside the model: pass them"
+            " unscaled"
+            if obs.dtype == np.uint8 and scale != 1.0
             else "none: pass the env's observations as they are",
             "input": "obs: a batch (B, *shape) of the dtype above",
         },

@@ -9,8 +9,8 @@ values)`` out, for a batch of any size (what every export format runs).
   mean mapped onto the action bounds, ``clip(center + scale * tanh(mean), low, high)``, shaped
   as the action space (the agent's ``act`` without exploration).
 
-Observations go in as the env gives them (the space's dtype; uint8 ones are scaled by 1/255 inside
-the network, as in training).
+Observations go in as the env gives them (the space's dtype; uint8 ones are scaled inside the
+network, as in training: :func:`~border_py.agents.networks.input_scale`).
 """
 
 from __future__ import annotations
