@@ -7,7 +7,10 @@ above it), the best evaluation within the Zoo's budget (the maximum of noisy 10-
 estimates: optimistic), the honest final score (the final weights on ``trainer.final_eval_episodes``
 fresh episodes, ``result.json``'s ``final_eval``) and the best checkpoint played on those same
 episodes (``best_eval``), and wall-clock seconds (from the start of training, evaluations
-included), next to the Zoo's score and budget. Runs land in
+included), next to the Zoo's score and budget; above it, a line with the machine (CPU model,
+cores, OS), torch's version and the dates the runs finished; below it, ``RESULT {json}``: per
+recipe the seeds, those that reached the Zoo's score, those whose ``best_eval`` holds it, and the
+mean fresh scores. Seeds 0-4 unless ``--seeds`` says. Runs land in
 ``<out>/<recipe>/seed_<k>``; a run that already has a ``result.json`` is read, not trained again
 (``--force`` retrains), so the table can be extended seed by seed or printed alone (``--table-only``).
 
