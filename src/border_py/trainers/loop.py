@@ -133,7 +133,8 @@ class Learner:
 
     def run(self) -> bool:
         """Train (the backend started) until a stop condition; return True if a stop signal
-        ended it. The prefetch thread, if any, is closed whatever ends the loop."""
+        ended it, or cut its final evaluations short. The prefetch thread, if any, is closed
+        whatever ends the loop."""
         try:
             self._train()
         except BaseException:
@@ -190,6 +191,7 @@ class Learner:
             self.scores = final_scores(
                 self.evaluation, self.final_seeds, final, best, lambda: self.signals.requested
             )
+            interrupted = self.signals.requested  # a stop signal cut them short: not completed
         return interrupted
 
     def _finished(self) -> bool:
@@ -276,6 +278,8 @@ class Learner:
         if self.evaluation.busy:
             log.info("evaluation at opt %d skipped: the evaluator is still busy", state.opt_steps)
             return False
+        # no stop callable: a selection evaluation plays whole (its result is the run's, and a
+        # serial run stopped and resumed stays the uninterrupted one)
         asked = self.evaluation.request(
             state.opt_steps,
             state.env_steps,
