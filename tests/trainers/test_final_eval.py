@@ -195,8 +195,9 @@ def test_a_stop_during_best_s_final_evaluation_keeps_final_eval(caplog):
 def test_one_ctrl_c_during_the_final_evaluation_ends_it_in_seconds(tmp_path, trainer):
     """The final evaluation's 100 episodes are slow (0.2 s a step: minutes in all, as on Atari),
     training and selection evaluations are not. One Ctrl-C once they have begun (in the learner's
-    process: serial; in the evaluator's: async): the run ends at once as an interrupted run, its
-    final checkpoint written, no final_eval, no process left."""
+    process: serial; in the evaluator's: async): the run ends at once, completed (its budget was
+    done: a resume has nothing left to train), its final checkpoint written, no final_eval, no
+    process left."""
     run, flag, marker = tmp_path / "run", tmp_path / "final_started", uuid.uuid4().hex
     fresh = final_seeds(SEED, 100)
     slow = (
@@ -228,14 +229,14 @@ def test_one_ctrl_c_during_the_final_evaluation_ends_it_in_seconds(tmp_path, tra
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
-    assert proc.returncode == 130, output
+    assert proc.returncode == 0, output
     assert seconds < 10, output
     assert "Traceback" not in output and "stopping now" not in output, output
     assert "final evaluation cut short by a stop signal: result.json has no final_eval" in output
     result = json.loads((run / "result.json").read_text())
-    assert result["status"] == "interrupted", result
+    assert result["status"] == "completed", result
     summary = result["summary"]
-    assert summary["opt_steps"] == 300 and summary["interrupted"]
+    assert summary["opt_steps"] == 300 and not summary["interrupted"]
     assert "final_eval" not in summary and "best_eval" not in summary
     assert is_complete(run / "checkpoints" / "000000300")
     deadline = time.monotonic() + 5

@@ -133,8 +133,9 @@ class Learner:
 
     def run(self) -> bool:
         """Train (the backend started) until a stop condition; return True if a stop signal
-        ended it, or cut its final evaluations short. The prefetch thread, if any, is closed
-        whatever ends the loop."""
+        ended the training (one during the final evaluations cuts them short, and the run, whose
+        budget was done, still completed). The prefetch thread, if any, is closed whatever ends
+        the loop."""
         try:
             self._train()
         except BaseException:
@@ -191,7 +192,6 @@ class Learner:
             self.scores = final_scores(
                 self.evaluation, self.final_seeds, final, best, lambda: self.signals.requested
             )
-            interrupted = self.signals.requested  # a stop signal cut them short: not completed
         return interrupted
 
     def _finished(self) -> bool:
