@@ -1,5 +1,6 @@
 """evaluation/evaluator.py: greedy or epsilon-greedy evaluation episodes, a function of the weights
-and the seed; the env's default evaluation epsilon; ``border eval``'s ``eval.epsilon``."""
+and the seed; the env's default evaluation epsilon; ``border eval``'s ``eval.epsilon``; a stop
+callable that ends an evaluation within a step."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from border_py.agents.dqn import DQN
 from border_py.cli.eval import evaluate_checkpoint
 from border_py.envs.factory import GymEnvFactory
 from border_py.errors import ConfigError
-from border_py.evaluation.evaluator import Evaluator
+from border_py.evaluation.evaluator import EvaluationStopped, Evaluator
 from border_py.evaluation.service import InlineEvaluation
 
 from ..conftest import make_config
@@ -161,3 +162,48 @@ def test_inline_evaluation_on_given_seeds_plays_the_given_weights_then_restores_
     finally:
         service.close()
         alone.close()
+
+
+def _stop_after(calls: int):
+    """A stop callable that returns True from its ``calls + 1``-th call on."""
+    asked = iter(range(1_000_000))
+    return lambda: next(asked) >= calls
+
+
+def test_a_stop_ends_the_evaluation_within_a_step_even_mid_episode():
+    agent = CountingDQN(*CARTPOLE.spaces(), hidden_sizes=[8], seed=3)
+    evaluator = Evaluator(CARTPOLE, n_episodes=3, seed=7, max_steps=200)
+    try:
+        whole = evaluator.evaluate(agent)
+        first = int(whole.episode_returns[0])  # CartPole: one reward a step
+        assert first > 5 and agent.calls == sum(whole.episode_returns)
+        for steps, played in ((5, 0), (first + 3, 1)):  # in the first episode; in the second
+            agent.calls = 0
+            with pytest.raises(EvaluationStopped) as stopped:
+                evaluator.evaluate(agent, stop=_stop_after(steps))
+            assert agent.calls == steps  # not one step more
+            assert (stopped.value.played, stopped.value.episodes) == (played, 3)
+            assert str(stopped.value) == f"stopped after {played} of 3 episodes"
+        agent.calls = 0
+        assert evaluator.evaluate(agent, stop=lambda: False) == whole  # a stop that never comes
+    finally:
+        evaluator.close()
+
+
+@pytest.mark.parametrize("seeds", [None, range(100, 103)], ids=["selection", "given seeds"])
+def test_inline_evaluation_stopped_gives_no_outcome_and_restores_the_agents_weights(seeds):
+    learner = CountingDQN(*CARTPOLE.spaces(), hidden_sizes=[8], seed=3)
+    other = DQN(*CARTPOLE.spaces(), hidden_sizes=[8], seed=4).policy_state()
+    own = {k: v.clone() for k, v in learner.policy_state().items()}
+    service = InlineEvaluation(Evaluator(CARTPOLE, n_episodes=3, seed=7, max_steps=200), learner)
+    try:
+        assert service.request(5, 50, other, lambda: ({}, None), seeds, _stop_after(4))
+        assert learner.calls == 4
+        assert service.poll() == []  # nothing measured: no outcome
+        for key, value in learner.policy_state().items():
+            assert torch.equal(value, own[key]), key
+        assert service.request(6, 60, other, lambda: ({}, None), seeds, lambda: False)
+        (outcome,) = service.poll()  # the next one plays whole
+        assert outcome.opt_steps == 6 and len(outcome.result.episode_returns) == 3
+    finally:
+        service.close()

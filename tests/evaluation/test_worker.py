@@ -1,4 +1,5 @@
-"""The evaluator process's handle: what the learner takes from an evaluator that is already gone."""
+"""The evaluator process's handle: what the learner takes from an evaluator that is already gone;
+how it ends one that is evaluating."""
 
 from __future__ import annotations
 
@@ -77,3 +78,21 @@ def test_an_os_error_of_the_evaluators_env_is_a_failure_with_its_traceback(tmp_p
     finally:
         worker.close()
     assert not [p for p in psutil.Process().children() if "border-evaluator" in p.name()]
+
+
+def test_close_ends_an_evaluation_in_progress_and_the_evaluator_exits_by_itself(tmp_path):
+    """The learner's shutdown (a Ctrl-C during a long final evaluation) is seen within a step: the
+    evaluator leaves its episodes and exits 0, not killed after close()'s timeout."""
+    flag = tmp_path / "playing"
+    slow = f"{{_target_:tests.slow_episodes.SlowOnSeeds,first:0,last:99,flag:'{flag}'}}"
+    config = to_plain(make_config(tmp_path, "agent.hidden_sizes=[16]", f"env.wrappers=[{slow}]"))
+    agent, worker = _evaluator(config, episodes=1, max_restarts=0)
+    try:  # 100 episodes of 0.2 s steps: minutes
+        assert worker.request(3, 300, agent.policy_state(), lambda: ({}, {}), range(100))
+        deadline = time.monotonic() + 60
+        while not flag.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert flag.exists(), "the evaluation never began"
+    finally:
+        worker.close()
+    assert worker.process.exitcode == 0  # a kill: -9

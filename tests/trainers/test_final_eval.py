@@ -1,20 +1,32 @@
 """trainers/final.py: at a run's end the final weights and ``best/`` play fresh episodes, on reset
-seeds no selection evaluation used, and ``result.json`` says what they scored."""
+seeds no selection evaluation used, and ``result.json`` says what they scored; a first Ctrl-C cuts
+them short."""
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import signal
+import subprocess
+import time
+import uuid
 
 import pytest
 
 from border_py import train
+from border_py.agents.dqn import DQN
 from border_py.cli.eval import evaluate_checkpoint
+from border_py.envs.factory import GymEnvFactory
 from border_py.errors import ConfigError
+from border_py.evaluation.evaluator import Evaluator
 from border_py.evaluation.seeds import run_eval_seeds, selection_seed
-from border_py.trainers.final import final_seeds
+from border_py.evaluation.service import InlineEvaluation
+from border_py.runs.checkpoint import is_complete
+from border_py.trainers.final import Weights, final_scores, final_seeds
 from border_py.trainers.train import prepare
 
-from ..conftest import TINY, make_config
+from ..conftest import BORDER, REPO, TINY, make_config, processes_with_marker
 from ..seed_log import logged_seeds
 
 SEED = 3
@@ -118,3 +130,116 @@ def test_a_bad_final_eval_episodes_is_one_line_naming_the_key(tmp_path, value, s
         prepare(make_config(tmp_path, *TINY, f"trainer.final_eval_episodes={value}"), [])
     assert str(bad.value).startswith(said)
     assert "\n" not in str(bad.value)
+
+
+class CountingDQN(DQN):
+    """A DQN that counts its act calls (one per evaluation step)."""
+
+    calls = 0
+
+    def act(self, obs, explore):
+        self.calls += 1
+        return super().act(obs, explore)
+
+
+def _in_process(agent: DQN) -> tuple[InlineEvaluation, Weights, Weights]:
+    """The serial trainer's evaluation service with ``agent``; its final weights (the agent's own)
+    and other weights as best/'s."""
+    cartpole = GymEnvFactory("CartPole-v1")
+    service = InlineEvaluation(Evaluator(cartpole, 2, 7, 200), agent)
+    final = Weights(300, 900, {k: v.clone() for k, v in agent.policy_state().items()})
+    best = Weights(150, 450, DQN(*cartpole.spaces(), hidden_sizes=[8], seed=4).policy_state())
+    return service, final, best
+
+
+def test_a_stop_during_the_final_evaluation_in_process_ends_it_and_starts_no_other(caplog):
+    agent = CountingDQN(*GymEnvFactory("CartPole-v1").spaces(), hidden_sizes=[8], seed=3)
+    service, final, best = _in_process(agent)
+    try:
+        with caplog.at_level(logging.INFO):
+            scores = final_scores(service, range(500, 600), final, best, lambda: agent.calls >= 7)
+    finally:
+        service.close()
+    assert scores == {}
+    assert agent.calls == 7  # not one step past the stop, in the first of 100 episodes
+    assert "evaluation of the opt 300 weights stopped after 0 of 100 episodes" in caplog.text
+    assert "opt 150" not in caplog.text  # best/'s episodes were not started
+    assert "final evaluation cut short by a stop signal: result.json has no final_eval" in (
+        caplog.text
+    )
+
+
+def test_a_stop_during_best_s_final_evaluation_keeps_final_eval(caplog):
+    agent = CountingDQN(*GymEnvFactory("CartPole-v1").spaces(), hidden_sizes=[8], seed=3)
+    service, final, best = _in_process(agent)
+    seeds = range(500, 503)
+    try:
+        final_steps = int(sum(service.evaluator.evaluate(agent, seeds).episode_returns))
+        agent.calls = 0
+        with caplog.at_level(logging.INFO):
+            scores = final_scores(  # a stop 2 steps into best/'s first episode
+                service, seeds, final, best, lambda: agent.calls >= final_steps + 2
+            )
+    finally:
+        service.close()
+    assert list(scores) == ["final_eval"] and scores["final_eval"]["episodes"] == 3
+    assert agent.calls == final_steps + 2
+    assert "evaluation of the opt 150 weights stopped after 0 of 3 episodes" in caplog.text
+    assert "best/'s final evaluation cut short by a stop signal: result.json has no best_eval" in (
+        caplog.text
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trainer", ["serial", "async"])
+def test_one_ctrl_c_during_the_final_evaluation_ends_it_in_seconds(tmp_path, trainer):
+    """The final evaluation's 100 episodes are slow (0.2 s a step: minutes in all, as on Atari),
+    training and selection evaluations are not. One Ctrl-C once they have begun (in the learner's
+    process: serial; in the evaluator's: async): the run ends at once, completed (its budget was
+    done: a resume has nothing left to train), its final checkpoint written, no final_eval, no
+    process left."""
+    run, flag, marker = tmp_path / "run", tmp_path / "final_started", uuid.uuid4().hex
+    fresh = final_seeds(SEED, 100)
+    slow = (
+        "env.wrappers=[{_target_:tests.slow_episodes.SlowOnSeeds,"
+        f"first:{fresh[0]},last:{fresh[-1]},flag:'{flag}',evaluation_only:true}}]"
+    )
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    args = [f"trainer={trainer}", "experiment=none", *TINY, f"seed={SEED}", slow]
+    args += ["trainer.final_eval_episodes=100", "progress=false", f"run_dir={run}"]
+    proc = subprocess.Popen(
+        [*BORDER, "train", *args],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
+        env={**os.environ, "PYTHONPATH": path, "BORDER_TEST_MARKER": marker},
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while not flag.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert flag.exists(), "the final evaluation never started"
+        os.killpg(proc.pid, signal.SIGINT)  # one Ctrl-C
+        sent = time.monotonic()
+        output, _ = proc.communicate(timeout=30)  # the evaluation alone would take minutes
+        seconds = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 0, output
+    assert seconds < 10, output
+    assert "Traceback" not in output and "stopping now" not in output, output
+    assert "final evaluation cut short by a stop signal: result.json has no final_eval" in output
+    result = json.loads((run / "result.json").read_text())
+    assert result["status"] == "completed", result
+    summary = result["summary"]
+    assert summary["opt_steps"] == 300 and not summary["interrupted"]
+    assert "final_eval" not in summary and "best_eval" not in summary
+    assert is_complete(run / "checkpoints" / "000000300")
+    deadline = time.monotonic() + 5
+    while processes_with_marker(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not processes_with_marker(marker)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,19 @@ from border_py.agents.contract import check_actions
 from border_py.config import fraction
 from border_py.envs.factory import GymEnvFactory
 from border_py.errors import ConfigError
+
+
+class EvaluationStopped(Exception):
+    """An evaluation ended unfinished: its ``stop()`` returned True (a stop signal came).
+
+    Args:
+        played: the episodes played to their end before it.
+        episodes: the episodes it was to play.
+    """
+
+    def __init__(self, played: int, episodes: int) -> None:
+        super().__init__(f"stopped after {played} of {episodes} episodes")
+        self.played, self.episodes = played, episodes
 
 
 @dataclass
@@ -99,14 +113,20 @@ class Evaluator:
         self.epsilon = epsilon
         self.acted = False  # the agent's first actions are checked (check_actions), no later ones
 
-    def evaluate(self, agent: Agent, seeds: range | None = None) -> EvalResult:
+    def evaluate(
+        self, agent: Agent, seeds: range | None = None, stop: Callable[[], bool] | None = None
+    ) -> EvalResult:
         """Play the episodes with ``agent.act(..., explore=False)`` (and epsilon-random actions):
         one per reset seed of ``seeds`` (None: the evaluator's own ``n_episodes`` from ``seed``;
         the random draws of episode ``i`` seeded with ``(seeds.start, i)``).
 
+        ``stop`` is asked before every step (a flag read: nothing beside an env step and a
+        forward pass), so that a stop signal ends even a long episode of a slow env within a step.
+
         Raises:
             AgentContractError: the first actions ``act`` returned do not fit the action space
                 (:func:`~border_py.agents.contract.check_actions`).
+            EvaluationStopped: ``stop()`` returned True; the rest is not played.
         """
         if seeds is None:
             seeds = range(self.seed, self.seed + self.n_episodes)
@@ -116,6 +136,8 @@ class Evaluator:
             rng = np.random.default_rng((seeds.start, i))
             total, steps = 0.0, 0
             while steps < self.max_steps:
+                if stop is not None and stop():
+                    raise EvaluationStopped(i, len(seeds))
                 if self.random_actions is not None and rng.random() < self.epsilon:
                     action = self.random_actions.start + rng.integers(self.random_actions.n)
                 else:

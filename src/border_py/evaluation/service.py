@@ -8,6 +8,7 @@ result comes back as an :class:`EvalOutcome` tagged with the opt step of the wei
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -15,7 +16,9 @@ from typing import Any, Protocol
 import torch
 
 from border_py.agents.base import Agent
-from border_py.evaluation.evaluator import EvalResult, Evaluator
+from border_py.evaluation.evaluator import EvalResult, EvaluationStopped, Evaluator
+
+log = logging.getLogger(__name__)
 
 # the learner's (agent state, trainer state) at the evaluated opt step, for a best checkpoint (the
 # trainer state is the learner's own: carried, never read, here)
@@ -47,9 +50,15 @@ class EvalService(Protocol):
         policy: dict[str, torch.Tensor],
         snapshot: Snapshot,
         seeds: range | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> bool:
         """Evaluate ``policy`` (the weights of ``opt_steps``) on the reset seeds ``seeds`` (None:
-        the run's selection evaluation episodes); False if busy (not queued)."""
+        the run's selection evaluation episodes); False if busy (not queued).
+
+        ``stop``: for an evaluation this call plays itself, asked at every step; once it returns
+        True the evaluation is abandoned and no outcome comes. A service whose evaluations run
+        elsewhere needs none (its caller stops waiting for the outcome) and ignores it.
+        """
 
     def poll(self, timeout: float = 0.0) -> list[EvalOutcome]:
         """Finished evaluations, waiting up to ``timeout`` seconds for one."""
@@ -88,22 +97,27 @@ class InlineEvaluation:
         policy: dict[str, torch.Tensor],
         snapshot: Snapshot,
         seeds: range | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> bool:
-        """Play the evaluation episodes now.
+        """Play the evaluation episodes now, unless ``stop()`` ends them (then no outcome comes).
 
         A selection evaluation (``seeds`` None) plays the learner's agent as it is: its weights are
         ``policy``. One on ``seeds`` (the run's final evaluations) may be of other weights (the
-        best checkpoint's): the agent plays them, then gets its own back.
+        best checkpoint's): the agent plays them, then gets its own back, stopped or not.
         """
-        if seeds is None:
-            result = self.evaluator.evaluate(self.agent)
-        else:
-            own = {key: value.detach().clone() for key, value in self.agent.policy_state().items()}
-            self.agent.load_policy_state(policy)
-            try:
-                result = self.evaluator.evaluate(self.agent, seeds)
-            finally:
-                self.agent.load_policy_state(own)
+        try:
+            if seeds is None:
+                result = self.evaluator.evaluate(self.agent, stop=stop)
+            else:
+                own = {k: v.detach().clone() for k, v in self.agent.policy_state().items()}
+                self.agent.load_policy_state(policy)
+                try:
+                    result = self.evaluator.evaluate(self.agent, seeds, stop)
+                finally:
+                    self.agent.load_policy_state(own)
+        except EvaluationStopped as stopped:
+            log.info("evaluation of the opt %d weights %s", opt_steps, stopped)
+            return True
         self._done.append(EvalOutcome(opt_steps, env_steps, result, policy, snapshot))
         return True
 

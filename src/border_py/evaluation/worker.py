@@ -27,7 +27,7 @@ from border_py.agents.contract import failure_report
 from border_py.agents.factory import build_agent
 from border_py.envs.factory import build_env_factory
 from border_py.errors import RunError
-from border_py.evaluation.evaluator import EvalResult, Evaluator
+from border_py.evaluation.evaluator import EvalResult, EvaluationStopped, Evaluator
 from border_py.evaluation.service import EvalOutcome, Snapshot
 from border_py.processes.children import Context, init_child, start_process
 from border_py.processes.supervision import Heartbeats, RestartPolicy
@@ -134,7 +134,10 @@ def _evaluate(request: EvalRequest, agent: Any, evaluator: Evaluator, links: Eva
             raise RuntimeError(f"the weights of version {request.version} never became readable")
         time.sleep(0.01)
     agent.load_policy_state(latest[2])
-    result = evaluator.evaluate(agent, request.seeds)
+    try:  # the learner's shutdown ends an evaluation within a step: close() need not kill
+        result = evaluator.evaluate(agent, request.seeds, lambda: bool(links.stopping.value))
+    except EvaluationStopped:
+        return
     done = EvalDone(
         opt_steps=request.opt_steps,
         env_steps=request.env_steps,
@@ -221,11 +224,13 @@ class EvalWorker:
         policy: dict[str, torch.Tensor],
         snapshot: Snapshot,
         seeds: range | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> bool:
         """Ask for an evaluation of ``policy`` (the weights of ``opt_steps``) on ``seeds`` (None:
         the selection evaluations' own); False if busy.
 
-        ``snapshot()`` is taken now (a copy): it comes back with the result.
+        ``snapshot()`` is taken now (a copy): it comes back with the result. ``stop`` is not
+        needed: this returns at once, and a caller that stops stops polling.
         """
         if self.busy:
             return False

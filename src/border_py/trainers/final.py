@@ -6,7 +6,8 @@ estimates: optimistic. At the run's end, the final weights and ``best``'s each p
 ``trainer.final_eval_episodes`` episodes (both the same ones) on reset seeds that no selection
 evaluation used (:func:`~border_py.evaluation.seeds.fresh_seeds`, stream ``final``), in the
 trainer's own evaluation service (the learner's process, or the evaluator process);
-``result.json`` reports them as ``final_eval`` and ``best_eval``.
+``result.json`` reports them as ``final_eval`` and ``best_eval``. A stop signal ends them within an
+env step in either service (a score not measured by then is left out).
 """
 
 from __future__ import annotations
@@ -78,10 +79,10 @@ def play(
     service: EvalService, weights: Weights, seeds: range, stop: Callable[[], bool]
 ) -> EvalResult | None:
     """``weights`` played on ``seeds`` by ``service`` (None: it was busy, or ``stop()`` came, or
-    :data:`FINAL_SCORE_SECONDS` passed, first; an evaluation in process, which ``request`` plays
-    to its end, is not started after ``stop()``)."""
+    :data:`FINAL_SCORE_SECONDS` passed, first). An evaluation in another process is waited for
+    while ``stop()`` is False; one in this process asks ``stop()`` at every step."""
     asked = not stop() and service.request(
-        weights.opt_steps, weights.env_steps, weights.policy, lambda: ({}, None), seeds
+        weights.opt_steps, weights.env_steps, weights.policy, lambda: ({}, None), seeds, stop
     )
     deadline = time.monotonic() + FINAL_SCORE_SECONDS
     while asked and not stop() and time.monotonic() < deadline:
@@ -99,12 +100,12 @@ def final_scores(
     stop: Callable[[], bool],
 ) -> dict[str, dict[str, Any]]:
     """``final_eval`` (the final weights) and ``best_eval`` (``best``'s), each played on ``seeds``;
-    a key is left out when it was not measured (no best checkpoint, a stop signal, the time limit).
-    Best weights that are the final ones are not played twice."""
+    a key is left out when it was not measured (no best checkpoint, a stop signal, the time limit:
+    each said in a warning). Best weights that are the final ones are not played twice."""
     scores: dict[str, dict[str, Any]] = {}
     result = play(service, final, seeds, stop)
     if result is None:
-        log.warning("final evaluation cut short: result.json has no final_eval")
+        log.warning("final evaluation cut short%s: result.json has no final_eval", _why(stop))
         return scores
     scores["final_eval"] = score_record(result, final.opt_steps)
     if best is not None:
@@ -112,6 +113,10 @@ def final_scores(
         best_result = result if same else play(service, best, seeds, stop)
         if best_result is not None:
             scores["best_eval"] = score_record(best_result, best.opt_steps)
+        else:
+            log.warning(
+                "best/'s final evaluation cut short%s: result.json has no best_eval", _why(stop)
+            )
     for name, score in scores.items():
         log.info(
             "%s: %s ± %s over %d fresh episodes (opt %d weights, reset seeds %d..%d)",
@@ -123,3 +128,10 @@ def final_scores(
             *score["seeds"],
         )
     return scores
+
+
+def _why(stop: Callable[[], bool]) -> str:
+    """What cut a final evaluation short, for its warning."""
+    if stop():
+        return " by a stop signal"
+    return f" (the evaluator was busy, or no result within {FINAL_SCORE_SECONDS:g} s)"

@@ -133,7 +133,9 @@ class Learner:
 
     def run(self) -> bool:
         """Train (the backend started) until a stop condition; return True if a stop signal
-        ended it. The prefetch thread, if any, is closed whatever ends the loop."""
+        ended the training (one during the final evaluations cuts them short, and the run, whose
+        budget was done, still completed). The prefetch thread, if any, is closed whatever ends
+        the loop."""
         try:
             self._train()
         except BaseException:
@@ -276,6 +278,8 @@ class Learner:
         if self.evaluation.busy:
             log.info("evaluation at opt %d skipped: the evaluator is still busy", state.opt_steps)
             return False
+        # no stop callable: a selection evaluation plays whole (its result is the run's, and a
+        # serial run stopped and resumed stays the uninterrupted one)
         asked = self.evaluation.request(
             state.opt_steps,
             state.env_steps,
