@@ -30,7 +30,7 @@ from border_py.replay.uniform import UniformReplayBuffer
 from border_py.trainers.components import build_components
 from border_py.trainers.train import prepare
 
-from .conftest import BORDER, _is_python_helper, make_config, processes_with_marker
+from .conftest import BORDER, make_config, processes_with_marker
 
 CARTPOLE = (gym.spaces.Box(-1, 1, (4,), np.float32), gym.spaces.Discrete(2))
 PENDULUM = (gym.spaces.Box(-1, 1, (3,), np.float32), gym.spaces.Box(-2, 2, (1,), np.float32))
@@ -268,6 +268,9 @@ subprocess.Popen.__init__ = popen
 """
 
 
+FORK_SAMPLES = 10  # samples (20 ms apart) a child may keep border's command line before its exec
+
+
 def run_watched(args: list[str], tmp_path: Path, timeout: float = 60):
     """Run ``border <args>`` with a marker, recording what it starts (:data:`RECORD_STARTS`) and
     every descendant seen while it runs (sampled every 20 ms) other than multiprocessing's
@@ -289,17 +292,16 @@ def run_watched(args: list[str], tmp_path: Path, timeout: float = 60):
     proc = subprocess.Popen(
         [*BORDER, *args], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    seen: dict[int, str] = {}
+    sightings: dict[int, list[str]] = {}  # pid -> its command lines, in the order seen
     try:
         border = psutil.Process(proc.pid)
+        own = " ".join(border.cmdline())
         while proc.poll() is None and time.monotonic() - began < timeout:
             for child in border.children(recursive=True):
                 with contextlib.suppress(psutil.Error):
-                    cmdline = " ".join(child.cmdline())
-                    # none: an exited process not yet reaped (the forkserver as border exits);
-                    # what border itself starts is in `started` too
-                    if cmdline and not _is_python_helper(child):
-                        seen.setdefault(child.pid, cmdline)
+                    # none: an exited process not yet reaped (the forkserver as border exits)
+                    if cmdline := " ".join(child.cmdline()):
+                        sightings.setdefault(child.pid, []).append(cmdline)
             time.sleep(0.02)
         out, err = proc.communicate(timeout=5)
     finally:
@@ -312,7 +314,24 @@ def run_watched(args: list[str], tmp_path: Path, timeout: float = 60):
         time.sleep(0.1)
     assert not processes_with_marker(marker)
     started = starts.read_text().splitlines() if starts.exists() else []
-    return proc, out.decode(), err.decode(), seconds, started, list(seen.values())
+    seen = [lines[-1] for lines in sightings.values() if _not_a_helper(lines, own)]
+    return proc, out.decode(), err.decode(), seconds, started, seen
+
+
+def _not_a_helper(cmdlines: list[str], own: str) -> bool:
+    """Whether a descendant seen with ``cmdlines`` is one the test counts: not Python's fork
+    server or resource tracker, nor a fork of border on its way to becoming one (border's own
+    command line until its exec; a loaded machine stretches that moment) unless it kept border's
+    command line for :data:`FORK_SAMPLES` samples (a child running border's code). What border
+    itself starts is in the recorded starts too."""
+    if any(_helper_cmdline(line) for line in cmdlines):
+        return False
+    return any(line != own for line in cmdlines) or len(cmdlines) >= FORK_SAMPLES
+
+
+def _helper_cmdline(cmdline: str) -> bool:
+    """multiprocessing's resource tracker or fork server, by its command line."""
+    return "resource_tracker" in cmdline or ("forkserver" in cmdline and "main(" in cmdline)
 
 
 @pytest.mark.slow
