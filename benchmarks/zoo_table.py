@@ -166,8 +166,9 @@ def zoo_rows(out: Path, recipes: list[str], seeds: list[int]) -> tuple[list[str]
     return lines, figures
 
 
-def default_rows(out: Path, seeds: list[int]) -> list[str]:
-    """The 10-seed table of plain ``border train`` (Markdown lines) from the runs in ``out``."""
+def default_rows(out: Path, seeds: list[int]) -> tuple[list[str], dict]:
+    """The 10-seed table of plain ``border train`` (Markdown lines) from the runs in ``out``, and
+    the figures of its ``RESULT`` line (seeds, seeds that reached the target)."""
     lines = [
         "| seed | solved (>= 475) | env steps | opt steps | seconds | best (selection)"
         " | final score (fresh episodes) | best re-evaluated |",
@@ -196,7 +197,7 @@ def default_rows(out: Path, seeds: list[int]) -> list[str]:
     lines.append(
         f"| mean | {len(env)}/{len(seeds)} | {_mean(env)} | {_mean(opt)} | {_mean(secs)} | | | |"
     )
-    return lines
+    return lines, {"seeds": len(seeds), "solved": len(env)}
 
 
 def cpu_model() -> str:
@@ -250,13 +251,9 @@ def main() -> None:
         for seed in seeds if not args.table_only else []:
             train_run(out / f"seed_{seed}", [f"seed={seed}", *args.overrides], args.force, log)
         print(caption([out / f"seed_{seed}" for seed in seeds], "plain `border train`") + "\n")
-        print("\n".join(default_rows(out, seeds)))
-        solved = sum(
-            ((read_result(out / f"seed_{s}") or {}).get("summary") or {}).get("solved_at")
-            is not None
-            for s in seeds
-        )
-        print("RESULT " + json.dumps({"seeds": len(seeds), "solved": solved}))
+        lines, figures = default_rows(out, seeds)
+        print("\n".join(lines))
+        print("RESULT " + json.dumps(figures))
         return
     seeds = args.seeds if args.seeds is not None else [0, 1, 2, 3, 4]
     for name in args.recipes if not args.table_only else []:

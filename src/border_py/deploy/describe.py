@@ -92,7 +92,7 @@ def describe(policy: Policy, fmt: str) -> dict[str, Any]:
         | {
             "scaling": f"uint8 values scaled by {_fraction(scale)} inside the model: pass them"
             " unscaled"
-            if obs.dtype == np.uint8 and scale != 1.0
+            if scale != 1.0
             else "none: pass the env's observations as they are",
             "input": "obs: a batch (B, *shape) of the dtype above",
         },
