@@ -25,9 +25,10 @@ env with random actions and no policy:
     python benchmarks/async_throughput.py --atari [--seconds 10] [--atari-envs-per-actor 4] [overrides...]
 
 ``--backend envpool`` (or ``ale_vector``, ``gymnasium_async``) steps the actors' envs with that
-``env.backend``; the raw process stays gymnasium's. The Atari table ends with one line
-``RESULT {json}``: ``ratio_2_actors_vs_raw`` is the frames/s reaching the learner with 2 actors
-over the raw gymnasium process.
+``env.backend``; the raw process stays gymnasium's. ``actor_manager.policy_dtype=bfloat16`` (an
+override) has the actors act in bfloat16. The Atari table ends with one line ``RESULT {json}``:
+``ratio_2_actors_vs_raw`` is the frames/s reaching the learner with 2 actors over the raw
+gymnasium process.
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ def actor_breakdown(config: dict, n_envs: int, steps: int = 3000) -> dict[str, f
     n-step part adds every step and takes once per ``n_buffer`` transitions, as an actor does;
     None for an agent other than DQN (whose parts these are)."""
     n_buffer = config["actor_manager"]["n_buffer"]
-    spec = ActorSpec(0, 0, n_envs, n_buffer, None)
+    spec = ActorSpec(0, 0, n_envs, n_buffer, None, config["actor_manager"]["policy_dtype"])
     sampler = build_sampler(spec, config, LocalClock())
     agent, env, processor = sampler.agent, sampler.env, sampler.processor
     if not isinstance(agent, DQN):
@@ -242,13 +243,15 @@ def atari_section(args: argparse.Namespace) -> None:
     raw = raw_atari_frames(config, args.seconds)
     print(
         f"\nAtari sampling, {config['env']['id']}, {n_envs} envs per actor, env.backend="
-        f"{config['env'].get('backend', 'gymnasium')} (learner only drains)"
+        f"{config['env'].get('backend', 'gymnasium')}, actors act in"
+        f" {config['actor_manager']['policy_dtype']} (learner only drains)"
     )
     print(f"   raw frames/s, random actions, 1 process, no policy: {raw:,.0f}")
     print(f"   {'n_actors':>8} {'frames/s':>10} {'x raw 1-proc':>13} {'publish->actor ms':>18}")
     result: dict[str, object] = {
         "backend": config["env"].get("backend", "gymnasium"),
         "envs_per_actor": n_envs,
+        "policy_dtype": config["actor_manager"]["policy_dtype"],
         "raw_frames_per_sec": round(raw),
     }
     for n in args.atari_actors:

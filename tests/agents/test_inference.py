@@ -1,6 +1,8 @@
 """agents/inference.py: the fast acting path (numpy on CPU) gives the torch network's outputs to
 float32 rounding and the same actions from the same weights, also after an optimizer step, after
-load_policy_state and after the parameters moved to other storage."""
+load_policy_state and after the parameters moved to other storage; the conv path
+(:class:`ConvInference`) gives the module's outputs in float32 and follows the weights in
+bfloat16 to bfloat16's rounding."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ import pytest
 import torch
 
 from border_py.agents.dqn import DQN
-from border_py.agents.inference import MLPInference
+from border_py.agents.inference import ConvInference, MLPInference
+from border_py.agents.iqn import IQN
 from border_py.agents.sac import SAC
 from border_py.transitions import Transitions
 
@@ -136,3 +139,97 @@ def test_observations_with_more_dimensions_are_flattened_and_a_bare_vector_is_re
         _assert_close(agent.q_values(obs), q)
     with pytest.raises(ValueError, match=r"shape \(6,\): expected a batch"):
         agent.q_values(np.zeros(6, np.float32))
+
+
+# -- conv Q-networks (ConvInference) -------------------------------------------------------------
+
+ATARI = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
+MINATAR = gym.spaces.Box(0, 1, (4, 10, 10), np.uint8)
+SIX = gym.spaces.Discrete(6)
+CONV_CASES = [(ATARI, False), (ATARI, True), (MINATAR, False), (MINATAR, True)]
+
+
+def _frames(space: gym.spaces.Box, n: int, seed: int = 0) -> np.ndarray:
+    high = int(space.high.max())
+    return np.random.default_rng(seed).integers(0, high + 1, (n, *space.shape), dtype=np.uint8)
+
+
+def _module_q(agent: DQN, obs: np.ndarray) -> np.ndarray:
+    with torch.no_grad():
+        return agent.q(torch.from_numpy(obs)).numpy()
+
+
+def _frame_batch(space: gym.spaces.Box, seed: int) -> Transitions:
+    rng = np.random.default_rng(seed)
+    return Transitions(
+        _frames(space, 16, seed),
+        rng.integers(0, 6, 16),
+        rng.normal(size=16).astype(np.float32),
+        _frames(space, 16, seed + 100),
+        np.full(16, 0.9, np.float32),
+    )
+
+
+def _assert_bf16_close(fast: np.ndarray, reference: np.ndarray) -> None:
+    """bfloat16 values: within 3% of each state's largest |Q| (8 bits of mantissa, rounded at
+    every layer), and the same greedy action wherever the two best values differ by more."""
+    assert fast.dtype == np.float32 and fast.shape == reference.shape
+    top = np.abs(reference).max(axis=1, keepdims=True)
+    assert (np.abs(fast - reference) <= 0.03 * top).all()
+    ordered = np.sort(reference, axis=1)
+    clear = ordered[:, -1] - ordered[:, -2] > 0.06 * top[:, 0]
+    assert clear.sum() > 0
+    np.testing.assert_array_equal(fast.argmax(axis=1)[clear], reference.argmax(axis=1)[clear])
+
+
+@pytest.mark.parametrize(("space", "dueling"), CONV_CASES)
+def test_the_conv_path_in_float32_gives_the_modules_values(space, dueling):
+    agent = DQN(space, SIX, hidden_sizes=[32], dueling=dueling)
+    conv = ConvInference.of(agent.q, "float32")
+    assert conv is not None
+    for n in (1, 16):
+        obs = _frames(space, n, seed=n)
+        _assert_close(conv(obs), _module_q(agent, obs))
+
+
+@pytest.mark.parametrize(("space", "dueling"), CONV_CASES)
+def test_bfloat16_acting_follows_the_weights_through_updates_loads_and_moves(space, dueling):
+    agent = DQN(space, SIX, hidden_sizes=[32], dueling=dueling, lr=1e-2)
+    assert agent.acting_dtypes() == ("float32", "bfloat16")
+    agent.set_acting_dtype("bfloat16")
+    assert isinstance(agent.fast_q, ConvInference) and agent.fast_q.dtype == torch.bfloat16
+    obs = _frames(space, 64, seed=1)
+    before = agent.q_values(obs)
+    _assert_bf16_close(before, _module_q(agent, obs))
+    for seed in range(3):  # optimizer steps change the weights in place
+        agent.update(_frame_batch(space, seed))
+    after = agent.q_values(obs)
+    assert not np.array_equal(after, before)
+    _assert_bf16_close(after, _module_q(agent, obs))
+
+    actor = DQN(space, SIX, hidden_sizes=[32], dueling=dueling, seed=9)
+    actor.set_acting_dtype("bfloat16")
+    actor.q_values(obs)  # its own weights, cached in bfloat16
+    actor.load_policy_state(agent.policy_state())  # copied into the parameters in place
+    np.testing.assert_array_equal(actor.q_values(obs), after)
+    actor.q.share_memory()  # every parameter moved to other storage
+    actor.load_policy_state(
+        DQN(space, SIX, hidden_sizes=[32], dueling=dueling, seed=5).policy_state()
+    )
+    _assert_bf16_close(actor.q_values(obs), _module_q(actor, obs))
+
+    actor.set_acting_dtype("float32")  # back to the module itself
+    assert actor.fast_q is None
+    np.testing.assert_array_equal(actor.q_values(obs), _module_q(actor, obs))
+
+
+def test_networks_without_a_conv_torso_act_in_float32_only():
+    mlp = DQN(OBS, FIVE, hidden_sizes=[16])
+    assert mlp.acting_dtypes() == ("float32",)
+    with pytest.raises(ValueError, match="not 'bfloat16'"):
+        mlp.set_acting_dtype("bfloat16")
+    mlp.set_acting_dtype("float32")
+    assert isinstance(mlp.fast_q, MLPInference)  # the numpy path stays
+    assert ConvInference.of(mlp.q) is None
+    assert ConvInference.of(DQN(OBS, FIVE, hidden_sizes=[16], dueling=True).q) is None
+    assert not hasattr(IQN(ATARI, SIX, hidden_sizes=[16]), "set_acting_dtype")

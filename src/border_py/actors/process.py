@@ -22,7 +22,7 @@ import numpy as np
 
 from border_py.actors.clock import RunClock, SharedClock
 from border_py.actors.sampler import Sampler, SampleStats, sampler_options
-from border_py.agents.base import Agent, FixedEpsilon
+from border_py.agents.base import ActingPrecision, Agent, FixedEpsilon
 from border_py.agents.contract import failure_report
 from border_py.agents.factory import build_agent
 from border_py.envs.factory import build_env_factory
@@ -49,6 +49,8 @@ class ActorSpec:
         n_buffer: transitions per batch.
         epsilons: a fixed exploration epsilon per env (Ape-X), None: the agent's own schedule
             (at the run's env steps: :mod:`border_py.actors.clock`).
+        policy_dtype: the precision the actor acts in (:class:`~border_py.agents.base.
+            ActingPrecision`).
     """
 
     index: int
@@ -56,6 +58,7 @@ class ActorSpec:
     n_envs: int
     n_buffer: int
     epsilons: list[float] | None
+    policy_dtype: str = "float32"
 
 
 @dataclass(frozen=True)
@@ -187,6 +190,10 @@ def build_sampler(spec: ActorSpec, config: dict[str, Any], clock: RunClock) -> S
         if not isinstance(agent, FixedEpsilon):
             raise TypeError(f"{type(agent).__name__} cannot fix its epsilon (set_epsilon)")
         agent.set_epsilon(np.asarray(spec.epsilons))
+    if spec.policy_dtype != "float32":
+        if not isinstance(agent, ActingPrecision):  # refused earlier, in build_components
+            raise TypeError(f"{type(agent).__name__} cannot act in {spec.policy_dtype}")
+        agent.set_acting_dtype(spec.policy_dtype)
     return Sampler(
         env_factory,
         agent,

@@ -120,6 +120,17 @@ class FixedEpsilon(Protocol):
 
 
 @runtime_checkable
+class ActingPrecision(Protocol):
+    """An agent whose actors can act in a lower precision (``actor_manager.policy_dtype``)."""
+
+    def acting_dtypes(self) -> tuple[str, ...]:
+        """The precisions its acting network can run in on CPU (``float32`` always among them)."""
+
+    def set_acting_dtype(self, dtype: str) -> None:
+        """Act (and hand out values) in ``dtype``, one of :meth:`acting_dtypes`, from now on."""
+
+
+@runtime_checkable
 class ExplorationPosition(Protocol):
     """An agent whose exploration schedule follows the run's env steps (all actors together)."""
 

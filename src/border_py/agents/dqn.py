@@ -32,7 +32,7 @@ from border_py.agents.checkpointed import (
 from border_py.agents.compiled import check_mode, compiled
 from border_py.agents.exploration import EpsilonGreedy, linear_epsilon
 from border_py.agents.hparams import HParams, Rule, configured_by
-from border_py.agents.inference import MLPInference
+from border_py.agents.inference import ConvInference, MLPInference
 from border_py.agents.networks import polyak_update, q_network
 from border_py.agents.optim import Adam, Optimizers
 from border_py.agents.spaces import check_spaces
@@ -168,7 +168,8 @@ class DQN(EpsilonGreedy, Checkpointed):
                 list(self.q.parameters()), args.lr, args.adam_eps, max_grad_norm=args.max_grad_norm
             )
         )
-        self.fast_q = MLPInference.of(self.q)  # None for CNN torsos and dueling heads
+        # plain MLPs act with numpy, others with the module (or in bfloat16: set_acting_dtype)
+        self.fast_q: MLPInference | ConvInference | None = MLPInference.of(self.q)
         self._loss = compiled(self._td_loss, args.compile, args.compile_mode)
         self.opt_steps = 0
 
@@ -178,6 +179,21 @@ class DQN(EpsilonGreedy, Checkpointed):
             return self.fast_q(obs)
         with torch.inference_mode():
             return self.q(obs_tensor(obs, self.device)).cpu().numpy()
+
+    def acting_dtypes(self) -> tuple[str, ...]:
+        """``float32``, and ``bfloat16`` for a CNN torso (:class:`ConvInference`)."""
+        return ("float32", "bfloat16") if ConvInference.of(self.q) else ("float32",)
+
+    def set_acting_dtype(self, dtype: str) -> None:
+        """Act (and score Ape-X priorities) in ``dtype``, one of :meth:`acting_dtypes`, from now
+        on: ``bfloat16`` through :class:`ConvInference`, ``float32`` with the network as built.
+        The updates stay float32."""
+        if dtype not in self.acting_dtypes():
+            raise ValueError(f"DQN acts in {self.acting_dtypes()} with this network, not {dtype!r}")
+        if dtype == "float32":
+            self.fast_q = MLPInference.of(self.q)
+        else:
+            self.fast_q = ConvInference.of(self.q, dtype)
 
     def act(self, obs: np.ndarray, explore: bool) -> np.ndarray:
         """Epsilon-greedy (``explore``) or greedy actions for a batch of observations."""

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
+from torch.autograd.graph import increment_version
 from torch.optim.adam import adam
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,9 @@ class Adam:
             eps=self.eps,
             maximize=False,
         )
+        # the fused kernel writes the parameters without counting it in their version counters,
+        # which in-place changes otherwise do (ConvInference tells changed weights by them)
+        increment_version([self.params[i] for i in indices])
 
     def _state(self, index: int) -> dict[str, torch.Tensor]:
         state = self.state.get(index)

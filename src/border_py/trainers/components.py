@@ -2,20 +2,30 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 
 from border_py.actors.backend import ActorSettings
-from border_py.agents.base import Agent, FixedEpsilon, TDErrorScoring, reports_td_error
+from border_py.agents.base import (
+    ActingPrecision,
+    Agent,
+    FixedEpsilon,
+    TDErrorScoring,
+    reports_td_error,
+)
 from border_py.agents.factory import build_agent
+from border_py.agents.inference import native_bfloat16
 from border_py.config import build, coerce_counts, require, resolve_target
 from border_py.envs.factory import GymEnvFactory, build_env_factory
 from border_py.errors import ConfigError
 from border_py.replay.base import ReplayBuffer
 from border_py.resources import MAX_ENVS_PER_ACTOR, at_most, enforced, memory
 from border_py.seeding import derive_seed
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -64,6 +74,23 @@ def check_replay_memory(
         memory(f"replay_buffer.capacity={capacity}", "the replay buffer", need, enforce)
 
 
+def check_policy_dtype(agent: Agent, dtype: str) -> None:
+    """Refuse an acting precision the agent cannot act in; warn of bfloat16 on a CPU that
+    emulates it (where local actors would be slower than in float32)."""
+    dtypes = agent.acting_dtypes() if isinstance(agent, ActingPrecision) else ("float32",)
+    require(
+        "actor_manager.policy_dtype",
+        dtype in dtypes,
+        f"one of {', '.join(dtypes)} for {type(agent).__name__} with this network",
+        dtype,
+    )
+    if dtype == "bfloat16" and not native_bfloat16():
+        log.warning(
+            "actor_manager.policy_dtype=bfloat16: this CPU has no bfloat16 instructions"
+            " (AVX512-BF16, AMX): local actors will act slower than in float32"
+        )
+
+
 def build_components(config: dict[str, Any], warmup_period: int) -> Components:
     """Build and cross-check env factory, learner agent, replay buffer and actor settings, and
     bound the replay buffer's memory and the envs per actor (see :mod:`border_py.resources`)."""
@@ -108,6 +135,7 @@ def build_components(config: dict[str, Any], warmup_period: int) -> Components:
         warmup_period,
     )
     check_buffer_fits(buffer, agent, spaces[0])
+    check_policy_dtype(agent, actors.policy_dtype)
     if actors.exploration == "apex" and not isinstance(agent, FixedEpsilon):
         raise ConfigError(
             "actor_manager.exploration='apex': the agent has no set_epsilon (use 'schedule')"

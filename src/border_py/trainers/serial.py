@@ -16,9 +16,11 @@ from typing import Any
 
 from border_py.actors.inline import InlineActor
 from border_py.config import positive, require
+from border_py.errors import ConfigError
 from border_py.evaluation.evaluator import Evaluator
 from border_py.evaluation.seeds import selection_seed
 from border_py.evaluation.service import InlineEvaluation
+from border_py.trainers.components import Components
 from border_py.trainers.settings import LoopSettings, RunState, Wiring
 
 log = logging.getLogger(__name__)
@@ -117,6 +119,15 @@ class SerialTrainer(LoopSettings):
             return float(self.opt_interval)
         assert self.replay_ratio is not None
         return batch_size / self.replay_ratio
+
+    def check_components(self, parts: Components) -> None:
+        """Refuse another acting precision: the in-process actor acts with the learner's agent."""
+        if parts.actors.policy_dtype != "float32":
+            raise ConfigError(
+                f"actor_manager.policy_dtype={parts.actors.policy_dtype!r}: only actor processes"
+                " (trainer=async) act in another precision; the serial trainer acts with the"
+                " learner's own float32 network"
+            )
 
     def wiring(self, config: dict[str, Any], parts: Any) -> Wiring:
         """One in-process actor acting with the learner's agent, evaluation in process."""

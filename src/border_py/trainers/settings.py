@@ -189,6 +189,9 @@ class LoopSettings:
         """Actors the progress view counts (None: none, the serial trainer)."""
         return None
 
+    def check_components(self, parts: Components) -> None:
+        """Refuse components this trainer cannot run (one line); nothing by default."""
+
     def check_resources(self, config: dict[str, Any], parts: Components) -> None:
         """Bound what the trainer's own processes would take (see :mod:`border_py.resources`);
         nothing by default."""

@@ -53,6 +53,7 @@ class Trainer:
             enforced(config),
         )
         parts = build_components(config, self.settings.warmup_period)
+        self.settings.check_components(parts)
         at_most(
             "trainer.final_eval_episodes",
             self.settings.final_episodes(parts.env_factory.final_eval_episodes),
