@@ -8,14 +8,20 @@ from border_py.actors.backend import ActorRecord, ActorSettings, apex_epsilons
 
 
 def test_an_incarnation_continues_its_slot_with_its_own_epsilons():
-    settings = ActorSettings(n_actors=2, n_envs_per_actor=2, n_buffer=50, exploration="apex")
+    settings = ActorSettings(
+        n_actors=2, n_envs_per_actor=2, n_buffer=50, exploration="apex", policy_dtype="bfloat16"
+    )
     record = ActorRecord.resumed(
         {"incarnation": 1, "received": 0, "episodes": 0, "return_sum": 0.0, "env_steps": 700}
     )
     spec = settings.spec(1, record)
     assert (spec.index, spec.incarnation, spec.n_envs, spec.n_buffer) == (1, 2, 2, 50)
     assert spec.epsilons == pytest.approx(apex_epsilons(4, 0.4, 7.0)[2:])
-    assert ActorSettings().spec(0, ActorRecord()).epsilons is None  # the agent's own schedule
+    assert spec.policy_dtype == "bfloat16"  # what build_sampler applies (local and Ray actors)
+    default = ActorSettings().spec(0, ActorRecord())
+    assert (
+        default.epsilons is None and default.policy_dtype == "float32"
+    )  # the agent's own schedule
 
 
 def test_a_resumed_start_continues_the_saved_slots_and_starts_an_added_one_afresh():
