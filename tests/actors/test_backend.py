@@ -19,9 +19,8 @@ def test_an_incarnation_continues_its_slot_with_its_own_epsilons():
     assert spec.epsilons == pytest.approx(apex_epsilons(4, 0.4, 7.0)[2:])
     assert spec.policy_dtype == "bfloat16"  # what build_sampler applies (local and Ray actors)
     default = ActorSettings().spec(0, ActorRecord())
-    assert (
-        default.epsilons is None and default.policy_dtype == "float32"
-    )  # the agent's own schedule
+    assert default.epsilons is None  # the agent's own schedule
+    assert default.policy_dtype == "float32"
 
 
 def test_a_resumed_start_continues_the_saved_slots_and_starts_an_added_one_afresh():
