@@ -17,7 +17,8 @@ Five parts, printed as they finish and written to ``--out`` (JSON), then one ``R
 4. **utilisation**: ``nvidia-smi``'s GPU utilisation sampled every second while part 5 trains.
 5. **pong**: ``border train experiment=dqn_pong_async`` with all cores but two as actors for
    ``--minutes``, then a Ctrl-C: frames/s (4 per env step), opt/s and the evaluation returns over
-   time.
+   time. The actors act in ``--policy-dtype`` (``auto``: bfloat16 where the CPU computes in it
+   natively, else float32; ``actor_manager.policy_dtype``).
 
 Exit status 1 when a parity figure is above its tolerance or the training run fails.
 """
@@ -43,6 +44,7 @@ import numpy as np
 import torch
 
 from border_py.agents.dqn import DQN
+from border_py.agents.inference import native_bfloat16
 from border_py.agents.iqn import IQN
 from border_py.agents.sac import SAC
 from border_py.transitions import Transitions
@@ -258,12 +260,16 @@ TINY_PONG = [  # a smoke run on CPU: the same code path at a size CI can afford
 ]
 
 
-def pong(device: str, seconds: float, tiny: bool, run_dir: Path) -> dict[str, Any]:
-    """Part 5 (with part 4): train ``experiment=dqn_pong_async`` for ``seconds``, then stop it as
-    a Ctrl-C does; its throughput, evaluations and GPU utilisation."""
+def pong(
+    device: str, seconds: float, tiny: bool, run_dir: Path, policy_dtype: str
+) -> dict[str, Any]:
+    """Part 5 (with part 4): train ``experiment=dqn_pong_async`` for ``seconds`` with actors
+    acting in ``policy_dtype``, then stop it as a Ctrl-C does; its throughput, evaluations and
+    GPU utilisation."""
     actors = 1 if tiny else max(1, (os.cpu_count() or 4) - 2)
     args = [
         *("experiment=dqn_pong_async", f"device={device}", f"actor_manager.n_actors={actors}"),
+        f"actor_manager.policy_dtype={policy_dtype}",
         *(f"run_dir={run_dir}", "progress=false", *(TINY_PONG if tiny else [])),
     ]
     command = [sys.executable, "-m", "border_py.cli", "train", *args]
@@ -278,9 +284,8 @@ def pong(device: str, seconds: float, tiny: bool, run_dir: Path) -> dict[str, An
                 child.kill()
                 child.wait()
     log.close()
-    return {"actors": actors, "exit_code": child.returncode, **_throughput(run_dir)} | {
-        "gpu_utilisation": utilisation.summary()
-    }
+    summary = {"actors": actors, "policy_dtype": policy_dtype, "exit_code": child.returncode}
+    return summary | _throughput(run_dir) | {"gpu_utilisation": utilisation.summary()}
 
 
 def _stop_after(child: subprocess.Popen, seconds: float) -> None:
@@ -334,7 +339,15 @@ def main() -> int:
     parser.add_argument("--tiny", action="store_true", help="CI's size: seconds, not minutes")
     parser.add_argument("--minutes", type=float, default=4.0, help="of part 5's training")
     parser.add_argument("--out", type=Path, default=Path("gpu_check.json"))
+    parser.add_argument(
+        "--policy-dtype",
+        choices=("auto", "float32", "bfloat16"),
+        default="auto",
+        help="part 5's actors (auto: bfloat16 on a CPU with bfloat16 instructions)",
+    )
     args = parser.parse_args()
+    if args.policy_dtype == "auto":
+        args.policy_dtype = "bfloat16" if native_bfloat16() else "float32"
     torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
     figures: dict[str, Any] = {"device": args.device, "tiny": args.tiny, "torch": torch.__version__}
     if args.device.startswith("cuda"):
@@ -350,7 +363,8 @@ def main() -> int:
     part("h2d", lambda: h2d(args.device))
     with tempfile.TemporaryDirectory(prefix="gpu_check_") as tmp:
         seconds = 90.0 if args.tiny else args.minutes * 60  # tiny: its own budget ends it
-        part("pong", lambda: pong(args.device, seconds, args.tiny, Path(tmp) / "run"))
+        run_dir = Path(tmp) / "run"
+        part("pong", lambda: pong(args.device, seconds, args.tiny, run_dir, args.policy_dtype))
     worst = max(v for agent in figures["parity"].values() for v in agent.values())
     figures["parity_ok"] = worst <= TOLERANCE
     figures["pong_ok"] = figures["pong"]["exit_code"] in (0, 130) and bool(
