@@ -17,8 +17,8 @@ Five parts, printed as they finish and written to ``--out`` (JSON), then one ``R
 4. **utilisation**: ``nvidia-smi``'s GPU utilisation sampled every second while part 5 trains.
 5. **pong**: ``border train experiment=dqn_pong_async`` with all cores but two as actors for
    ``--minutes``, then a Ctrl-C: frames/s (4 per env step), opt/s and the evaluation returns over
-   time. The actors act in ``--policy-dtype`` (``auto``: bfloat16 where the CPU computes in it
-   natively, else float32; ``actor_manager.policy_dtype``).
+   time. The actors act in ``--policy-dtype`` (``auto``: bfloat16 where the CPU has AMX, else
+   float32; ``actor_manager.policy_dtype``).
 
 Exit status 1 when a parity figure is above its tolerance or the training run fails.
 """
@@ -343,7 +343,7 @@ def main() -> int:
         "--policy-dtype",
         choices=("auto", "float32", "bfloat16"),
         default="auto",
-        help="part 5's actors (auto: bfloat16 on a CPU with bfloat16 instructions)",
+        help="part 5's actors (auto: bfloat16 on a CPU with AMX)",
     )
     args = parser.parse_args()
     if args.policy_dtype == "auto":

@@ -233,3 +233,21 @@ def test_networks_without_a_conv_torso_act_in_float32_only():
     assert ConvInference.of(mlp.q) is None
     assert ConvInference.of(DQN(OBS, FIVE, hidden_sizes=[16], dueling=True).q) is None
     assert not hasattr(IQN(ATARI, SIX, hidden_sizes=[16]), "set_acting_dtype")
+
+
+@pytest.mark.parametrize("dueling", [False, True])
+def test_bfloat16_acting_keeps_close_q_values_apart(dueling):
+    """Q-values 0.02 apart near 20 (bfloat16 resolves 0.125 there): the output layers run in
+    float32, so the greedy action is the float32 one, not a tie given to action 0."""
+    agent = DQN(MINATAR, SIX, hidden_sizes=[32], dueling=dueling)
+    head = agent.q[-1].advantage[-1] if dueling else agent.q[-1]
+    with torch.no_grad():
+        head.weight.mul_(1e-4)
+        head.bias.copy_(20.0 + 0.02 * torch.arange(6.0))
+    obs = _frames(MINATAR, 64, seed=2)
+    reference = _module_q(agent, obs)
+    assert (reference.argmax(axis=1) == 5).all()
+    agent.set_acting_dtype("bfloat16")
+    q = agent.q_values(obs)
+    np.testing.assert_array_equal(q.argmax(axis=1), reference.argmax(axis=1))
+    assert (np.diff(np.sort(q, axis=1), axis=1) > 0).all()  # no two values rounded together

@@ -36,7 +36,7 @@ def test_gpu_check_runs_on_cpu_at_its_tiny_size(tmp_path):
         assert rates["bare_opt_per_sec"] > 0 and rates["prefetch_2_opt_per_sec"] > 0
     pong = figures["pong"]
     assert pong["exit_code"] == 0 and pong["frames_per_sec"] > 0
-    # --policy-dtype auto: bfloat16 actors where the CPU computes in it (this machine's does)
+    # --policy-dtype auto: bfloat16 actors where the CPU has AMX (this machine's has)
     assert pong["policy_dtype"] == ("bfloat16" if native_bfloat16() else "float32")
     assert [e["opt_steps"] for e in pong["evaluations"]][:2] == [100, 200]
     assert pong["gpu_utilisation"]["samples"] == 0  # no nvidia-smi here

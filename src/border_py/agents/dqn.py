@@ -185,9 +185,10 @@ class DQN(EpsilonGreedy, Checkpointed):
         return ("float32", "bfloat16") if ConvInference.of(self.q) else ("float32",)
 
     def set_acting_dtype(self, dtype: str) -> None:
-        """Act (and score Ape-X priorities) in ``dtype``, one of :meth:`acting_dtypes`, from now
-        on: ``bfloat16`` through :class:`ConvInference`, ``float32`` with the network as built.
-        The updates stay float32."""
+        """Act in ``dtype``, one of :meth:`acting_dtypes`, from now on (:meth:`q_values` too, so
+        the values an actor scores priorities from): ``bfloat16`` through
+        :class:`ConvInference`, ``float32`` with the network as built. The updates and
+        :meth:`td_error` stay float32."""
         if dtype not in self.acting_dtypes():
             raise ValueError(f"DQN acts in {self.acting_dtypes()} with this network, not {dtype!r}")
         if dtype == "float32":

@@ -20,7 +20,7 @@ where processes share cores (:func:`border_py.processes.children.one_thread_each
 
 :class:`ConvInference` evaluates the conv Q-networks (the Nature and MinAtar CNN torsos, dense
 layers, a linear or dueling head) with torch's functional ops in bfloat16, for actors that ask for
-it (``actor_manager.policy_dtype``): on CPUs with AVX512-BF16 or AMX, Pong's dueling Nature-CNN
+it (``actor_manager.policy_dtype``): on CPUs with AMX, Pong's dueling Nature-CNN
 network takes less than half its float32 time per observation at 16 rows (in float32 the
 functional path costs what the module does, so float32 acting keeps the module).
 """
@@ -135,10 +135,10 @@ ACTING_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 def native_bfloat16() -> bool:
-    """Whether this machine's CPU computes in bfloat16 natively (AVX512-BF16 or AMX on x86, the
-    BF16 extension on Arm); elsewhere torch emulates it, slower than float32."""
-    capabilities = torch.cpu.get_capabilities()
-    return any(capabilities.get(flag) for flag in ("avx512_bf16", "amx_bf16", "bf16"))
+    """Whether this machine's CPU has AMX's bfloat16 tiles, where bfloat16 acting pays (2.4x on
+    Pong's network here). With AVX512-BF16 alone (oneDNN held to it) it measured 0.9x-1.1x of
+    float32, and without either torch emulates bfloat16, 3-5x slower than float32."""
+    return bool(torch.cpu.get_capabilities().get("amx_bf16"))
 
 
 class ConvInference:
@@ -149,10 +149,13 @@ class ConvInference:
     weights instead of the pixels). In bfloat16 (weights and activations rounded to 8 bits of
     mantissa, pixels 0-255 exactly) they differ by a few tenths of a percent of the largest
     Q-value (trained MinAtar networks: median 0.3%): acting greedily on them picks another action
-    only where two actions' values are about that close. The
-    weights used are refreshed whenever a parameter was changed in place (an optimizer step,
-    ``load_state_dict``) or moved to other storage: each call compares every parameter's
-    version counter and address with those of the last refresh.
+    only where two actions' values are about that close (the output layers run in float32, so
+    close values are not rounded into ties). The weights used are refreshed whenever a
+    parameter's version counter or address changed since the last refresh (checked at each
+    call): ``load_state_dict`` (how actors load published weights), this project's optimizer
+    steps (:class:`~border_py.agents.optim.Adam` counts its fused writes), ``share_memory()``,
+    ``.to()``. Writes that bypass the counter (through ``.data``, a numpy view, or torch's own
+    fused optimizers) are not seen.
 
     Args:
         torso: the network's :class:`NatureCNN` or :class:`MinAtarCNN`.
@@ -206,6 +209,9 @@ class ConvInference:
         convs = [m for m in torso.conv if isinstance(m, nn.Conv2d)]
         if any(m.groups != 1 or m.padding != (0, 0) or m.dilation != (1, 1) for m in convs):
             return None
+        linears = _linears(head) if isinstance(head, DuelingHead) else [head]
+        if any(m.bias is None for m in [*convs, *hidden, *linears]):
+            return None
         return cls(torso, hidden, head, dtype)
 
     def _refresh(self) -> None:
@@ -221,12 +227,21 @@ class ConvInference:
                 convs.append((weight, _bias(conv).to(self.dtype), conv.stride))
             self.conv_weights = convs
 
-            def cast(layers: list[nn.Linear]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-                return [(m.weight.detach().to(self.dtype), _bias(m).to(self.dtype)) for m in layers]
+            def cast(
+                layers: list[nn.Linear], output: bool
+            ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+                """The layers' weights in the acting precision; an ``output`` stream's last
+                layer's as they are (float32)."""
+                weights = [
+                    (m.weight.detach().to(self.dtype), _bias(m).to(self.dtype)) for m in layers
+                ]
+                if output and layers:
+                    weights[-1] = (layers[-1].weight.detach(), _bias(layers[-1]))
+                return weights
 
-            self.hidden_weights = cast(self.hidden)
-            self.value_weights = cast(self.value)
-            self.advantage_weights = cast(self.advantage)
+            self.hidden_weights = cast(self.hidden, output=False)
+            self.value_weights = cast(self.value, output=True)
+            self.advantage_weights = cast(self.advantage, output=True)
         self.device = self.convs[0].weight.device
         self.stamp = self._stamp()
 
@@ -249,11 +264,11 @@ class ConvInference:
             for weight, bias, stride in self.conv_weights:
                 x = torch.relu(F.conv2d(x, weight, bias, stride))
             x = _mlp(x.flatten(1), self.hidden_weights, relu_last=True)
-            advantage = _mlp(x, self.advantage_weights, relu_last=False)
+            advantage = _stream(x, self.advantage_weights)
             if self.dueling:
-                value = _mlp(x, self.value_weights, relu_last=False)
+                value = _stream(x, self.value_weights)
                 advantage = value + advantage - advantage.mean(dim=-1, keepdim=True)
-            return advantage.float().cpu().numpy()
+            return advantage.cpu().numpy()
 
 
 def _bias(layer: nn.Conv2d | nn.Linear) -> torch.Tensor:
@@ -264,8 +279,18 @@ def _bias(layer: nn.Conv2d | nn.Linear) -> torch.Tensor:
 
 
 def _linears(stream: nn.Module) -> list[nn.Linear]:
-    """The ``Linear`` layers of a dueling stream (``Linear``, ``ReLU``, ..., ``Linear``)."""
+    """The ``Linear`` layers of a dueling stream (``Linear``, ``ReLU``, ..., ``Linear``), or of
+    both streams of a :class:`DuelingHead`."""
     return [m for m in stream.modules() if isinstance(m, nn.Linear)]
+
+
+def _stream(x: torch.Tensor, weights: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:
+    """An output stream: its hidden layers in the acting precision, its output layer (float32
+    weights) and everything after it in float32, so that close Q-values are not rounded into
+    ties (bfloat16 resolves 3.0 from 3.016, and ``argmax`` breaks a tie by the lowest index)."""
+    x = _mlp(x, weights[:-1], relu_last=True)
+    weight, bias = weights[-1]
+    return F.linear(x.float(), weight, bias)
 
 
 def _mlp(

@@ -75,8 +75,8 @@ def check_replay_memory(
 
 
 def check_policy_dtype(agent: Agent, dtype: str) -> None:
-    """Refuse an acting precision the agent cannot act in; warn of bfloat16 on a CPU that
-    emulates it (where local actors would be slower than in float32)."""
+    """Refuse an acting precision the agent cannot act in; warn of bfloat16 on a CPU without AMX
+    (where local actors would be no faster, or slower, than in float32)."""
     dtypes = agent.acting_dtypes() if isinstance(agent, ActingPrecision) else ("float32",)
     require(
         "actor_manager.policy_dtype",
@@ -86,8 +86,8 @@ def check_policy_dtype(agent: Agent, dtype: str) -> None:
     )
     if dtype == "bfloat16" and not native_bfloat16():
         log.warning(
-            "actor_manager.policy_dtype=bfloat16: this CPU has no bfloat16 instructions"
-            " (AVX512-BF16, AMX): local actors will act slower than in float32"
+            "actor_manager.policy_dtype=bfloat16: this CPU has no AMX bfloat16 units: local"
+            " actors act no faster than in float32, or 3-5x slower without AVX512-BF16 either"
         )
 
 
