@@ -27,17 +27,17 @@ import argparse
 import json
 import time
 
+import gymnasium as gym
 import numpy as np
 import torch
 
 from border_py.agents.dqn import DQN
-from border_py.deploy.load import Policy, load_policy
+from border_py.deploy.load import load_policy
 
 
-def greedy_episode(policy: Policy, agent: DQN, seed: int, other: DQN | None) -> tuple[float, list]:
-    """One greedy episode of ``agent`` from reset seed ``seed``: its return and, with ``other``,
-    each state's Q-values from both agents."""
-    env = policy.make_env()
+def greedy_episode(env: gym.Env, agent: DQN, seed: int, other: DQN | None) -> tuple[float, list]:
+    """One greedy episode of ``agent`` on ``env`` from reset seed ``seed``: its return and, with
+    ``other``, each state's Q-values from both agents."""
     obs, _ = env.reset(seed=seed)
     total, pairs, done = 0.0, [], False
     while not done:
@@ -48,7 +48,6 @@ def greedy_episode(policy: Policy, agent: DQN, seed: int, other: DQN | None) -> 
         obs, reward, terminated, truncated, _ = env.step(int(q[0].argmax()))
         total += float(reward)
         done = terminated or truncated
-    env.close()
     return total, pairs
 
 
@@ -81,12 +80,14 @@ def main() -> None:
     bf16.set_acting_dtype("bfloat16")
 
     seeds = [10_000 + i for i in range(args.episodes)]
+    env = policy.make_env()  # one env: each episode starts from its own reset seed
     returns32, pairs = [], []
     for seed in seeds:
-        total, visited = greedy_episode(policy, fp32, seed, bf16)
+        total, visited = greedy_episode(env, fp32, seed, bf16)
         returns32.append(total)
         pairs += visited
-    returns16 = [greedy_episode(policy, bf16, seed, None)[0] for seed in seeds]
+    returns16 = [greedy_episode(env, bf16, seed, None)[0] for seed in seeds]
+    env.close()
 
     q32 = np.stack([a for a, _ in pairs])
     q16 = np.stack([b for _, b in pairs])
