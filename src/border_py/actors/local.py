@@ -28,6 +28,7 @@ from border_py.actors.backend import (
     Deliver,
     Launch,
     accounting_of,
+    slots_state,
 )
 from border_py.actors.clock import SharedClock
 from border_py.actors.process import ActorLinks, actor_main
@@ -107,6 +108,7 @@ class ActorManager(ActorSettings):
             self.nice,
         )
         self.records: list[ActorRecord] = []
+        self.kept: list[ActorRecord] = []  # slots a resume dropped (see ActorSettings.slots)
         self._running: list[_Incarnation | None] = []
         self._policies: list[RestartPolicy] = []
         self._ctx: Context | None = None
@@ -178,7 +180,7 @@ class ActorManager(ActorSettings):
         self.heartbeats = Heartbeats.create(ctx, self.n_actors)
         self.stopping = ctx.RawValue("b", 0)
         self.clock = SharedClock.create(ctx, self.n_actors, launch.env_steps)
-        self.records, self._policies = self.slots(launch.resume)
+        self.records, self.kept, self._policies = self.slots(launch.resume)
         self._running = [None] * self.n_actors
         for index in range(self.n_actors):
             self._spawn(index)
@@ -371,11 +373,11 @@ class ActorManager(ActorSettings):
 
     def state(self) -> dict[str, Any]:
         """The slots' counters."""
-        return {"actors": [record.state() for record in self.records]}
+        return slots_state(self.records, self.kept)
 
     def accounting(self) -> dict[str, int]:
         """Transitions sent, received and dropped this session; received over all sessions."""
-        return accounting_of(self.records)
+        return accounting_of(self.records, self.kept)
 
     def alive(self) -> int:
         """Actor processes alive now."""
