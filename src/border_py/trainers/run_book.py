@@ -24,6 +24,7 @@ from border_py.recorders.console import format_number
 from border_py.recorders.progress import Budget, ProgressView, Steps
 from border_py.runs.checkpoint import (
     Checkpoint,
+    kept_best_return,
     prune,
     recover,
     save_checkpoint,
@@ -94,7 +95,8 @@ class RunBook:
             start_opts, start_env = state.opt_steps, state.env_steps
             for path in set_aside_newer(self.checkpoints, start_opts):
                 log.warning("resuming from an older checkpoint: moved %s aside", path)
-            self.best_return = state.best_return
+            self.best_return = kept_best_return(self.checkpoints, state.best_return)
+            self._log_best_return(state.best_return)
             self.eval_returns = list(state.eval_returns)
             self.seconds_before = state.seconds
         self.recorder: Recorder = build_recorder(config)
@@ -114,6 +116,23 @@ class RunBook:
         )
         self.solved_at: dict[str, float] | None = None
         self.start = time.perf_counter()
+
+    def _log_best_return(self, saved: float) -> None:
+        """Say why a resumed run's best return is not its checkpoint's (``saved``)."""
+        best, was = format_number(self.best_return), format_number(saved)
+        if not math.isfinite(self.best_return) and math.isfinite(saved):
+            log.warning(
+                "the best return starts afresh, not at the checkpoint's %s: no best/ holds weights"
+                " of this timeline (the next evaluation writes one)",
+                was,
+            )
+        elif self.best_return != saved:
+            log.warning(
+                "the best return is best/'s %s, not the checkpoint's %s: an evaluation that ended"
+                " after the checkpoint saved it",
+                best,
+                was,
+            )
 
     def step_of(self, opt_steps: int, env_steps: int) -> int:
         """The recorded step of a moment of the run (``trainer.log_step``)."""
