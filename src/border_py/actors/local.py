@@ -40,7 +40,7 @@ from border_py.processes.children import (
     lower_priority,
     start_process,
 )
-from border_py.processes.supervision import Heartbeats, RestartPolicy
+from border_py.processes.supervision import Heartbeats, RestartPolicy, exit_cause
 from border_py.resources import (
     actors_per_core,
     enforced,
@@ -74,6 +74,7 @@ class _Incarnation:
     process: Any
     notices: Connection  # the learner reads
     credits: Connection  # the learner writes
+    server: int | None  # the pid of the forkserver that forked it (None: spawned)
     closed: bool = False  # the notices pipe reached EOF
 
     def __post_init__(self) -> None:
@@ -199,12 +200,12 @@ class ActorManager(ActorSettings):
             target=actor_main, args=(spec, self._config, links), name=f"border-actor-{index}"
         )
         self.heartbeats.beat(index)  # the grace period starts now
-        start_process(self._ctx, process)
+        server = start_process(self._ctx, process)
         notices_w.close()  # the child holds these ends now: EOF when it exits
         credits_r.close()
         assert process.pid is not None  # started
         lower_priority(process.pid, self.nice)
-        self._running[index] = _Incarnation(process, notices_r, credits_w)
+        self._running[index] = _Incarnation(process, notices_r, credits_w, server)
 
     def publish(self, policy: dict[str, torch.Tensor], opt_steps: int) -> None:
         """Write the weights into shared memory; each actor takes them before its next batch."""
@@ -288,7 +289,7 @@ class ActorManager(ActorSettings):
                 cause, exitcode = f"silent for {silent:.1f} s", None
             else:
                 process.join(timeout=1)
-                cause, exitcode = f"exit code {process.exitcode}", process.exitcode
+                cause, exitcode = exit_cause(process.exitcode, run.server)
             self._replace(index, cause, exitcode)
 
     def _replace(self, index: int, cause: str, exitcode: int | None) -> None:
