@@ -9,7 +9,10 @@ it; with spawn, the learner ignores SIGINT for the few milliseconds of each chil
 that lands exactly then is lost: press it again). A child dies with the learner whoever its parent
 is (with the forkserver, its parent is the server): a thread waits on the learner's end of the pipe
 ``multiprocessing`` gives every child (it reaches EOF when the learner is gone) and ends the
-process; the kernel's parent-death signal covers the immediate parent.
+process; the kernel's parent-death signal covers the immediate parent (a child whose parent died
+before it armed that signal exits as it starts). A forkserver that dies takes its children with
+it: the learner tells them apart from children that failed (:func:`lost_with_forkserver`) and
+starts the next ones from a new server.
 """
 
 from __future__ import annotations

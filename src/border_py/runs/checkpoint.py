@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import itertools
 import json
-import math
 import os
 import re
 import shutil
@@ -176,27 +175,6 @@ def set_aside_newer(root: Path, opt_steps: int) -> list[Path]:
     fsync_dir(abandoned)
     fsync_dir(root)
     return moved
-
-
-def kept_best_return(root: Path, saved: float) -> float:
-    """The best return a run resumed in ``root`` goes on from, so that it always names the weights
-    of ``root/best``: the return that checkpoint was saved for (its ``meta.json``; ``saved``, the
-    resumed checkpoint's, when its meta does not say), or -inf when there is no complete ``best``
-    (:func:`set_aside_newer` moved it aside: the run's next evaluation writes a new one).
-
-    ``best`` can be newer than the checkpoint's evaluations without being set aside: an
-    evaluation asked for at the checkpoint's opt step may end after it was written.
-    """
-    best = root / BEST
-    if not is_complete(best):
-        return -math.inf
-    try:
-        value = read_json(best / META).get("best_return")
-    except (OSError, ValueError, AttributeError):
-        return saved
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return saved
-    return float(value)
 
 
 def _saved_after(checkpoint: Path, opt_steps: int) -> bool:
