@@ -61,4 +61,4 @@ def test_a_slot_a_resume_drops_keeps_its_record_and_counts_as_saved(caplog):
     assert slots_state(records, kept)["actors"][2:] == saved[2:]  # saved again unchanged
     assert accounting_of(records, kept)["received_total"] == 100
     assert accounting_of(records, kept)["received"] == 0  # this session's: none yet
-    assert "actor_manager.n_actors=2: actor slots 2, 3 keep their records" in caplog.text
+    assert "actor_manager.n_actors=2: not running actor slots 2, 3 this session" in caplog.text

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
+from border_py import train
 from border_py._version import __version__
 from border_py.actors.backend import ActorSettings, accounting_of, slots_state
 from border_py.actors.clock import LocalClock
@@ -22,6 +24,7 @@ from border_py.overrides import to_plain
 from border_py.replay.uniform import UniformReplayBuffer
 from border_py.runs.checkpoint import load_checkpoint, save_checkpoint, step_name
 from border_py.runs.state import TrainerState
+from border_py.trainers.components import build_components
 from border_py.transport.batch import ReceivedBatch
 
 from ..conftest import make_config
@@ -134,3 +137,47 @@ def test_a_slot_dropped_then_run_again_continues_its_lives_with_new_seeds_and_fr
     check_pattern_stacks(third.buffer._gather(every), n_step, gamma)
     for sampler in third.samplers:
         sampler.close()
+
+
+@pytest.mark.slow
+def test_an_async_run_resumed_with_fewer_then_more_actors_keeps_every_row_sampleable(tmp_path):
+    """The same three sessions through ``train`` (actor processes, resumes from the saved replay
+    buffer): every stored transition of the run stays sampleable, its stacks whole."""
+    run = tmp_path / "run"
+    base = [
+        "experiment=none",
+        "env=gym",
+        "env.id=tests.frame_env:FramePattern-v0",
+        "agent.network=mlp",
+        "agent.hidden_sizes=[8]",
+        f"replay_buffer.frame_stack={STACK}",
+        f"replay_buffer.capacity={CAPACITY}",
+        "actor_manager.n_envs_per_actor=2",
+        "actor_manager.n_actors=2",
+        "trainer.warmup_period=300",
+        "trainer.max_opts=null",
+        "trainer.max_env_steps=1500",
+        "trainer.eval_interval=null",
+        "trainer.eval_episodes=1",
+        "trainer.final_eval_episodes=0",
+        "trainer.save_replay_buffer=true",
+        "progress=false",
+    ]
+    train(make_config(tmp_path, *base))
+    first = load_checkpoint(run).trainer_state["actors"]
+    for n_actors, budget in ((1, 3000), (2, 4500)):
+        overrides = [f"actor_manager.n_actors={n_actors}", f"trainer.max_env_steps={budget}"]
+        train(make_config(tmp_path, f"resume={run}"), overrides=overrides)
+    saved = load_checkpoint(run)
+    last = saved.trainer_state["actors"]
+    assert len(last) == 2 and last[1]["incarnation"] > first[1]["incarnation"]
+    assert last[1]["received"] > first[1]["received"]  # the returning slot delivered
+    buffer = build_components(saved.config, 0).buffer
+    arrays = saved.buffer()
+    assert arrays is not None
+    buffer.load(saved.state.replay, arrays)
+    rows = np.arange(len(buffer))
+    live = buffer._live(rows)
+    assert live.all(), f"{(~live).sum()} of {len(rows)} stored transitions unsampleable"
+    config = saved.config["agent"]
+    check_pattern_stacks(buffer._gather(rows), config["n_step"], config["gamma"])

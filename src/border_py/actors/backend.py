@@ -148,8 +148,10 @@ class ActorSettings:
         kept = [ActorRecord.kept(state) for state in saved[self.n_actors :]]
         if kept:
             log.info(
-                "actor_manager.n_actors=%d: actor slots %s keep their records for a later session",
+                "actor_manager.n_actors=%d: not running actor slot%s %s this session (their"
+                " records are kept for a later one)",
                 self.n_actors,
+                "s" if len(kept) > 1 else "",
                 ", ".join(str(i) for i in range(self.n_actors, len(saved))),
             )
         policies = [RestartPolicy(f"actor {i}", self.max_restarts) for i in range(self.n_actors)]

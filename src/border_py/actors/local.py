@@ -34,12 +34,7 @@ from border_py.actors.clock import SharedClock
 from border_py.actors.process import ActorLinks, actor_main
 from border_py.actors.sampler import sampler_options
 from border_py.config import require
-from border_py.processes.children import (
-    Context,
-    forkserver_context,
-    lower_priority,
-    start_process,
-)
+from border_py.processes.children import Context, forkserver_context, lower_priority, start_process
 from border_py.processes.supervision import Heartbeats, RestartPolicy, exit_cause
 from border_py.resources import (
     actors_per_core,
