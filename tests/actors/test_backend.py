@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
-from border_py.actors.backend import ActorRecord, ActorSettings, apex_epsilons
+from border_py.actors.backend import (
+    ActorRecord,
+    ActorSettings,
+    accounting_of,
+    apex_epsilons,
+    slots_state,
+)
 
 
 def test_an_incarnation_continues_its_slot_with_its_own_epsilons():
@@ -26,9 +34,31 @@ def test_an_incarnation_continues_its_slot_with_its_own_epsilons():
 def test_a_resumed_start_continues_the_saved_slots_and_starts_an_added_one_afresh():
     settings = ActorSettings(n_actors=3, max_restarts=4)
     saved = {"incarnation": 2, "received": 10, "episodes": 1, "return_sum": 5.0, "env_steps": 900}
-    records, policies = settings.slots({"actors": [saved, saved]})
+    records, kept, policies = settings.slots({"actors": [saved, saved]})
     assert [r.env_steps for r in records] == [900, 900, 0]
     assert [r.incarnation for r in records] == [3, 3, 0]  # their next incarnations
+    assert kept == []
     assert [(p.what, p.max_restarts) for p in policies] == [(f"actor {i}", 4) for i in range(3)]
-    fresh, _ = settings.slots(None)
+    fresh, _, _ = settings.slots(None)
     assert [r.env_steps for r in fresh] == [0, 0, 0]
+
+
+def test_a_slot_a_resume_drops_keeps_its_record_and_counts_as_saved(caplog):
+    saved = [
+        {
+            "incarnation": i,
+            "received": 10 * (i + 1),
+            "episodes": 1,
+            "return_sum": 2.0,
+            "env_steps": 7,
+        }
+        for i in range(4)
+    ]
+    with caplog.at_level(logging.INFO):
+        records, kept, policies = ActorSettings(n_actors=2).slots({"actors": saved})
+    assert [r.incarnation for r in records] == [1, 2] and len(policies) == 2
+    assert [r.incarnation for r in kept] == [2, 3]  # as saved: not run, no new incarnation
+    assert slots_state(records, kept)["actors"][2:] == saved[2:]  # saved again unchanged
+    assert accounting_of(records, kept)["received_total"] == 100
+    assert accounting_of(records, kept)["received"] == 0  # this session's: none yet
+    assert "actor_manager.n_actors=2: not running actor slots 2, 3 this session" in caplog.text

@@ -3,6 +3,7 @@ lost run. Every test drives the real ``border`` command in a subprocess and does
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -141,6 +142,65 @@ def test_kill_9_of_the_forkserver_and_two_actors_at_once_never_hangs(tmp_path):
         assert "restart 1 of 3" in _log(run)
     else:  # or one clear line
         assert proc.returncode == 1 and output.strip().splitlines()[-1].startswith("border: error:")
+    assert "Traceback" not in output
+    _gone_within(marker, 5.0)
+
+
+def _forkserver(main: psutil.Process) -> psutil.Process | None:
+    """The fork server among ``main``'s children (multiprocessing's: its command line runs
+    ``forkserver.main(...)``)."""
+    for child in main.children():
+        with contextlib.suppress(psutil.Error):
+            cmdline = " ".join(child.cmdline())
+            if "forkserver" in cmdline and "main(" in cmdline:
+                return child
+    return None
+
+
+@pytest.mark.slow
+def test_kill_9_of_the_forkserver_before_the_first_evaluation_is_recovered(tmp_path):
+    """Every child of the fork server dies with it, and multiprocessing reads each one's exit code
+    as 255: the evaluator, before its first result, must not be taken for one that failed."""
+    marker = f"forkserver-early-{uuid.uuid4().hex}"
+    run = tmp_path / "run"
+    proc = _start(
+        [
+            "train",
+            "trainer=async",
+            *SMALL,
+            "actor_manager.n_actors=8",
+            "trainer.max_opts=600",
+            "trainer.eval_interval=300",
+            "trainer.final_eval_episodes=2",
+            f"run_dir={run}",
+        ],
+        tmp_path,
+        marker,
+    )
+    try:
+        main = psutil.Process(proc.pid)
+        server: list[psutil.Process] = []
+
+        def started() -> bool:  # the 8 actors and the evaluator
+            found = _forkserver(main)
+            if found is not None and len(found.children()) >= 9:
+                server[:] = [found]
+            return bool(server)
+
+        _wait_for(started, 120, "the actors and the evaluator")
+        assert "eval return" not in _log(run)  # before the first evaluation
+        server[0].kill()
+        output, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, output[-3000:]
+    result = json.loads((run / "result.json").read_text())
+    assert result["status"] == "completed" and result["summary"]["opt_steps"] == 600
+    assert (run / "checkpoints" / "best" / "meta.json").is_file()
+    log = _log(run)
+    assert "the evaluator died (its fork server died): restart 1 of 3" in log
     assert "Traceback" not in output
     _gone_within(marker, 5.0)
 

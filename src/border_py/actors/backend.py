@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast, runtime_checkable
 
@@ -129,15 +129,33 @@ class ActorSettings:
             policy_dtype=self.policy_dtype,
         )
 
-    def slots(self, resume: dict[str, Any] | None) -> tuple[list[ActorRecord], list[RestartPolicy]]:
-        """Each actor slot's record and restart policy at a start (``resume``: what the backend
-        saved; a resumed run's slots continue their records, an added slot starts afresh)."""
+    def slots(
+        self, resume: dict[str, Any] | None
+    ) -> tuple[list[ActorRecord], list[ActorRecord], list[RestartPolicy]]:
+        """The records of the slots a start runs and of those it keeps, and each run slot's
+        restart policy.
+
+        ``resume``: what the backend saved (:func:`slots_state`). The first ``n_actors`` slots
+        run: a saved one continues its record at its next incarnation, one never run before
+        starts afresh. A saved slot beyond ``n_actors`` (a resume lowered it) is kept as saved
+        and saved again: a later session that runs it again continues its incarnations, so its
+        env seeds and frame source (derived from the incarnation) are never an earlier life's,
+        and its transitions stay in the run's totals.
+        """
         saved = (resume or {}).get("actors", [])
-        records = [ActorRecord() for _ in range(self.n_actors)]
-        for i, state in enumerate(saved[: self.n_actors]):
-            records[i] = ActorRecord.resumed(state)
+        records = [ActorRecord.resumed(state) for state in saved[: self.n_actors]]
+        records += [ActorRecord() for _ in range(self.n_actors - len(records))]
+        kept = [ActorRecord.kept(state) for state in saved[self.n_actors :]]
+        if kept:
+            log.info(
+                "actor_manager.n_actors=%d: not running actor slot%s %s this session (their"
+                " records are kept for a later one)",
+                self.n_actors,
+                "s" if len(kept) > 1 else "",
+                ", ".join(str(i) for i in range(self.n_actors, len(saved))),
+            )
         policies = [RestartPolicy(f"actor {i}", self.max_restarts) for i in range(self.n_actors)]
-        return records, policies
+        return records, kept, policies
 
     def check_resources(
         self, config: dict[str, Any], spaces: tuple[gym.Space, gym.Space], n_step: int
@@ -200,8 +218,15 @@ class ActorRecord:
     @classmethod
     def resumed(cls, saved: dict[str, Any]) -> ActorRecord:
         """A slot continuing from its saved :meth:`state`, with the next incarnation."""
+        record = cls.kept(saved)
+        record.incarnation += 1
+        return record
+
+    @classmethod
+    def kept(cls, saved: dict[str, Any]) -> ActorRecord:
+        """A slot this session does not run, as saved (its :meth:`state` is ``saved`` again)."""
         return cls(
-            incarnation=int(saved["incarnation"]) + 1,
+            incarnation=int(saved["incarnation"]),
             received=int(saved["received"]),
             episodes=int(saved["episodes"]),
             return_sum=float(saved["return_sum"]),
@@ -282,7 +307,7 @@ class Launch:
 class ActorBackend(Protocol):
     """What the learning loop needs from the actor side, wherever the actors run."""
 
-    records: list[ActorRecord]  # one per actor slot
+    records: list[ActorRecord]  # one per actor slot it runs
 
     def start(self, launch: Launch) -> None:
         """Start the actors; they act with the weights of ``launch.policy`` from their first step."""
@@ -319,11 +344,20 @@ class ActorBackend(Protocol):
         """Restarts so far, all actors together."""
 
 
-def accounting_of(records: list[ActorRecord]) -> dict[str, int]:
-    """The :meth:`ActorBackend.accounting` of a list of slot records."""
+def accounting_of(
+    records: Sequence[ActorRecord], kept: Sequence[ActorRecord] = ()
+) -> dict[str, int]:
+    """The :meth:`ActorBackend.accounting` of the records of the slots a session runs and of
+    those it keeps (see :meth:`ActorSettings.slots`: they count in ``received_total`` alone)."""
     return {
         "sent": sum(r.sent for r in records),
         "received": sum(r.received_session for r in records),
         "dropped": sum(r.dropped for r in records),
-        "received_total": sum(r.received for r in records),
+        "received_total": sum(r.received for r in [*records, *kept]),
     }
+
+
+def slots_state(records: Sequence[ActorRecord], kept: Sequence[ActorRecord]) -> dict[str, Any]:
+    """What a backend of actor slots saves (its :meth:`ActorBackend.state`): the record of every
+    slot of the run, those it runs first (``records``), then those it keeps (``kept``)."""
+    return {"actors": [record.state() for record in [*records, *kept]]}

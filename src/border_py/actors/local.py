@@ -28,18 +28,14 @@ from border_py.actors.backend import (
     Deliver,
     Launch,
     accounting_of,
+    slots_state,
 )
 from border_py.actors.clock import SharedClock
 from border_py.actors.process import ActorLinks, actor_main
 from border_py.actors.sampler import sampler_options
 from border_py.config import require
-from border_py.processes.children import (
-    Context,
-    forkserver_context,
-    lower_priority,
-    start_process,
-)
-from border_py.processes.supervision import Heartbeats, RestartPolicy
+from border_py.processes.children import Context, forkserver_context, lower_priority, start_process
+from border_py.processes.supervision import Heartbeats, RestartPolicy, exit_cause
 from border_py.resources import (
     actors_per_core,
     enforced,
@@ -73,6 +69,7 @@ class _Incarnation:
     process: Any
     notices: Connection  # the learner reads
     credits: Connection  # the learner writes
+    server: int | None  # the pid of the forkserver that forked it (None: spawned)
     closed: bool = False  # the notices pipe reached EOF
 
     def __post_init__(self) -> None:
@@ -107,6 +104,7 @@ class ActorManager(ActorSettings):
             self.nice,
         )
         self.records: list[ActorRecord] = []
+        self.kept: list[ActorRecord] = []  # slots a resume dropped (see ActorSettings.slots)
         self._running: list[_Incarnation | None] = []
         self._policies: list[RestartPolicy] = []
         self._ctx: Context | None = None
@@ -178,7 +176,7 @@ class ActorManager(ActorSettings):
         self.heartbeats = Heartbeats.create(ctx, self.n_actors)
         self.stopping = ctx.RawValue("b", 0)
         self.clock = SharedClock.create(ctx, self.n_actors, launch.env_steps)
-        self.records, self._policies = self.slots(launch.resume)
+        self.records, self.kept, self._policies = self.slots(launch.resume)
         self._running = [None] * self.n_actors
         for index in range(self.n_actors):
             self._spawn(index)
@@ -197,12 +195,12 @@ class ActorManager(ActorSettings):
             target=actor_main, args=(spec, self._config, links), name=f"border-actor-{index}"
         )
         self.heartbeats.beat(index)  # the grace period starts now
-        start_process(self._ctx, process)
+        server = start_process(self._ctx, process)
         notices_w.close()  # the child holds these ends now: EOF when it exits
         credits_r.close()
         assert process.pid is not None  # started
         lower_priority(process.pid, self.nice)
-        self._running[index] = _Incarnation(process, notices_r, credits_w)
+        self._running[index] = _Incarnation(process, notices_r, credits_w, server)
 
     def publish(self, policy: dict[str, torch.Tensor], opt_steps: int) -> None:
         """Write the weights into shared memory; each actor takes them before its next batch."""
@@ -286,7 +284,7 @@ class ActorManager(ActorSettings):
                 cause, exitcode = f"silent for {silent:.1f} s", None
             else:
                 process.join(timeout=1)
-                cause, exitcode = f"exit code {process.exitcode}", process.exitcode
+                cause, exitcode = exit_cause(process.exitcode, run.server)
             self._replace(index, cause, exitcode)
 
     def _replace(self, index: int, cause: str, exitcode: int | None) -> None:
@@ -371,11 +369,11 @@ class ActorManager(ActorSettings):
 
     def state(self) -> dict[str, Any]:
         """The slots' counters."""
-        return {"actors": [record.state() for record in self.records]}
+        return slots_state(self.records, self.kept)
 
     def accounting(self) -> dict[str, int]:
         """Transitions sent, received and dropped this session; received over all sessions."""
-        return accounting_of(self.records)
+        return accounting_of(self.records, self.kept)
 
     def alive(self) -> int:
         """Actor processes alive now."""

@@ -30,7 +30,7 @@ from border_py.errors import RunError
 from border_py.evaluation.evaluator import EvalResult, EvaluationStopped, Evaluator
 from border_py.evaluation.service import EvalOutcome, Snapshot
 from border_py.processes.children import Context, init_child, start_process
-from border_py.processes.supervision import Heartbeats, RestartPolicy
+from border_py.processes.supervision import Heartbeats, RestartPolicy, exit_cause
 from border_py.transport.channel import LearnerGone, Readable, receive, send
 from border_py.transport.messages import EvalDone, EvalRequest, WorkerFailed
 from border_py.transport.weights import SharedWeights
@@ -204,7 +204,7 @@ class EvalWorker:
             target=eval_main, args=(self.config, self.settings, links), name="border-evaluator"
         )
         self.heartbeats.beat(0)
-        start_process(self.ctx, self.process)
+        self.server = start_process(self.ctx, self.process)
         requests_r.close()
         results_w.close()
         self.readable = Readable(self.results)
@@ -312,7 +312,7 @@ class EvalWorker:
             cause, exitcode = f"silent for {silent:.1f} s", None
         else:
             self.process.join(timeout=1)
-            cause, exitcode = f"exit code {self.process.exitcode}", self.process.exitcode
+            cause, exitcode = exit_cause(self.process.exitcode, self.server)
         self._late += self._read(0)  # what it said before dying: its traceback, or a result
         error = self.error
         self.requests.close()

@@ -9,7 +9,10 @@ it; with spawn, the learner ignores SIGINT for the few milliseconds of each chil
 that lands exactly then is lost: press it again). A child dies with the learner whoever its parent
 is (with the forkserver, its parent is the server): a thread waits on the learner's end of the pipe
 ``multiprocessing`` gives every child (it reaches EOF when the learner is gone) and ends the
-process; the kernel's parent-death signal covers the immediate parent.
+process; the kernel's parent-death signal covers the immediate parent (a child whose parent died
+before it armed that signal exits as it starts). A forkserver that dies takes its children with
+it: the learner tells them apart from children that failed (:func:`lost_with_forkserver`) and
+starts the next ones from a new server.
 """
 
 from __future__ import annotations
@@ -23,11 +26,12 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from multiprocessing import forkserver
 from multiprocessing.context import BaseContext, ForkServerContext, SpawnContext
 from types import FrameType
-from typing import Any
+from typing import Any, cast
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +39,9 @@ log = logging.getLogger(__name__)
 Context = SpawnContext | ForkServerContext
 
 LEARNER_GONE_EXIT = 3  # exit status of a child whose learner died
+PARENT_GONE_EXIT = 4  # exit status of a child whose parent died before it armed its death signal
+FORKSERVER_LOST_EXIT = 255  # what multiprocessing reads for a child whose forkserver died
+SERVER_EXIT_SECONDS = 1.0  # how long a lost forkserver's exit may take to show (see below)
 
 
 @contextlib.contextmanager
@@ -52,19 +59,49 @@ def signals_ignored(*signums: int) -> Iterator[None]:
             signal.signal(signum, handler)
 
 
-def start_process(ctx: BaseContext, process: Any) -> None:
-    """Start ``process`` (of context ``ctx``) with SIGINT ignored from its first instruction on.
+def start_process(ctx: BaseContext, process: Any) -> int | None:
+    """Start ``process`` (of context ``ctx``) with SIGINT ignored from its first instruction on;
+    return the pid of the forkserver that forked it (None: another start method).
 
     With the forkserver only the server's own start needs it (:func:`_ensure_forkserver`): the
-    children it forks take the server's dispositions.
+    children it forks take the server's dispositions. A server that died meanwhile is replaced
+    by a new one first.
     """
     with _own_start_method(ctx):
         if ctx.get_start_method() == "forkserver":
             _ensure_forkserver()
             process.start()
-        else:
-            with signals_ignored(signal.SIGINT):
-                process.start()
+            return cast(int, vars(forkserver)["_forkserver"]._forkserver_pid)
+        with signals_ignored(signal.SIGINT):
+            process.start()
+        return None
+
+
+def lost_with_forkserver(server: int | None, exitcode: int | None) -> bool:
+    """Whether a child of the forkserver ``server`` whose exit code reads ``exitcode`` died because
+    that server did (it was killed from outside: a restart can help).
+
+    The server is the one process that learns its children's exit statuses; once it is gone,
+    ``multiprocessing`` reads each of them as :data:`FORKSERVER_LOST_EXIT`, and the children die
+    by their parent-death signal (:func:`die_with_parent`). A child that exits with that status
+    itself under a live server did fail. The server's exit is looked at without reaping it (the
+    next :func:`start_process` does, when it starts a new server), waiting up to
+    :data:`SERVER_EXIT_SECONDS` for it to show (the server's end of the child's status pipe closes
+    just before it does); a server reaped already is gone too. Where ``os.waitid`` is missing
+    (macOS), always False.
+    """
+    if server is None or exitcode != FORKSERVER_LOST_EXIT or not hasattr(os, "waitid"):
+        return False
+    deadline = time.monotonic() + SERVER_EXIT_SECONDS
+    while True:
+        try:
+            if os.waitid(os.P_PID, server, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+        except ChildProcessError:  # reaped already: a new server was started since
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
 
 
 def _ensure_forkserver() -> None:
@@ -78,6 +115,9 @@ def _ensure_forkserver() -> None:
     with signals_ignored(signal.SIGINT, signal.SIGTERM):
         forkserver.ensure_running()
 
+
+# the process that imported this module: in a child the forkserver forked, that server
+_IMPORTED_BY = os.getpid()
 
 STDLIB_METHODS = ("fork", "spawn", "forkserver")
 # what the forkserver imports once, so that each child it forks starts with them loaded; then
@@ -151,10 +191,25 @@ def init_child(name: str, stopping: Any = None) -> None:
 
 def die_with_parent() -> None:
     """Have the kernel SIGKILL this process when the thread that started it ends (Linux's
-    parent-death signal; elsewhere a no-op)."""
+    parent-death signal; elsewhere a no-op); exit at once if its parent is already gone (it died
+    before the signal was armed, which then never comes: a forkserver killed while its children
+    start)."""
     if sys.platform.startswith("linux"):
         pr_set_pdeathsig = 1
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+        parent = _started_by()
+        if parent is not None and os.getppid() != parent:
+            os._exit(PARENT_GONE_EXIT)
+
+
+def _started_by() -> int | None:
+    """The pid of the process that started this one (None: not known): the forkserver that
+    forked it (which imported this module, preloading it: :data:`FORKSERVER_PRELOAD`), else the
+    parent ``multiprocessing`` names."""
+    if vars(forkserver)["_forkserver"].get_inherited_fds() is not None:  # a forkserver child
+        return _IMPORTED_BY if os.getpid() != _IMPORTED_BY else None
+    parent = multiprocessing.parent_process()
+    return None if parent is None else parent.pid
 
 
 def one_thread_each() -> None:

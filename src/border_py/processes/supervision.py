@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from border_py.processes.children import lost_with_forkserver
+
 
 class Heartbeats:
     """A shared array of ``time.monotonic()`` stamps, one per worker slot.
@@ -94,3 +96,18 @@ class RestartPolicy:
         self.last_error = error
         self.restarts += 1
         return None
+
+
+def exit_cause(exitcode: int | None, server: int | None) -> tuple[str, int | None]:
+    """How a worker that exited died, for :meth:`RestartPolicy.verdict`: the cause in words and
+    the exit code it counts (None: killed from outside).
+
+    Args:
+        exitcode: the worker's exit code as ``multiprocessing`` reads it.
+        server: the pid of the forkserver that forked it (None: spawned). A worker that died
+            with its forkserver (:func:`~border_py.processes.children.lost_with_forkserver`) was
+            killed from outside, whatever the exit code reads.
+    """
+    if lost_with_forkserver(server, exitcode):
+        return "its fork server died", None
+    return f"exit code {exitcode}", exitcode

@@ -48,9 +48,18 @@ class FrameStore:
         return max(self.written - self.capacity, self.floor)
 
     def add(self, chunk: FrameChunk) -> None:
-        """Store a chunk's frames and learn how to translate its local ids."""
+        """Store a chunk's frames and learn how to translate its local ids.
+
+        A source's local ids only grow: a chunk that starts below the end of its source's last
+        segment is a new stream under a reused source id (an actor restarted from its first
+        ids). Its source's earlier segments are then forgotten: the new stream's ids name its own
+        frames, never the earlier stream's (whose frames stored transitions still reach by their
+        global ids).
+        """
         m = len(chunk)
         segments = self.sources.get(chunk.source, np.empty((0, 3), np.int64))
+        if len(segments) and chunk.first < segments[-1, 0] + segments[-1, 2]:
+            segments = np.empty((0, 3), np.int64)
         last = segments[-1] if len(segments) else None
         if (
             last is not None
@@ -89,7 +98,7 @@ class FrameStore:
         if len(segments):
             seg = np.searchsorted(segments[:, 0], local, side="right") - 1
             start, gid, length = segments[np.maximum(seg, 0)].T
-            inside = (seg >= 0) & (local < start + length)
+            inside = (seg >= 0) & (local >= start) & (local < start + length)
             out = np.where(inside, gid + local - start, MISSING)
             out[out < self.first_live] = MISSING
         out[local == ZERO] = ZERO

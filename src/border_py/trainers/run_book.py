@@ -17,13 +17,15 @@ from rich.table import Table
 
 from border_py._version import __version__
 from border_py.agents.base import Agent
-from border_py.layout import BEST, CHECKPOINTS
+from border_py.files import read_json
+from border_py.layout import BEST, CHECKPOINTS, META
 from border_py.recorders import Recorder
 from border_py.recorders.composite import build_recorders
 from border_py.recorders.console import format_number
 from border_py.recorders.progress import Budget, ProgressView, Steps
 from border_py.runs.checkpoint import (
     Checkpoint,
+    is_complete,
     prune,
     recover,
     save_checkpoint,
@@ -50,6 +52,28 @@ def build_recorder(config: dict[str, Any]) -> Recorder:
     return build_recorders(config.get("recorder"))
 
 
+def kept_best_return(checkpoints: Path, saved: float) -> float:
+    """The best return a run resumed with its checkpoints in ``checkpoints`` goes on from, so that
+    it always names the weights of ``checkpoints/best``: the return that checkpoint was saved for
+    (its ``meta.json``; ``saved``, the resumed checkpoint's, when its meta does not say), or -inf
+    when there is no complete ``best`` (:func:`~border_py.runs.checkpoint.set_aside_newer` moved it
+    aside: the run's next evaluation writes a new one).
+
+    ``best`` can be newer than the checkpoint's evaluations without being set aside: an
+    evaluation asked for at the checkpoint's opt step may end after it was written.
+    """
+    best = checkpoints / BEST
+    if not is_complete(best):
+        return -math.inf
+    try:
+        value = read_json(best / META).get("best_return")
+    except (OSError, ValueError, AttributeError):
+        return saved
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return saved
+    return float(value)
+
+
 class RunBook:
     """Run bookkeeping shared by trainers: recording, progress, evaluations, best and periodic
     checkpoints.
@@ -63,7 +87,8 @@ class RunBook:
         capacity: the replay buffer's capacity (shown as a fill ratio).
         n_actors: actor processes (None: the serial trainer).
         resume: the checkpoint a resumed run continues from (recording then continues after its
-            opt steps, and the best return and the evaluation history carry over).
+            opt steps, the evaluation history carries over, and the best return is that of the
+            ``best`` checkpoint the run keeps: :func:`kept_best_return`).
     """
 
     def __init__(
@@ -94,7 +119,8 @@ class RunBook:
             start_opts, start_env = state.opt_steps, state.env_steps
             for path in set_aside_newer(self.checkpoints, start_opts):
                 log.warning("resuming from an older checkpoint: moved %s aside", path)
-            self.best_return = state.best_return
+            self.best_return = kept_best_return(self.checkpoints, state.best_return)
+            self._log_best_return(state.best_return)
             self.eval_returns = list(state.eval_returns)
             self.seconds_before = state.seconds
         self.recorder: Recorder = build_recorder(config)
@@ -114,6 +140,23 @@ class RunBook:
         )
         self.solved_at: dict[str, float] | None = None
         self.start = time.perf_counter()
+
+    def _log_best_return(self, saved: float) -> None:
+        """Say why a resumed run's best return is not its checkpoint's (``saved``)."""
+        best, was = format_number(self.best_return), format_number(saved)
+        if not math.isfinite(self.best_return) and math.isfinite(saved):
+            log.warning(
+                "the best return starts afresh, not at the checkpoint's %s: no best/ holds weights"
+                " of this timeline (the next evaluation writes one)",
+                was,
+            )
+        elif self.best_return != saved:
+            log.warning(
+                "the best return is best/'s %s, not the checkpoint's %s: an evaluation that ended"
+                " after the checkpoint saved it",
+                best,
+                was,
+            )
 
     def step_of(self, opt_steps: int, env_steps: int) -> int:
         """The recorded step of a moment of the run (``trainer.log_step``)."""

@@ -27,6 +27,7 @@ from border_py.actors.backend import (
     Deliver,
     Launch,
     accounting_of,
+    slots_state,
 )
 from border_py.actors.ray.calls import Calls
 from border_py.actors.ray.session import check_address, connect, leave
@@ -100,6 +101,7 @@ class RayActors(ActorSettings):
         check_address(self.address)
         self.num_cpus_per_actor = float(self.num_cpus_per_actor)
         self.records: list[ActorRecord] = []
+        self.kept: list[ActorRecord] = []  # slots a resume dropped (see ActorSettings.slots)
         self.nodes: list[str | None] = []  # per slot: the node id of its current incarnation
         self._calls = Calls(0)
         self._policies: list[RestartPolicy] = []
@@ -125,7 +127,7 @@ class RayActors(ActorSettings):
         import ray
 
         self._config = launch.config
-        self.records, self._policies = self.slots(launch.resume)
+        self.records, self.kept, self._policies = self.slots(launch.resume)
         self._env_steps = launch.env_steps  # the run's, received: where new calls explore from
         self._calls = Calls(self.n_actors)
         self.nodes = [None] * self.n_actors
@@ -374,11 +376,11 @@ class RayActors(ActorSettings):
 
     def state(self) -> dict[str, Any]:
         """The slots' counters (as the local backend's)."""
-        return {"actors": [record.state() for record in self.records]}
+        return slots_state(self.records, self.kept)
 
     def accounting(self) -> dict[str, int]:
         """Transitions sent, received and dropped this session; received over all sessions."""
-        return accounting_of(self.records)
+        return accounting_of(self.records, self.kept)
 
     def alive(self) -> int:
         """Actors running now (not failed)."""
