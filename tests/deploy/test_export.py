@@ -51,16 +51,18 @@ def reference(policy, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 RUN_NUMPY = """
-sys.path.insert(0, {out!r})
+import importlib.util
 import numpy as np
-import policy
+spec = importlib.util.spec_from_file_location("border_policy", {out!r} + "/policy.py")
+policy = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(policy)
 try:
     import torch
 except ImportError:
     pass
 else:
     raise SystemExit("torch imported")
-net = policy.load()
+net = policy.load({out!r})
 actions, values = net.forward(np.load("obs.npy"))
 single, state = net.predict(np.load("obs.npy")[0])
 assert state is None and np.allclose(single, actions[0], rtol=1e-5, atol=1e-6)
@@ -288,4 +290,4 @@ def test_preprocessing_json_states_the_scale_the_network_applies(space, scaling)
     )
     described = describe(policy, "numpy")["observation"]["scaling"]
     assert described.startswith(scaling)
-    assert scaling in readme(describe(policy, "numpy"))
+    assert scaling in readme(describe(policy, "numpy"), "export")

@@ -119,7 +119,10 @@ def test_bad_input_is_one_line(trained, tmp_path):
     with pytest.raises(ConfigError, match="standard library"):
         load_policy(trained("dqn"), trust=["os"])
     policy = load_policy(trained("dqn"))
-    with pytest.raises(ValueError, match=r"observations of shape \(3,\): expected \(4,\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"^observations of shape \(3,\) and dtype float64: expected float32 of shape \(4,\)",
+    ):
         policy.predict(np.zeros(3))
 
 

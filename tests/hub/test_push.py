@@ -4,10 +4,12 @@ through a local copy that ``load_policy`` acts from."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -120,14 +122,17 @@ def _returns(policy, seeds: range, config: dict) -> list[float]:
         evaluator.close()
 
 
+def exported_policy(export: Path) -> Any:
+    """The export's ``policy.py`` (numpy only), loaded by its path as the card shows."""
+    spec = importlib.util.spec_from_file_location("border_policy", export / "policy.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_the_numpy_export_in_the_folder_acts_as_the_checkpoint(folder, run):
-    sys.path.insert(0, str(folder / "export"))
-    try:
-        import policy as exported  # the folder's export/policy.py: numpy only
-    finally:
-        sys.path.remove(str(folder / "export"))
-        sys.modules.pop("policy", None)
-    net = exported.load(folder / "export")
+    net = exported_policy(folder / "export").load(folder / "export")
     loaded = load_policy(folder / "checkpoint")
     obs = np.stack([loaded.observation_space.sample() for _ in range(200)])
     np.testing.assert_array_equal(net.predict(obs)[0], loaded.predict(obs)[0])
@@ -259,7 +264,8 @@ def test_another_format_puts_that_export_in_the_folder(fmt, model, run, tmp_path
         actions, _ = session.run(["action", "values"], {"obs": obs})
     np.testing.assert_array_equal(actions, policy.predict(obs)[0])
     card = (out / "README.md").read_text()  # the card shows how to run it
-    assert f'"export/{model}"' in card and f"`export/{model}.preprocessing.json` says how" in card
+    assert f'"cartpole-tiny-policy/export/{model}"' in card
+    assert f"`export/{model}.preprocessing.json` says how" in card
 
 
 def test_no_video_when_the_env_cannot_render_or_moviepy_is_missing(
@@ -319,14 +325,8 @@ def test_a_sac_run_pushes_with_its_continuous_actions(tmp_path):
         result.metric_value == f"{evaluation['mean_reward']:.2f} +/- {evaluation['std_reward']:.2f}"
     )
     assert len(evaluation["episode_returns"]) == 2
-    sys.path.insert(0, str(out / "export"))
-    try:
-        import policy as exported
-    finally:
-        sys.path.remove(str(out / "export"))
-        sys.modules.pop("policy", None)
     loaded = load_policy(out / "checkpoint")
     obs = np.stack([loaded.observation_space.sample() for _ in range(100)])
-    actions = exported.load(out / "export").predict(obs)[0]
+    actions = exported_policy(out / "export").load(out / "export").predict(obs)[0]
     np.testing.assert_allclose(actions, loaded.predict(obs)[0], rtol=1e-4, atol=1e-5)
     assert all(loaded.action_space.contains(a.astype(np.float32)) for a in actions)

@@ -16,6 +16,7 @@ from typing import NoReturn
 
 from border_py.cli.errors import fail
 from border_py.errors import ConfigError, RunError
+from border_py.hub.card import pull_dir
 from border_py.hub.folder import FORMATS, PushSettings
 from border_py.hub.remote import pull, push
 from border_py.overrides import parse_overrides
@@ -109,18 +110,22 @@ def pull_command(args: list[str]) -> int:
     """``border pull``: download a pushed policy into a new dir; say how to load it."""
     parser = _Parser(
         prog="border pull",
-        description="Download a policy shared with border push into a new dir; it loads with"
-        " border_py.load_policy(<dir>/checkpoint).",
-        epilog="example: border pull your-name/cartpole-dqn -o cartpole-dqn",
+        description="Download a policy shared with border push into a new dir, keeping only the"
+        " files border push writes; it loads with border_py.load_policy(<dir>/checkpoint).",
+        epilog="example: border pull your-name/cartpole-dqn  (into ./cartpole-dqn-policy)",
     )
     parser.add_argument("repo", help="the Hub repo: <owner>/<name>")
     parser.add_argument(
-        "-o", "--out", type=Path, metavar="DIR", help="a new dir (default: ./<name>)"
+        "-o",
+        "--out",
+        type=Path,
+        metavar="DIR",
+        help="a new dir, not named as a Python module (default: ./<name>-policy)",
     )
     parser.add_argument("--revision", help="a branch, tag or commit (default: main)")
     try:
         parsed = parser.parse_args(args)
-        out = parsed.out if parsed.out is not None else Path(parsed.repo.rpartition("/")[2])
+        out = parsed.out if parsed.out is not None else Path(pull_dir(parsed.repo))
         with _console_log():
             checkpoint = pull(parsed.repo, out, parsed.revision)
     except (ConfigError, RunError, OSError) as exc:

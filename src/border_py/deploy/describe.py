@@ -101,8 +101,10 @@ def describe(policy: Policy, fmt: str) -> dict[str, Any]:
     }
 
 
-def readme(description: dict[str, Any]) -> str:
-    """``README.txt``: the description in words, for a person opening the dir."""
+def readme(description: dict[str, Any], name: str) -> str:
+    """``README.txt``: the description in words, for a person opening the dir (named ``name``):
+    how to run it with numpy alone, loading ``policy.py`` by its path (the dir is never put on
+    ``sys.path``, where a file beside ``policy.py`` could stand in for a module it imports)."""
     env = description["env"]
     wrappers = [w.get("_target_", "?") for w in env.get("wrappers") or []]
     obs, act = description["observation"], description["action"]
@@ -113,12 +115,22 @@ def readme(description: dict[str, Any]) -> str:
         f"Env: {description['env_id']} (factory {env.get('_target_')}, kwargs"
         f" {env.get('kwargs') or {}}, wrappers in order: {', '.join(wrappers) or 'none'}).",
         "Observations: what that env gives after those wrappers:"
-        f" shape {obs.get('shape')}, dtype {obs.get('dtype')}; scaling: {obs['scaling']}.",
+        f" shape {obs.get('shape')}, dtype {obs.get('dtype')}; scaling: {obs['scaling']}."
+        " Others (another layout, floats for uint8 frames) are refused.",
         f"Actions: {act}.",
         f"Outputs: {description['outputs']['meaning']}.",
         "",
-        "Run it with numpy alone (no torch, no border-py): put this dir on sys.path, then",
-        "    import policy; net = policy.load(); action, _ = net.predict(obs)",
+        "policy.py is Python: run it only from a source you trust. Run it with numpy alone (no"
+        " torch, no border-py), from the dir that holds this one:",
+        "",
+        "    import importlib.util",
+        "    spec = importlib.util.spec_from_file_location("
+        f"'border_policy', {f'{name}/policy.py'!r})",
+        "    policy = importlib.util.module_from_spec(spec)",
+        "    spec.loader.exec_module(policy)",
+        f"    net = policy.load({name!r})",
+        "    action, _ = net.predict(obs)",
+        "",
         "preprocessing.json says the same as data.",
     ]
     return "\n".join(lines) + "\n"

@@ -3,7 +3,9 @@
 Every format maps a batch of observations (any batch size) to ``(action, values)`` (see
 :mod:`border_py.deploy.graph`) and is checked before it is published: the written model is run
 (onnxruntime, ``torch.jit.load``, the numpy ``policy.py``) on observations sampled from the
-observation space and must give the greedy actions and values of the policy it was made from.
+observation space and must give the greedy actions and values of the policy it was made from,
+and must refuse those observations as floats (an integer space: a frame scaled already would be
+scaled twice) and in another layout (:func:`check_refusals`).
 
 - ``onnx``: one file (``torch.onnx.export``, the dynamo exporter; needs the ``export`` extra);
 - ``torchscript``: one file (``torch.jit.trace``), loaded by ``torch.jit.load`` without border-py;
@@ -39,7 +41,7 @@ from torch import nn
 
 from border_py.deploy import numpy_policy
 from border_py.deploy.describe import describe, readme
-from border_py.deploy.graph import greedy_module, sample_observations
+from border_py.deploy.graph import CheckedInput, greedy_module, sample_observations
 from border_py.deploy.load import load_policy
 from border_py.deploy.numpy_network import numpy_network
 from border_py.errors import ConfigError, RunError, first_line
@@ -119,15 +121,42 @@ def compare(name: str, got: tuple[np.ndarray, np.ndarray], want: tuple[Any, Any]
         raise RunError(f"{name}: the written model's actions differ from the policy's")
 
 
-def torchscript_bytes(module: nn.Module, example: torch.Tensor) -> tuple[bytes, Forward]:
-    """The traced module's file and a forward of it loaded back from those bytes."""
+def check_refusals(name: str, forward: Forward, sample: np.ndarray) -> None:
+    """Raise :class:`RunError` unless a written model refuses ``sample`` (a batch of the space's
+    dtype) cast to float32 when the space's dtype is an integer one, and ``sample`` in another
+    layout (its observation axes reversed) when that is another shape."""
+    wrong = []
+    if sample.dtype.kind in "iu":
+        wrong.append(("float observations", sample.astype(np.float32)))
+    reversed_axes = np.ascontiguousarray(sample.transpose(0, *range(sample.ndim - 1, 0, -1)))
+    if reversed_axes.shape != sample.shape:
+        wrong.append(("observations in another layout", reversed_axes))
+    for what, obs in wrong:
+        try:
+            forward(obs)
+        except Exception:  # the format's own refusal: ValueError, torch.jit.Error, onnxruntime's
+            continue
+        raise RunError(f"{name}: the written model takes {what} (a wrong input would be acted on)")
+
+
+def policy_source() -> bytes:
+    """The numpy export's ``policy.py``, as this border-py writes it (the same for every
+    network: ``network.json`` and ``weights.npz`` say which)."""
+    return Path(numpy_policy.__file__).read_bytes()
+
+
+def torchscript_bytes(
+    module: nn.Module, example: torch.Tensor, space: gym.Space
+) -> tuple[bytes, Forward]:
+    """The traced module behind its input check (:class:`~border_py.deploy.graph.CheckedInput`,
+    scripted) as a file, and a forward of it loaded back from those bytes."""
     buffer = io.BytesIO()
     with torch.no_grad(), warnings.catch_warnings():
         # torch deprecates TorchScript in favour of torch.export, whose files need torch to
         # load too: TorchScript is still what C++ (libtorch) and torch.jit.load run
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         traced = torch.jit.trace(module, (example,))
-        torch.jit.save(traced, buffer)
+        torch.jit.save(torch.jit.script(CheckedInput(traced, space)), buffer)
         data = buffer.getvalue()
         loaded = torch.jit.load(io.BytesIO(data), map_location="cpu")
 
@@ -140,7 +169,8 @@ def torchscript_bytes(module: nn.Module, example: torch.Tensor) -> tuple[bytes, 
 
 
 def onnx_bytes(module: nn.Module, example: torch.Tensor) -> tuple[bytes, Forward]:
-    """The ONNX model (batch dimension dynamic) and a forward of it under onnxruntime."""
+    """The ONNX model (batch dimension dynamic) and a forward of it under onnxruntime, which
+    refuses an input of another dtype or shape than ``example``'s (but its batch size)."""
     import onnxruntime
 
     batch = torch.export.Dim("batch")
@@ -175,16 +205,16 @@ def onnx_bytes(module: nn.Module, example: torch.Tensor) -> tuple[bytes, Forward
 
 
 def numpy_files(
-    module: nn.Module, observation_space: gym.Space, description: dict[str, Any]
+    module: nn.Module, observation_space: gym.Space, description: dict[str, Any], name: str
 ) -> dict[str, Any]:
-    """The numpy export dir's files: name -> bytes, or a writer of them."""
+    """The numpy export dir's files (the dir named ``name``): name -> bytes, or a writer."""
     network, arrays = numpy_network(module, observation_space)
     return {
-        "policy.py": Path(numpy_policy.__file__).read_bytes(),
+        "policy.py": policy_source(),
         "network.json": json.dumps(network, indent=1).encode(),
         "weights.npz": lambda f: np.savez(f, **arrays),  # type: ignore[arg-type]
         DESCRIPTION: json.dumps(description, indent=2).encode(),
-        "README.txt": readme(description).encode(),
+        "README.txt": readme(description, name).encode(),
     }
 
 
@@ -257,16 +287,22 @@ def export_policy(
     sample = sample_observations(policy.observation_space, CHECK_ROWS)
     with torch.no_grad():
         want = module(torch.as_tensor(sample))
+
+    def check(name: str, forward: Forward) -> None:
+        compare(name, forward(sample), want)
+        check_refusals(name, forward, sample)
+
     try:
         if fmt == "numpy":
-            files = numpy_files(module, policy.observation_space, description)
-            publish_dir(
-                files, out, lambda tmp: compare(str(out), load_numpy_export(tmp)(sample), want)
-            )
+            files = numpy_files(module, policy.observation_space, description, out.name)
+            publish_dir(files, out, lambda tmp: check(str(out), load_numpy_export(tmp)))
             return out
-        make = onnx_bytes if fmt == "onnx" else torchscript_bytes
-        data, forward = make(module, torch.as_tensor(sample[:2]))
-        compare(str(out), forward(sample), want)
+        example = torch.as_tensor(sample[:2])
+        if fmt == "onnx":
+            data, forward = onnx_bytes(module, example)
+        else:
+            data, forward = torchscript_bytes(module, example, policy.observation_space)
+        check(str(out), forward)
         out.parent.mkdir(parents=True, exist_ok=True)
         write_file(out, data)
         write_file(description_path(out, fmt), json.dumps(description, indent=2).encode())

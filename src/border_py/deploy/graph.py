@@ -10,7 +10,8 @@ values)`` out, for a batch of any size (what every export format runs).
   as the action space (the agent's ``act`` without exploration).
 
 Observations go in as the env gives them (the space's dtype; uint8 ones are scaled inside the
-network, as in training: :func:`~border_py.agents.networks.input_scale`).
+network, as in training: :func:`~border_py.agents.networks.input_scale`). :class:`CheckedInput`
+refuses others in the TorchScript export: a float frame would be scaled a second time.
 """
 
 from __future__ import annotations
@@ -91,6 +92,34 @@ class GreedyGaussian(nn.Module):
         action = self.center + self.scale * torch.tanh(mean)
         action = torch.minimum(torch.maximum(action, self.low), self.high)
         return action.reshape(-1, *self.shape), mean
+
+
+class CheckedInput(nn.Module):
+    """``module`` behind a check of its input, for TorchScript (``torch.jit.script``): a batch
+    ``(B, *shape)`` of the space's dtype (a float space: any float dtype), else a ``ValueError``
+    naming what is expected (TorchScript raises it inside its ``torch.jit.Error``).
+    """
+
+    def __init__(self, module: nn.Module, space: gym.Space) -> None:
+        super().__init__()
+        self.module = module
+        self.shape = [int(n) for n in space.shape or ()]
+        dtype = np.dtype(space.dtype)
+        self.integer = dtype.kind in "iu"
+        self.dtype = torch.from_numpy(np.zeros(0, dtype)).dtype
+        shape = tuple(self.shape)
+        unscaled = " (unscaled: the model scales them)" if self.integer else ""
+        self.expected = (
+            f"expected a batch (B, *{shape}) of {dtype.name if self.integer else 'floats'}"
+            f"{unscaled}, as the env gives them"
+        )
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        fits = obs.dtype == self.dtype if self.integer else obs.is_floating_point()
+        if not fits or obs.dim() != len(self.shape) + 1 or obs.shape[1:] != self.shape:
+            kind = "float" if obs.is_floating_point() else "integer"
+            raise ValueError(f"observations of shape {obs.shape} ({kind}): {self.expected}")
+        return self.module(obs)
 
 
 def greedy_module(agent: Agent, action_space: gym.Space) -> nn.Module:

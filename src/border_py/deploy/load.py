@@ -18,8 +18,9 @@ import numpy as np
 from border_py.agents.base import Agent, ExplorationPosition
 from border_py.agents.factory import build_agent
 from border_py.agents.networks import resolve_device
+from border_py.deploy.numpy_policy import as_batch
 from border_py.envs.factory import GymEnvFactory, build_env_factory
-from border_py.errors import ConfigError
+from border_py.errors import ConfigError, first_line
 from border_py.layout import CONFIG
 from border_py.runs.checkpoint import Checkpoint, pick_checkpoint
 from border_py.runs.trust import Trust, check_trust_list
@@ -45,7 +46,7 @@ def build_policy_agent(
         agent.load_policy_state(checkpoint.policy)
     except (RuntimeError, KeyError) as exc:
         raise ConfigError(
-            f"{checkpoint.path}: the policy does not fit the env ({str(exc).splitlines()[0]})"
+            f"{checkpoint.path}: the policy does not fit the env ({first_line(exc)})"
         ) from None
     return env_factory, spaces, agent
 
@@ -94,7 +95,8 @@ class Policy:
 
         Args:
             obs: one observation (shaped as :attr:`observation_space`) or a batch of them (one
-                more, leading dimension); converted to the space's dtype.
+                more, leading dimension), as the env gives them: of the space's dtype, or one
+                of its kind that holds the same values (a uint8 frame goes in unscaled).
             deterministic: the greedy action (DQN: the arg max of Q; IQN: of the mean over the
                 agent's ``k`` midpoint quantile levels; SAC: the squashed mean mapped onto the
                 action bounds); False: the agent's exploring action (``act(explore=True)``,
@@ -104,18 +106,12 @@ class Policy:
             One action for one observation, a batch for a batch; None (no recurrent state).
 
         Raises:
-            ValueError: observations of another shape (one line naming both shapes).
+            ValueError: observations of another shape, or of a dtype that would change them
+                (floats into a uint8 space: scaled frames would be scaled twice), one line
+                naming the shape and dtype expected.
         """
         shape = tuple(self.observation_space.shape or ())
-        batch = np.asarray(obs, dtype=self.observation_space.dtype)
-        single = batch.shape == shape
-        if single:
-            batch = batch[None]
-        elif batch.shape[1:] != shape or batch.ndim != len(shape) + 1:
-            raise ValueError(
-                f"observations of shape {batch.shape}: expected {shape} (one) or (B, *{shape})"
-                " (a batch)"
-            )
+        batch, single = as_batch(obs, shape, np.dtype(self.observation_space.dtype))
         actions = self.agent.act(batch, explore=not deterministic)
         return (actions[0] if single else actions), None
 

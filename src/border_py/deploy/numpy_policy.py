@@ -2,12 +2,20 @@
 
 This file is copied into the export's dir as ``policy.py``, beside ``network.json`` (the layers,
 in order), ``weights.npz`` (their arrays) and ``preprocessing.json`` (what the policy expects).
-Neither torch nor border-py is needed to run it::
+Neither torch nor border-py is needed to run it; load it by its path (the export's dir is never
+put on ``sys.path``, where a file beside it could stand in for numpy)::
 
-    import policy                       # with the export's dir on sys.path
-    net = policy.load()                 # or policy.load("path/to/export")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("border_policy", "export/policy.py")
+    policy = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(policy)
+    net = policy.load("export")         # reads network.json and weights.npz there
     action, _ = net.predict(obs)        # one observation -> one action, a batch -> a batch
     actions, values = net.forward(batch)
+
+Observations go in as the env gives them: of the space's shape and a dtype of its kind (integers
+that fit a uint8 space, which the model scales itself; numbers for a float space). Anything else,
+such as frames already scaled to floats in [0, 1], is refused in one line (:func:`as_batch`).
 
 ``forward`` gives the greedy actions and the values they come from: Q-values (DQN; IQN: the
 mean over its fixed quantile levels) or the Gaussian mean before squashing (SAC). Convolutions
@@ -68,6 +76,36 @@ def run(layers: Layers, x: np.ndarray, arrays: dict[str, np.ndarray]) -> np.ndar
     return x
 
 
+def as_batch(obs: Any, shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, bool]:
+    """``obs`` as a batch of ``dtype`` (one observation of ``shape``, or a batch of them), and
+    whether it was one observation.
+
+    An integer space takes integers its dtype holds (a uint8 frame is scaled by the model: frames
+    scaled already, or floats in [0, 255], would be scaled twice or cast to zeros); a float space
+    takes any real numbers.
+
+    Raises:
+        ValueError: another shape, or a dtype that would change the values (one line naming what
+            is expected).
+    """
+    array = np.asarray(obs)
+    single = array.shape == shape
+    batch = array[None] if single else array
+    kind, want = batch.dtype.kind, np.dtype(dtype)
+    if want.kind in "iu":
+        fits = kind in "iu" and (batch.dtype == want or np.array_equal(batch.astype(want), batch))
+    else:
+        fits = kind in "iuf"
+    if not (fits and batch.ndim == len(shape) + 1 and batch.shape[1:] == shape):
+        unscaled = " (unscaled: the model scales them)" if want.kind in "iu" else ""
+        raise ValueError(
+            f"observations of shape {array.shape} and dtype {array.dtype}: expected"
+            f" {want.name}{unscaled} of shape {shape} (one) or (B, *{shape}) (a batch), as the"
+            " env gives them"
+        )
+    return batch.astype(want, copy=False), single
+
+
 class NumpyPolicy:
     """The exported greedy policy.
 
@@ -84,8 +122,18 @@ class NumpyPolicy:
         self.obs_dtype = np.dtype(self.network["observation"]["dtype"])
 
     def forward(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Greedy actions and their values for a batch of observations."""
-        parts = [self._forward(obs[i : i + CHUNK]) for i in range(0, len(obs), CHUNK)]
+        """Greedy actions and their values for a batch of observations (see :func:`as_batch`).
+
+        Raises:
+            ValueError: not a batch of the space's shape and dtype (one line).
+        """
+        batch, single = as_batch(obs, self.obs_shape, self.obs_dtype)
+        if single:
+            raise ValueError(
+                f"one observation of shape {self.obs_shape}: forward takes a batch"
+                f" (B, *{self.obs_shape}); predict takes one"
+            )
+        parts = [self._forward(batch[i : i + CHUNK]) for i in range(0, len(batch), CHUNK)]
         if not parts:
             raise ValueError("an empty batch of observations")
         actions, values = zip(*parts, strict=True)
@@ -113,17 +161,14 @@ class NumpyPolicy:
 
     def predict(self, obs: Any, deterministic: bool = True) -> tuple[np.ndarray, None]:
         """``(action, None)`` as Stable-Baselines3's ``predict``: one observation gives one
-        action, a batch a batch (greedy only: ``deterministic=False`` is refused)."""
+        action, a batch a batch (greedy only: ``deterministic=False`` is refused).
+
+        Raises:
+            ValueError: observations of another shape or dtype (see :func:`as_batch`).
+        """
         if not deterministic:
             raise ValueError("an exported policy is greedy only: deterministic=False is not kept")
-        batch = np.asarray(obs, dtype=self.obs_dtype)
-        single = batch.shape == self.obs_shape
-        if single:
-            batch = batch[None]
-        elif batch.shape[1:] != self.obs_shape:
-            raise ValueError(
-                f"observations of shape {batch.shape}: expected {self.obs_shape} or a batch of them"
-            )
+        batch, single = as_batch(obs, self.obs_shape, self.obs_dtype)
         actions = self.forward(batch)[0]
         return (actions[0] if single else actions), None
 

@@ -6,23 +6,36 @@ learning, the env id, the algorithm) and a ``model-index`` whose one result is t
 score beside other RL models of that env. The body says how the score was measured, what the
 training cost, how to load the policy, and the run's resolved config (secrets redacted).
 
-Everything on the card that comes from the run (the env id, the config's values) is data: the
-front matter is written by a YAML dumper and the config sits in a fence longer than any run of
-backticks inside it, so no saved value can end either early.
+Everything on the card that comes from the run's files (the env id, the checkpoint's name, the
+versions, the budget, the config's values) is data, and stays text on the card: the front matter
+is written by a YAML dumper; the config sits in a fence longer than any run of backticks inside
+it; a name is one inline code span (:func:`code`), whose text is never markup; a version is one
+only if it reads as one (:func:`version`), numbers are written by the card, a run's status is one
+of three words. No value from a file can open a section, a link, an image or a code block.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
 
+from border_py.errors import printable
 from border_py.hub.score import Score
 from border_py.secrets import redact
 
 LIBRARY = "border-py"
+VERSION = re.compile(r"\d{1,6}\.\d{1,6}(\.\d{1,6})?[a-z0-9.+-]{0,40}")
+STATUSES = ("completed", "interrupted", "failed")
+EXPORT_IS_CODE = (
+    "An export is code (numpy: the Python file `export/policy.py`; TorchScript: TorchScript"
+    " programs; ONNX: a graph its runtime executes): trust a downloaded one as you would any"
+    " downloaded code."
+)
+PULLED = "-policy"  # border pull's default dir: the repo's name with this, never a module's name
 
 
 @dataclass(frozen=True)
@@ -99,8 +112,37 @@ def fenced(text: str, lang: str) -> str:
     return f"{fence}{lang}\n{text.rstrip()}\n{fence}"
 
 
+def code(text: str) -> str:
+    """``text`` as one inline code span, whose content markdown never reads as markup: its line
+    breaks and control characters escaped (a span cannot hold a new line or a section), in
+    backticks longer than any run of them inside."""
+    plain = printable(text).replace("\n", "\\n").replace("\t", " ")
+    longest = max((len(run) for run in re.findall(r"`+", plain)), default=0)
+    fence = "`" * (longest + 1)
+    return f"{fence} {plain} {fence}" if longest else f"{fence}{plain}{fence}"
+
+
+def _word(text: str) -> str:
+    """A class name as it is (an identifier is never markup), anything else as :func:`code`."""
+    return text if text.isidentifier() and text.isascii() else code(text)
+
+
+def version(value: Any) -> str:
+    """``value`` if it reads as a version (``0.2.0``, ``0.3.0.dev1+g1a2b3c``), else
+    ``unknown``: a ``meta.json`` holds what its writer put there."""
+    return value if isinstance(value, str) and VERSION.fullmatch(value) else "unknown"
+
+
+def pull_dir(repo_id: str) -> str:
+    """The dir ``border pull`` writes ``repo_id`` to by default, which the card's snippets name:
+    the repo's name and :data:`PULLED` (a name no ``import`` can take for a module)."""
+    return f"{repo_id.rpartition('/')[2]}{PULLED}"
+
+
 def _number(value: Any, unit: str = "") -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "unknown"
+    if abs(value) >= 10**18 or not math.isfinite(value):  # ints beyond floats too
         return "unknown"
     return f"{value:,.0f}{unit}" if isinstance(value, int) or unit else f"{value:,}"
 
@@ -133,42 +175,46 @@ def _score_section(facts: CardFacts) -> list[str]:
 
 def _training_section(facts: CardFacts) -> list[str]:
     t, c = facts.training, facts.checkpoint
+    status = t.get("status") if t.get("status") in STATUSES else "unknown"
     return [
         "## Training",
         "",
         "| run status | env steps | opt steps | wall time |",
         "| --- | --- | --- | --- |",
-        f"| {t.get('status') or 'unknown'} | {_number(t.get('env_steps'))}"
+        f"| {status} | {_number(t.get('env_steps'))}"
         f" | {_number(t.get('opt_steps'))} | {_number(t.get('seconds'), ' s')} |",
         "",
-        f"The pushed checkpoint is the run's `{c['name']}` one, saved after {_number(c.get('opt_steps'))}"
-        f" opt steps and {_number(c.get('env_steps'))} env steps.",
+        f"The pushed checkpoint is the run's {code(str(c['name']))} one, saved after"
+        f" {_number(c.get('opt_steps'))} opt steps and {_number(c.get('env_steps'))} env steps.",
     ]
 
 
 def _use_section(facts: CardFacts) -> list[str]:
+    folder = pull_dir(facts.repo_id)
     load = (
-        "from huggingface_hub import snapshot_download\n"
         "from border_py import load_policy\n\n"
-        f'folder = snapshot_download("{facts.repo_id}", local_dir="{facts.repo_id.split("/")[1]}")\n'
-        'policy = load_policy(f"{folder}/checkpoint")\n'
+        f'policy = load_policy("{folder}/checkpoint")\n'
         "env = policy.make_env()\n"
         "obs, _ = env.reset(seed=0)\n"
         "action, _ = policy.predict(obs)"
     )
-    return [
+    lines = [
         "## Use it",
         "",
-        f"With border-py (`pip install 'border-py[hub]'`), `border pull {facts.repo_id}` downloads"
-        " this repo; in Python:",
+        "With border-py (`pip install 'border-py[hub]'`), download this repo with `border pull`"
+        f" (into `{folder}/`: it keeps only the files `border push` writes, the export's"
+        " `policy.py` only as border-py writes it), then load the policy in Python:",
+        "",
+        fenced(f"border pull {facts.repo_id}", "bash"),
         "",
         fenced(load, "python"),
         "",
         "The checkpoint's config is data: a config naming code of your own loads only with"
         ' `trust=[...]` (`load_policy(path, trust=["my_pkg"])`).',
-        "",
-        *facts.export,
     ]
+    if facts.export:
+        lines += ["", *facts.export, "", EXPORT_IS_CODE]
+    return lines
 
 
 def card(facts: CardFacts) -> str:
@@ -177,10 +223,10 @@ def card(facts: CardFacts) -> str:
     files = [f"- `{name}`: {what}" for name, what in facts.files.items()]
     config = yaml.safe_dump(redact(facts.config), sort_keys=False, allow_unicode=True)
     sections = [
-        f"# {facts.algorithm} on {facts.env_id}",
+        f"# {_word(facts.algorithm)} on {code(facts.env_id)}",
         "",
-        f"A {facts.algorithm} policy for `{facts.env_id}`, trained with {LIBRARY} (asynchronous"
-        " multi-process off-policy deep RL, driven by Hydra configs).",
+        f"A {_word(facts.algorithm)} policy for {code(facts.env_id)}, trained with {LIBRARY}"
+        " (asynchronous multi-process off-policy deep RL, driven by Hydra configs).",
         "",
         *_score_section(facts),
         "",
@@ -198,7 +244,7 @@ def card(facts: CardFacts) -> str:
         "",
         fenced(config, "yaml"),
         "",
-        f"Pushed with border-py {facts.versions['pushed']}; trained with border-py"
-        f" {facts.versions['trained']}.",
+        f"Pushed with border-py {version(facts.versions.get('pushed'))}; trained with border-py"
+        f" {version(facts.versions.get('trained'))}.",
     ]
     return f"---\n{front}---\n\n" + "\n".join(sections) + "\n"

@@ -36,7 +36,7 @@ from typing import Any
 from border_py._version import __version__
 from border_py.deploy.export import description_path, export_policy
 from border_py.deploy.load import Policy, load_policy
-from border_py.errors import ConfigError
+from border_py.errors import ConfigError, first_line, printable
 from border_py.evaluation.evaluator import Evaluator
 from border_py.evaluation.seeds import run_eval_seeds
 from border_py.evaluation.video import check_video
@@ -48,7 +48,7 @@ from border_py.files import (
     open_regular,
     write_file,
 )
-from border_py.hub.card import CardFacts, card, fenced
+from border_py.hub.card import CardFacts, card, fenced, pull_dir, version
 from border_py.hub.score import Score, fresh_score
 from border_py.layout import CHECKPOINTS, CONFIG, META, POLICY
 from border_py.reports.aggregate import group_runs
@@ -168,7 +168,7 @@ def record_replay(policy: Policy, score: Score, out: Path) -> bool:
     try:
         check_video(policy.env_factory, "replay video skipped")
     except ConfigError as exc:
-        log.warning("%s", exc)
+        log.warning("%s", printable(first_line(exc)))
         return False
     frames = Path(tempfile.mkdtemp(prefix=".replay-", dir=out.parent))
     try:
@@ -256,8 +256,8 @@ def build(run: str | Path, folder: Path, settings: PushSettings) -> CardFacts:
         training=training_budget(run_dir),
         config=checkpoint.config,
         files=files,
-        versions={"pushed": __version__, "trained": str(meta.get("border_py", "unknown"))},
-        export=export_usage(settings.fmt, exported.relative_to(folder)),
+        versions={"pushed": __version__, "trained": version(meta.get("border_py"))},
+        export=export_usage(settings.fmt, exported.relative_to(folder), settings.repo_id),
     )
     write_file(folder / RESULTS, json.dumps(results(facts), indent=2).encode())
     write_file(folder / CARD, card(facts).encode())
@@ -338,32 +338,38 @@ def export_target(folder: Path, fmt: str) -> Path:
     return make_dir(folder / EXPORT) / EXPORT_FILES[fmt]
 
 
-def export_usage(fmt: str, exported: Path) -> list[str]:
-    """The card's lines on running the export at ``exported`` (relative to the folder)."""
+def export_usage(fmt: str, exported: Path, repo_id: str) -> list[str]:
+    """The card's lines on running the export at ``exported`` (relative to the folder) from the
+    dir ``border pull repo_id`` writes (run from where the pull ran): the files are named by
+    path, and no downloaded dir is put on ``sys.path``."""
+    where = f"{pull_dir(repo_id)}/{exported}"
     if fmt == "numpy":
         code = (
-            "import sys\n"
-            f'sys.path.insert(0, "{exported}")  # numpy alone: no torch, no border-py\n'
-            "import policy\n\n"
-            f'net = policy.load("{exported}")\n'
+            "import importlib.util  # numpy alone: no torch, no border-py\n\n"
+            "spec = importlib.util.spec_from_file_location(\n"
+            f'    "border_policy", "{where}/policy.py"\n'
+            ")\n"
+            "policy = importlib.util.module_from_spec(spec)\n"
+            "spec.loader.exec_module(policy)\n"
+            f'net = policy.load("{where}")\n'
             "action, _ = net.predict(obs)  # one observation, or a batch"
         )
     elif fmt == "torchscript":
         code = (
             "import torch  # torch alone: no border-py\n\n"
-            f'model = torch.jit.load("{exported}")\n'
+            f'model = torch.jit.load("{where}")\n'
             "actions, values = model(torch.as_tensor(obs_batch))"
         )
     else:
         code = (
             "import onnxruntime  # no torch, no border-py\n\n"
-            f'session = onnxruntime.InferenceSession("{exported}")\n'
+            f'session = onnxruntime.InferenceSession("{where}")\n'
             'actions, values = session.run(["action", "values"], {"obs": obs_batch})'
         )
     return [
         f"Without border-py, the policy exported to {fmt} (`{exported}`) maps observations,"
         f" preprocessed as the run's env wrappers do (`{description_path(exported, fmt)}` says"
-        " how), to the greedy actions:",
+        " how; others, such as frames scaled to floats, are refused), to the greedy actions:",
         "",
         fenced(code, "python"),
     ]

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import logging
 import re
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from border_py.errors import ConfigError, RunError, first_line
-from border_py.files import read_json
+from border_py.errors import ConfigError, RunError, first_line, printable
+from border_py.files import make_dir, read_json
 from border_py.hub.card import CardFacts
+from border_py.hub.contents import check_not_a_module, keep, left_out_line
 from border_py.hub.folder import CARD, CHECKPOINT, PushSettings, build, publish
 from border_py.layout import CONFIG
 from border_py.runs.checkpoint import holds_policy
@@ -33,6 +35,7 @@ REPO_ID = re.compile(rf"^{_PART}/{_PART}$")
 EXTRA = "pip install 'border-py[hub]'"
 
 Fetch = Callable[[str, "str | None", Path], object]  # (repo id, revision, local dir): a download
+DOWNLOAD = ".download"  # where a pull downloads, inside its hidden dir: removed once sorted
 
 
 def check_repo_id(repo_id: str, key: str = "--repo") -> str:
@@ -93,44 +96,56 @@ def snapshot(repo_id: str, revision: str | None, local_dir: Path) -> object:
     return snapshot_download(repo_id, revision=revision, local_dir=local_dir)
 
 
-def _fetch_into(fetch: Fetch, repo_id: str, revision: str | None) -> Callable[[Path], Path]:
-    def fill(folder: Path) -> Path:
+def _fetch_into(fetch: Fetch, repo_id: str, revision: str | None) -> Callable[[Path], list[str]]:
+    def fill(folder: Path) -> list[str]:
+        download = make_dir(folder / DOWNLOAD)
         try:
-            fetch(repo_id, revision, folder)
+            fetch(repo_id, revision, download)
         except ConfigError:
             raise
         except Exception as exc:  # huggingface_hub's HTTP errors, or no network at all
             at = f" at {revision}" if revision else ""
             raise RunError(f"pull of {repo_id}{at} failed: {first_line(exc)}") from None
-        refuse_links(folder)
+        refuse_links(download)
+        left_out = keep(download, folder)
+        shutil.rmtree(download)
         if not (folder / CARD).is_file() or not holds_policy(folder / CHECKPOINT):
             raise ConfigError(
                 f"{repo_id}: not a policy border push shared (no {CARD} and {CHECKPOINT}/ with"
                 " its weights, config and meta); nothing was kept"
             )
-        return folder
+        return left_out
 
     return fill
 
 
 def pull(repo_id: str, out: Path, revision: str | None = None, fetch: Fetch = snapshot) -> Path:
     """Download the policy ``border push`` shared as ``repo_id`` into ``out`` (a new or empty
-    dir; published whole, see :func:`~border_py.hub.folder.publish`); return its checkpoint dir.
+    dir, not named as a module Python can import; published whole, see
+    :func:`~border_py.hub.folder.publish`); return its checkpoint dir.
 
-    The download is data: nothing in it is imported. A config that names code beyond
-    border-py's and gymnasium's is said (a warning): loading it takes ``trust=[...]``.
+    The download is data, and only what ``border push`` writes is kept (see
+    :mod:`border_py.hub.contents`): no file of it is imported by ``load_policy``, nor by Python
+    started in ``out`` or beside it; what was left out is said in one line (a warning). The
+    export's ``policy.py``, kept only as this border-py writes it, runs when the export is used
+    (an export is code). A config that names code beyond border-py's and gymnasium's is said (a
+    warning): loading it takes ``trust=[...]``.
 
     Raises:
         ConfigError: a bad repo id or ``out``; a repo that is not a pushed policy.
         RunError: the download failed.
     """
     check_repo_id(repo_id, "border pull")
-    publish(_fetch_into(fetch, repo_id, revision), out, "-o")
-    checkpoint = out.expanduser().absolute() / CHECKPOINT
+    check_not_a_module(out, "-o")
+    left_out = publish(_fetch_into(fetch, repo_id, revision), out, "-o")
+    dest = out.expanduser().absolute()
+    if left_out:
+        log.warning("%s", left_out_line(dest, left_out))
+    checkpoint = dest / CHECKPOINT
     try:
         Trust().check_imports(read_json(checkpoint / CONFIG), checkpoint / CONFIG)
     except (OSError, ValueError) as exc:  # ConfigError included: a line, not a refusal here
-        log.warning("%s", first_line(exc))
+        log.warning("%s", printable(first_line(exc)))
     return checkpoint
 
 

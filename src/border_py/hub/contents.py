@@ -1,0 +1,109 @@
+"""What a pulled folder holds: the files ``border push`` writes, by name and kind, and nothing else.
+
+A pull downloads the repo into a hidden dir and moves into the new folder only regular files at
+the paths of :data:`KEPT`, an ``export/policy.py`` only when it is byte for byte the one this
+border-py writes (:func:`keep`); everything else stays out and is named in one line. The folder
+then holds no Python file but border-py's own ``policy.py``: no ``__init__.py``, ``numpy.py`` or
+``numpy/`` that Python, started in the folder or beside it, would import in place of a module
+(a dir on ``sys.path`` is searched first). Nor is the folder named after a module
+(:func:`check_not_a_module`): ``border pull attacker/numpy`` writes ``./numpy-policy``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import stat
+import sys
+from pathlib import Path
+
+from border_py._version import __version__
+from border_py.deploy.export import DESCRIPTION, NUMPY_FILES, policy_source
+from border_py.errors import ConfigError, printable
+from border_py.files import make_dir
+from border_py.hub.folder import CARD, CHECKPOINT, CURVE, EXPORT, EXPORT_FILES, REPLAY, RESULTS
+from border_py.runs.checkpoint import POLICY_FILES
+
+POLICY_PY = f"{EXPORT}/policy.py"
+KEPT = frozenset(
+    {
+        CARD,
+        RESULTS,
+        CURVE,
+        REPLAY,
+        *(f"{CHECKPOINT}/{name}" for name in POLICY_FILES),
+        *(f"{EXPORT}/{name}" for name in NUMPY_FILES),
+        *(f"{EXPORT}/{name}" for name in EXPORT_FILES.values()),
+        *(f"{EXPORT}/{name}.{DESCRIPTION}" for name in EXPORT_FILES.values()),
+    }
+)
+HUB_FILES = (".gitattributes",)  # the Hub writes it into every repo: left out without a word
+HUB_CACHE = ".cache/huggingface/"  # huggingface_hub's own records of a download into a dir
+NAMED = 2000  # characters of left-out names the line holds; the rest are counted
+
+
+def check_not_a_module(dest: Path, option: str) -> None:
+    """Refuse a destination named as a top-level module Python can import (``numpy``, ``json``,
+    ``torch``): Python started beside it, as the next step is, would search it first.
+
+    Raises:
+        ConfigError: one line naming ``option``, ``dest`` and a name to use instead.
+    """
+    name = dest.expanduser().absolute().name
+    if not name.isidentifier():
+        return  # e.g. cartpole-dqn-policy: no import statement can name it
+    spec = importlib.util.find_spec(name) if name not in sys.modules else None
+    known = name in sys.modules or name in sys.stdlib_module_names
+    if known or (spec is not None and spec.origin is not None):  # a namespace dir runs nothing
+        raise ConfigError(
+            f"{option} {dest}: named as the module {name}, which Python started beside it would"
+            f" look for there first; name another dir (e.g. {name}-policy)"
+        )
+
+
+def _refusal(rel: str, path: Path) -> str | None:
+    """Why the downloaded file ``path`` (at ``rel`` in the repo) is not kept; None: kept."""
+    if rel not in KEPT or not stat.S_ISREG(os.lstat(path).st_mode):
+        return rel
+    if rel == POLICY_PY:
+        source = policy_source()
+        same = path.stat().st_size == len(source) and path.read_bytes() == source
+        if not same:
+            return f"{rel} (not the policy.py border-py {__version__} writes)"
+    return None
+
+
+def keep(download: Path, folder: Path) -> list[str]:
+    """Move the files of ``download`` that a pull keeps (see the module's docstring) to the same
+    paths in ``folder``; return the others, sorted and printable (the Hub's own
+    ``.gitattributes`` and ``huggingface_hub``'s records are left out unnamed)."""
+    left_out = []
+    for top, _, files in os.walk(download):  # never descends into a linked dir
+        for name in files:
+            path = Path(top) / name
+            rel = path.relative_to(download).as_posix()
+            if rel in HUB_FILES or rel.startswith(HUB_CACHE):
+                continue
+            refused = _refusal(rel, path)
+            if refused is not None:
+                left_out.append(printable(refused))
+                continue
+            make_dir((folder / rel).parent)
+            os.rename(path, folder / rel)
+    return sorted(left_out)
+
+
+def left_out_line(dest: Path, left_out: list[str]) -> str:
+    """The one line that names what a pull of ``dest`` left out (as many as :data:`NAMED`
+    characters hold, then how many more)."""
+    shown: list[str] = []
+    for name in left_out:
+        if shown and sum(len(n) + 2 for n in shown) + len(name) > NAMED:
+            break
+        shown.append(name)
+    named = ", ".join(shown)
+    more = f" and {len(left_out) - len(shown)} more" if len(left_out) > len(shown) else ""
+    return (
+        f"left out of {dest}: {named}{more} (a pull keeps only the files border push writes, as"
+        " this border-py writes them)"
+    )
