@@ -1,10 +1,12 @@
 """The package's shape, checked by tool so that it cannot drift unseen: no import cycle among
 border_py's modules (imports under ``TYPE_CHECKING`` and inside functions included), the run's
-layout named in one module, no module over 400 lines and no function over 60."""
+layout named in one module, no module over 400 lines and no function over 60, and an exception's
+first line taken by ``border_py.errors.first_line`` only."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import grimp
@@ -117,3 +119,22 @@ def test_no_module_over_400_lines_and_no_function_over_60():
                 if lines > 60:
                     too_long.append(f"{path.relative_to(SRC)}:{node.lineno} {node.name}: {lines}")
     assert too_long == []
+
+
+# an exception's first line taken inline: str(exc).splitlines()[0] (an IndexError for an exception
+# without a message), or (str(exc).splitlines() or [...])[0]
+INLINE_FIRST_LINE = re.compile(r"splitlines\(\)\s*(?:or\s*\[[^\]]*\]\s*\))?\s*\[0\]")
+
+
+def test_the_first_line_of_a_message_is_taken_by_first_line_only():
+    """``errors.first_line`` names a bare exception (``ValueError()``) by its type: every other
+    module calls it rather than taking ``splitlines()[0]`` itself."""
+    inline = [
+        f"{path.relative_to(SRC)}:{number}"
+        for path in _sources()
+        if path.relative_to(SRC) != Path("errors.py")
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if INLINE_FIRST_LINE.search(line)
+    ]
+    assert inline == []
+    assert INLINE_FIRST_LINE.search("(str(exc).splitlines() or [type(exc).__name__])[0]")

@@ -11,7 +11,7 @@ from hydra.errors import HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
-from border_py.errors import ConfigError
+from border_py.errors import ConfigError, first_line
 
 
 def to_plain(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
@@ -23,7 +23,7 @@ def to_plain(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
             key = exc.full_key
             raise ConfigError(f"{key} must be set (e.g. {key}=...)") from None
         except OmegaConfBaseException as exc:
-            raise ConfigError(str(exc).splitlines()[0]) from None
+            raise ConfigError(first_line(exc)) from None
     return dict(cfg)
 
 
@@ -32,7 +32,7 @@ def parse_overrides(overrides: list[str]) -> list[Override]:
     try:
         return OverridesParser.create().parse_overrides(overrides)
     except HydraException as exc:
-        raise ConfigError(str(exc).splitlines()[0]) from None
+        raise ConfigError(first_line(exc)) from None
 
 
 def set_key(cfg: DictConfig, key: str, value: Any, add: bool) -> None:
@@ -40,4 +40,4 @@ def set_key(cfg: DictConfig, key: str, value: Any, add: bool) -> None:
     try:
         OmegaConf.update(cfg, key, value, force_add=add)
     except OmegaConfBaseException as exc:
-        raise ConfigError(f"{key}: {str(exc).splitlines()[0]}") from None
+        raise ConfigError(f"{key}: {first_line(exc)}") from None

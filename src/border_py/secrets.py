@@ -4,17 +4,32 @@ The running process uses the config as given; every copy border records (the che
 ``config.json``, TensorBoard, MLflow, W&B, ``result.json``, the run's claim, ``train.log``,
 Hydra's ``.hydra/`` files and ``multirun.yaml``) holds :data:`REDACTED` in place of:
 
-- the value of a key that names a secret, and everything under such a key: a key with
-  ``password``, ``passwd``, ``passphrase``, ``secret``, ``credential``, ``api_key``/``apikey``
-  or ``private_key`` in it, or whose last word is ``token``, ``auth`` or ``authorization`` (words
-  split at ``_``, ``-`` and camelCase: ``HF_TOKEN``, ``accessToken`` and ``basic_auth`` are
-  secrets, ``max_tokens``, ``token_url``, ``RAY_AUTH_MODE`` and ``author`` are not); case does not
-  matter;
+- the value of a key that names a secret, and everything under such a key (:func:`secret_key`;
+  words split at ``_``, ``-`` and camelCase, case does not matter): a key with ``password``,
+  ``passwd``, ``passphrase``, ``secret``, ``credential``, ``api_key``/``apikey`` or
+  ``private_key`` in it; with the word ``pat``, ``pwd``, ``cookie``/``cookies``, ``dsn`` or
+  ``webhook``/``webhooks`` (``github_pat``, ``SENTRY_DSN``, ``slack_webhook_url``); whose last
+  word is ``token``, ``auth``, ``authorization``, ``sig`` or ``signature`` (``HF_TOKEN``,
+  ``accessToken``, ``basic_auth``; not ``max_tokens``, ``token_url``, ``RAY_AUTH_MODE``,
+  ``author``); or whose last word, after another, is ``key`` (``access_key``, ``ssh_key``,
+  ``AccountKey``; not ``key`` alone, ``keys``, ``key_or_group``, ``monkey``) unless the word
+  before it names an entry of an observation or info dict (:data:`NAMING_KEYS`: gymnasium's
+  ``obs_key``, ``render_key``, ``stats_key``, ``dict_time_key``);
 - every value of an environment mapping (``env_vars``, as in Ray's ``runtime_env``; Hydra's
   ``env_set``): the variables' names stay;
-- the password of a URI (``scheme://user:pass@host`` becomes ``scheme://user:***@host``), and
-  ``name=value`` or ``name: value`` pairs inside text whose name is a secret (a URI's query
-  parameter ``?token=...``, an override inside a string).
+- in any text (a value, an override, a log line), whatever has the shape of a credential
+  (:data:`_TOKEN`): cloud and API keys (``AKIA...``/``ASIA...``, ``AIza...``), GitHub's and
+  GitLab's tokens (``ghp_``, ``gho_``, ``ghu_``, ``ghs_``, ``ghr_``, ``github_pat_``,
+  ``glpat-``), Hugging Face's (``hf_``), Slack's (``xoxb-``, ``xoxp-``, ...), ``sk-...`` keys
+  (OpenAI, Anthropic: 20 characters or more, a digit and a capital among them), Stripe's
+  (``sk_live_``, ``rk_test_``, ...) and JWTs (``eyJ...`` in three dot-separated parts); the
+  path of a Slack or Discord webhook URL;
+- the password of a URI (``scheme://user:pass@host`` becomes ``scheme://user:***@host``), the
+  user of an ``http(s)`` URI (a Sentry DSN's key: ``https://***@host``) and of any URI when it
+  is 20 characters or longer (a token), and ``name=value`` or ``name: value`` pairs inside text
+  whose name is a secret (a URI's query parameter ``?token=...``, a connection string's
+  ``AccountKey=...``, ``Password=...`` or ``SharedAccessSignature=...``, an override inside a
+  string).
 
 ``None`` and booleans under a secret key stay as they are (``auth: false`` hides nothing). A
 resumed run refuses a config that still holds the marker (:func:`refuse_redacted`): the secret has
@@ -35,8 +50,14 @@ ENV_MAPPINGS = ("env_vars", "env_set")  # mappings of environment variables: eve
 
 _SECRET_WORDS = re.compile(
     r"password|passwd|passphrase|secret|credential|api_?key|private_?key"
+    r"|(?:^|_)(?:pat|pwd|cookies?|dsn|webhooks?)(?:_|$)"
     r"|(?:^|_)(?:token|auth|authorization|sig|signature)$",
     re.IGNORECASE,
+)
+# a key whose last word is "key" (after another) names a secret, but after these words: the key
+# names an entry of an observation or an info dict (gymnasium's obs_key, render_key, stats_key)
+NAMING_KEYS = frozenset(
+    ("obs", "observation", "render", "stats", "time", "info", "state", "reward", "action", "sort")
 )
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # scheme://user:password@ (the password may hold '/', '#', '?' or an unescaped '@': the last '@'
@@ -55,13 +76,36 @@ _PAIR_HEAD = re.compile(
 # a secret's value after its head: quoted, a flat {...} or [...], or up to a space, & or ;
 # (commas included, as in Hydra's sweeps, but not a last one)
 _VALUE = re.compile(r""""[^"]*"|'[^']*'|\{[^{}]*\}|\[[^\[\]]*\]|[^\s&;'"{}\[\]]*[^\s&;'"{}\[\],]""")
+# the shapes of credentials, whatever their key (see the module docstring); none is preceded by a
+# letter, digit, '_' or '-'
+_TOKEN = re.compile(
+    r"(?<![\w-])(?:"
+    r"(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])|AIza[\w-]{35}"
+    r"|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_\w{30,}|glpat-[\w-]{20,}"
+    r"|hf_[A-Za-z0-9]{30,}|xox[abeoprs]-[A-Za-z0-9-]{10,}"
+    r"|sk-(?=[\w-]*[0-9])(?=[\w-]*[A-Z])[\w-]{20,}|[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"
+    r"|eyJ[\w-]{10,}\.eyJ[\w-]{10,}\.[\w-]*"
+    r")"
+)
+# a webhook URL's path is its secret: the scheme and host stay
+_WEBHOOK = re.compile(
+    r"(https?\\?://(?:hooks\.slack\.com|(?:ptb\.|canary\.)?discord(?:app)?\.com/api/webhooks))"
+    r"/[^\s'\"]+"
+)
+# http(s)://user@ (no password): a Sentry-style DSN's key
+_URI_HTTP_USER = re.compile(
+    r"(?<![A-Za-z0-9+.-])((?:[A-Za-z][A-Za-z0-9.-]*\+)?https?\\?://)[^/?#\s:@\\]+@"
+)
 _OVERRIDE = re.compile(r"(?P<key>[~+]{0,2}[A-Za-z_][\w./@-]*)=(?P<value>.*)", re.DOTALL)
 
 
 def secret_key(key: str) -> bool:
     """Whether ``key`` (one key, not a dotted path) names a secret (see the module docstring)."""
     words = _CAMEL.sub("_", str(key)).replace("-", "_")
-    return bool(_SECRET_WORDS.search(words))
+    if _SECRET_WORDS.search(words):
+        return True
+    *before, last = [w for w in words.lower().split("_") if w] or [""]
+    return last == "key" and bool(before) and before[-1] not in NAMING_KEYS
 
 
 def _hidden(path: Sequence[str]) -> bool:
@@ -99,10 +143,14 @@ def _pair(text: str, head: re.Match[str]) -> bool:
 
 
 def redact_text(text: str) -> str:
-    """``text`` with URI passwords and the values of ``name=value``/``name: value`` pairs whose
-    name is a secret replaced by :data:`REDACTED` (for free text: log lines, error messages)."""
+    """``text`` with credentials (by their shape), URI passwords, tokens and http(s) users and
+    the values of ``name=value``/``name: value`` pairs whose name is a secret replaced by
+    :data:`REDACTED` (for free text: log lines, error messages)."""
+    text = _TOKEN.sub(REDACTED, text)
+    text = _WEBHOOK.sub(rf"\1/{REDACTED}", text)
     text = _URI_PASSWORD.sub(rf"\1\2{REDACTED}@", text)
     text = _URI_TOKEN_USER.sub(rf"\1{REDACTED}@", text)
+    text = _URI_HTTP_USER.sub(rf"\1{REDACTED}@", text)
     out, pos = [], 0
     while (head := _PAIR_HEAD.search(text, pos)) is not None:
         out.append(text[pos : head.end()])

@@ -46,6 +46,23 @@ SECRET_KEYS = [
     "auth",
     "basic_auth",
     "Authorization",
+    "access_key",
+    "ssh_key",
+    "encryption_key",
+    "azure_storage_key",
+    "AccountKey",
+    "SharedAccessKey",
+    "AWS_ACCESS_KEY",
+    "github_pat",
+    "PAT",
+    "cookie",
+    "Cookie",
+    "session_cookies",
+    "dsn",
+    "SENTRY_DSN",
+    "webhook",
+    "slack_webhook_url",
+    "Pwd",
 ]
 PLAIN_KEYS = [
     "max_tokens",
@@ -59,6 +76,19 @@ PLAIN_KEYS = [
     "env",
     "n_step",
     "kwargs",
+    "key",  # alone: a word too common (a dict's key, "key=value" in a message)
+    "keys",
+    "key_or_group",
+    "monkey",
+    "hotkey",
+    "obs_key",  # gymnasium's wrappers name entries of an observation or info dict
+    "render_key",
+    "stats_key",
+    "dict_time_key",
+    "patience",
+    "patch_size",
+    "path",
+    "cookiecutter",
 ]
 
 
@@ -286,3 +316,123 @@ def test_hydra_records_are_rewritten_redacted(tmp_path):
 def test_credentials_in_any_part_of_a_uri_are_redacted(text, recorded):
     """A token given as the URI's user, a password holding '/' or '#', a signed URL's sig."""
     assert redact_text(text) == recorded
+
+
+def fake(prefix: str, n: int, alphabet: str = "Ab3xY9") -> str:
+    """A made-up credential: ``prefix`` and ``n`` characters of ``alphabet`` (never a real one)."""
+    return prefix + (alphabet * n)[:n]
+
+
+JWT = ".".join([fake("eyJ", 20), fake("eyJ", 30), fake("", 43, "Sf_k-2")])
+TOKENS = [  # (the shape, a made-up credential of it)
+    ("AWS access key id", fake("AKIA", 16, "ABC234")),
+    ("AWS temporary key id", fake("ASIA", 16, "XYZ789")),
+    ("Google API key", fake("AIza", 35)),
+    ("GitHub classic token", fake("ghp_", 36)),
+    ("GitHub OAuth token", fake("gho_", 36)),
+    ("GitHub app token", fake("ghs_", 36)),
+    ("GitHub fine-grained token", fake("github_pat_", 82, "Ab3_x9")),
+    ("GitLab token", fake("glpat-", 20)),
+    ("Hugging Face token", fake("hf_", 34)),
+    ("Slack bot token", fake("xoxb-", 40, "12345-ab")),
+    ("Slack user token", fake("xoxp-", 40, "12345-ab")),
+    ("OpenAI key", fake("sk-proj-", 48)),
+    ("Anthropic key", fake("sk-ant-api03-", 80, "Ab3-x_9")),
+    ("Stripe key", fake("sk_live_", 24)),
+    ("JWT", JWT),
+]
+
+
+@pytest.mark.parametrize(("shape", "token"), TOKENS, ids=[shape for shape, _ in TOKENS])
+def test_a_credential_is_redacted_by_its_shape_wherever_it_is(shape, token):
+    assert redact_text(token) == REDACTED
+    assert redact_text(f"using {token}, then") == f"using {REDACTED}, then"
+    assert redact_text(f"auth header: 'Bearer {token}'") == f"auth header: 'Bearer {REDACTED}'"
+    assert redact({"env": {"kwargs": {"x": token, "n": [token, 3]}}}) == {
+        "env": {"kwargs": {"x": REDACTED, "n": [REDACTED, 3]}}
+    }
+    assert redact_override(f"+env.kwargs.x={token}") == f"+env.kwargs.x={REDACTED}"
+    assert redact_override(f"env.kwargs.x='{token}'") == f"env.kwargs.x='{REDACTED}'"
+
+
+@pytest.mark.parametrize(
+    ("text", "recorded"),
+    [
+        (
+            "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=Ab3x/Y9+z==;"
+            "EndpointSuffix=core.windows.net",
+            "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=***;"
+            "EndpointSuffix=core.windows.net",
+        ),
+        (
+            "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Root;"
+            "SharedAccessKey=Ab3x/Y9+z=",
+            "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=Root;SharedAccessKey=***",
+        ),
+        (
+            "BlobEndpoint=https://a.blob.core.windows.net/;SharedAccessSignature=sv=2021&sig=Ab3",
+            "BlobEndpoint=https://a.blob.core.windows.net/;SharedAccessSignature=***&sig=***",
+        ),
+        ("Server=db;User Id=sa;Password=Ab3x9;", "Server=db;User Id=sa;Password=***;"),
+        (
+            "https://0123456789abcdef0123456789abcdef@o1.ingest.sentry.io/42",
+            "https://***@o1.ingest.sentry.io/42",
+        ),
+        ("https://abc123@sentry.example/1", "https://***@sentry.example/1"),
+        (
+            "https://hooks.slack.com/services/T0AB3/B0XY9/Ab3xY9Ab3xY9Ab3xY9",
+            "https://hooks.slack.com/***",
+        ),
+        (
+            "https://discord.com/api/webhooks/1234/Ab3xY9-Ab3xY9",
+            "https://discord.com/api/webhooks/***",
+        ),
+        (
+            "mongodb+srv://bob:Ab3x9@cluster0.example.net/db",
+            "mongodb+srv://bob:***@cluster0.example.net/db",
+        ),
+        ("cookie: session=Ab3x9", "cookie: ***"),
+        ("+env.kwargs.access_key=S3CRET_AK1", "+env.kwargs.access_key=***"),
+        ("env.kwargs.ssh_key=/home/me/.ssh/id_rsa", "env.kwargs.ssh_key=***"),
+        ("env.kwargs.github_pat=Ab3x9", "env.kwargs.github_pat=***"),
+        ("env.kwargs.sentry_dsn=x", "env.kwargs.sentry_dsn=***"),
+    ],
+)
+def test_connection_strings_dsns_webhooks_and_named_keys_are_redacted(text, recorded):
+    assert redact_override(text) == recorded
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "border_py.agents.dqn.DQN",
+        "gymnasium.wrappers.AddRenderObservation",
+        "my_pkg.hf_models:HfQNetworkWithAVeryLongName",
+        "ALE/Pong-v5",
+        "tests.secret_env:TokenCheck-v0",
+        "/home/me/outputs/2026-01-01/12-00-00/checkpoints/best",
+        "outputs/multirun/sk-learn-baseline-comparison-run",
+        "task-abcdefghijklmnopqrstuvwxyz0123456789",
+        "disk-0123456789abcdefghijklmnop",
+        "0123456789abcdef0123456789abcdef01234567",  # a commit
+        "https://huggingface.co/alice/dqn-cartpole",
+        "hf://alice/dqn-cartpole",
+        "ssh://git@github.com/o/p",
+        "sqlite:////home/me/mlflow.db",
+        "http://127.0.0.1:5000",
+        "eyJhbGciOiJIUzI1NiJ9",  # one part: not a JWT
+        "AKIA-style ids need 16 more characters: AKIA1234",
+        "seed=0,1,2",
+        "agent.hidden_sizes=[64,64]",
+        "env.wrappers=[{_target_: gymnasium.wrappers.AddRenderObservation, render_key: pixels}]",
+        "Overrides use Hydra syntax (key=value, group=option).",
+    ],
+)
+def test_ordinary_values_are_recorded_as_they_are(text):
+    assert redact_text(text) == text
+    assert redact_override(text) == text
+    assert redact({"v": text, "render_key": "pixels", "obs_key": "state"}) == {
+        "v": text,
+        "render_key": "pixels",
+        "obs_key": "state",
+    }

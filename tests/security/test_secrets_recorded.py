@@ -256,3 +256,92 @@ def test_a_sweep_records_no_secret_and_border_eval_needs_it_given_again(tmp_path
     (written,) = (job / "checkpoints" / "best").glob("eval_*.json")
     assert json.loads(written.read_text())["env"]["kwargs"]["api_key"] == "***"
     assert holding(sweep, secrets["password"], token) == []
+
+
+def _credentials(unique: str) -> dict[str, str]:
+    """An env kwarg for each shape of credential and each key name that names a secret, each
+    made up and holding ``unique``; and a plain value that must be recorded as it is."""
+    from .test_secrets import TOKENS, fake
+
+    given = {f"value_{i}": token[: -len(unique)] + unique for i, (_, token) in enumerate(TOKENS)}
+    return given | {
+        "access_key": f"AK1{unique}",
+        "ssh_key": f"ssh{unique}",
+        "github_pat": f"pat{unique}",
+        "session_cookie": f"ck{unique}",
+        "sentry_dsn": f"https://{unique}@o1.ingest.sentry.io/2",
+        "slack_webhook": f"https://hooks.slack.com/services/T0/B0/{unique}",
+        "errors_to": f"https://{unique}@o1.ingest.sentry.io/2",  # plain names: by their shape
+        "notify": f"https://hooks.slack.com/services/T0/B0/{unique}",
+        "connection_string": f"AccountName=acct;AccountKey={unique}==;EndpointSuffix=x.net",
+        "db": f"postgresql://alice:{unique}@db/x",
+        "label": fake("plain_value-", 8),
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_credentials_of_every_shape_are_recorded_nowhere(tmp_path):
+    """A tiny serial run whose env is given a credential of each shape (as kwargs with plain names,
+    and under key names that name a secret) records none of them: not in ``config.json``,
+    ``result.json``, ``.border_run``, ``.hydra/*.yaml``, ``train.log`` nor TensorBoard's events
+    (every file of the run, binary ones included). The env got the real values."""
+    unique = uuid.uuid4().hex[:12].upper()  # in every credential, and nowhere else
+    given = _credentials(unique)
+    seen, run = tmp_path / "seen", tmp_path / "run"
+    seen.mkdir()
+    digest = hashlib.sha256(json.dumps(given, sort_keys=True).encode()).hexdigest()
+    status, output = border(
+        [
+            "train",
+            "experiment=none",
+            "env=gym",
+            "env.id=tests.security.kwargs_env:AnyKwargs-v0",
+            *conftest.TINY,
+            "progress=false",
+            "trainer=serial",
+            f"+env.kwargs.digest={digest}",
+            f"+env.kwargs.seen_dir={seen}",
+            *[f"+env.kwargs.{k}='{v}'" for k, v in given.items()],
+            f"run_dir={run}",
+        ],
+        tmp_path,
+        {"PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])},
+        timeout=150,
+    )
+    assert status == 0, output[-3000:]
+    assert os.listdir(seen)  # the env was given the real values
+    for name in (".border_run", ".hydra/config.yaml", ".hydra/overrides.yaml", "result.json"):
+        assert (run / name).is_file(), name
+    assert (run / "checkpoints/best/config.json").is_file()
+    assert list((run / "tensorboard").glob("events.out.tfevents.*"))
+    assert holding(run, unique) == [] and unique not in output
+    recorded = json.loads((run / "checkpoints/best/config.json").read_text())["env"]["kwargs"]
+    assert recorded["label"] == given["label"]  # an ordinary value stays
+    assert recorded["connection_string"] == "AccountName=acct;AccountKey=***;EndpointSuffix=x.net"
+    assert recorded["errors_to"] == "https://***@o1.ingest.sentry.io/2"
+    assert recorded["notify"] == "https://hooks.slack.com/***"
+    assert recorded["access_key"] == recorded["sentry_dsn"] == "***"
+    assert {recorded[k] for k in given if k.startswith("value_")} == {"***"}
+
+
+@pytest.mark.slow
+def test_hydras_own_refusal_of_an_override_never_shows_its_secret(tmp_path):
+    """``hydra.job.env_set.X=<secret>`` without ``+``: Hydra refuses it, and its message would
+    echo the override whole; border's line says the same with the value redacted."""
+    secret = f"S3CRET{uuid.uuid4().hex}"
+    for extra in ([], ["-m", "seed=0,1"]):
+        status, output = border(
+            ["train", *extra, f"hydra.job.env_set.MY_SERVICE_TOKEN={secret}", *conftest.TINY],
+            tmp_path,
+            {},
+            timeout=60,
+        )
+        assert status == 2, output
+        assert secret not in output
+        (line,) = output.strip().splitlines()
+        assert line.startswith(
+            "border: error: Could not override 'hydra.job.env_set.MY_SERVICE_TOKEN' (to append"
+            " to your config use +hydra.job.env_set.MY_SERVICE_TOKEN=***"
+        ), line
+    assert os.listdir(tmp_path) == []

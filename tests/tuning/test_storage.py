@@ -1,12 +1,18 @@
 """Where a study lives: the study dir's journal by default, an older study's SQLite file, or the
-storage given with ``--storage``."""
+storage given with ``--storage``; a study dir's journal, SQLite file and trials/ are never opened
+through a link."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 
 from border_py.errors import ConfigError
 from border_py.tuning.storage import JOURNAL_FILE, SQLITE_FILE, locate, open_storage
+from border_py.tuning.tuner import TRIALS
+
+from ..conftest import run_border
 
 optuna = pytest.importorskip("optuna", reason="the [tune] extra is not installed")
 
@@ -53,3 +59,64 @@ def test_a_storage_that_cannot_be_opened_is_one_line(tmp_path):
     with pytest.raises(ConfigError) as err:
         open_storage(str(tmp_path / "no" / "such" / "dir" / "j.log"))
     assert "No such file or directory" in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("name", [JOURNAL_FILE, SQLITE_FILE])
+def test_a_link_planted_as_the_journal_or_the_sqlite_file_is_refused(tmp_path, name):
+    """Optuna appends to the journal with a plain open (SQLite opens its file the same way): a
+    planted link is refused in one line before anything opens it, its target untouched; a
+    dangling one too (Optuna would create its target)."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    study = tmp_path / "study"
+    study.mkdir()
+    (study / name).symlink_to(victim)
+    with pytest.raises(ConfigError) as err:
+        locate(study, None)
+    assert str(err.value) == (
+        f"{study / name}: is a symbolic link; border never follows links in a run, sweep or study"
+        " dir (put the file or dir itself there, or remove the link)"
+    )
+    (study / name).unlink()
+    (study / name).symlink_to(tmp_path / "missing")
+    with pytest.raises(ConfigError):
+        locate(study, None)
+    assert victim.read_text() == "precious\n" and not (tmp_path / "missing").exists()
+
+
+def test_a_fifo_or_dir_as_the_journal_is_refused(tmp_path):
+    os.mkfifo(tmp_path / JOURNAL_FILE)  # reading it would block
+    with pytest.raises(ConfigError) as err:
+        locate(tmp_path, None)
+    assert str(err.value).startswith(f"{tmp_path / JOURNAL_FILE}: not a regular file")
+    os.unlink(tmp_path / JOURNAL_FILE)
+    (tmp_path / SQLITE_FILE).mkdir()
+    with pytest.raises(ConfigError) as err:
+        locate(tmp_path, None)
+    assert str(err.value).startswith(f"{tmp_path / SQLITE_FILE}: not a regular file")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [JOURNAL_FILE, TRIALS])
+def test_border_tune_refuses_a_study_dir_with_a_planted_link(tmp_path, name):
+    """``border tune`` on a study dir whose journal (or trials/ dir) is a link: one line, exit 2,
+    the link's target untouched and nothing written into the study dir."""
+    victim = tmp_path / "victim"
+    if name == TRIALS:
+        victim.mkdir()
+    else:
+        victim.write_text("precious\n")
+    study = tmp_path / "study"
+    study.mkdir()
+    (study / name).symlink_to(victim)
+    out = run_border(
+        ["tune", "dqn_cartpole", "--study-dir", str(study), "--n-trials", "1"], tmp_path, 120
+    )
+    assert out.returncode == 2, out.stderr
+    (line,) = out.stderr.strip().splitlines()
+    assert line == (
+        f"border: error: {study / name}: is a symbolic link; border never follows links in a run,"
+        " sweep or study dir (put the file or dir itself there, or remove the link)"
+    )
+    assert os.listdir(study) == [name]
+    assert (victim.read_text() == "precious\n") if name != TRIALS else os.listdir(victim) == []

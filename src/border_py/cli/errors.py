@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from border_py.errors import printable
+from border_py.errors import first_line, printable
 from border_py.secrets import redact_text
 
 
@@ -20,7 +20,7 @@ def hydra_error_line(exc: Exception) -> str:
     """Hydra's error as one line, keeping the lines that say what to type instead (``To append
     to your config use +key=value``, ``Either remove + prefix: ...``) and the options it lists."""
     lines = str(exc).splitlines()
-    first = lines[0].strip().rstrip(".")
+    first = first_line(exc).rstrip(".")
     hints: list[str] = []
     for i, line in enumerate(lines[1:], start=1):
         text = line.strip()

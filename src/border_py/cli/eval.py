@@ -17,11 +17,12 @@ from typing import Any
 from omegaconf import OmegaConf
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from border_py.cli.errors import fail
 from border_py.config import closest, flag, fraction, positive, require
 from border_py.deploy.load import build_policy_agent
-from border_py.errors import ConfigError, RunError
+from border_py.errors import ConfigError, RunError, number_text, printable
 from border_py.evaluation.evaluator import EvalResult, Evaluator
 from border_py.evaluation.seeds import selection_seed
 from border_py.evaluation.video import check_video
@@ -168,19 +169,30 @@ def write_record(out: Path, record: dict[str, Any]) -> Path:
         ) from None
 
 
+def shown(value: Any) -> str:
+    """A value read from a file as plain text: a number within
+    :data:`~border_py.errors.NUMBER_WIDTH` characters, anything else with its control and
+    invisible characters escaped."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return number_text(value, 2)
+    return printable(str(value))
+
+
 def print_result(checkpoint: Checkpoint, settings: dict[str, Any], result: EvalResult) -> None:
-    """The result as a rich table."""
+    """The result as a rich table (its title from the checkpoint's files: plain text, never
+    rich markup)."""
+    opt_steps, env_id = checkpoint.meta.get("opt_steps"), settings["env"]["id"]
     table = Table(
-        title=f"{checkpoint.path} (opt step {checkpoint.meta.get('opt_steps')}, {settings['env']['id']})"
+        title=Text(f"{shown(checkpoint.path)} (opt step {shown(opt_steps)}, {shown(env_id)})")
     )
     for column in ("episodes", "return (mean ± std)", "min", "max", "mean length"):
         table.add_column(column, justify="right")
     table.add_row(
         str(settings["eval"]["n_episodes"]),
-        f"{result.return_mean:.2f} ± {result.return_std:.2f}",
-        f"{result.return_min:.2f}",
-        f"{result.return_max:.2f}",
-        f"{result.length_mean:.1f}",
+        f"{number_text(result.return_mean, 2)} ± {number_text(result.return_std, 2)}",
+        number_text(result.return_min, 2),
+        number_text(result.return_max, 2),
+        number_text(result.length_mean),
     )
     Console().print(table)
 
@@ -196,8 +208,8 @@ def eval_command(args: list[str]) -> int:
         checkpoint, settings, result, out, record = evaluate_checkpoint(args[0], args[1:])
         print_result(checkpoint, settings, result)
         if record["videos"] is not None:
-            print(f"videos: {record['videos']}", flush=True)
-        print(f"written: {write_record(out, record)}", flush=True)
+            print(f"videos: {printable(record['videos'])}", flush=True)
+        print(f"written: {printable(str(write_record(out, record)))}", flush=True)
     except ConfigError as exc:
         return fail(str(exc))
     except RunError as exc:

@@ -5,6 +5,7 @@ a group option or key fails with one line that names the closest valid choices.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import sys
 from pathlib import Path
@@ -18,11 +19,13 @@ from omegaconf import DictConfig
 
 from border_py._version import __version__
 from border_py.cli.checks import check_overrides, hydra_args
+from border_py.cli.config_source import ConfigSource
 from border_py.cli.errors import fail
 from border_py.cli.hydra_callbacks import report_sweep
 from border_py.cli.recipes import lookup, recipes, searchpath_of
 from border_py.config import config_dir
 from border_py.errors import ConfigError, RunError
+from border_py.overrides import parse_overrides
 from border_py.runs.results import read_result, write_result
 from border_py.runs.run_dir import (
     RunCompleted,
@@ -111,6 +114,10 @@ def train_command(args: list[str]) -> int:
         return 0
     args = _info_before_overrides(args)
     parsed = get_args_parser().parse_args(args)
+    try:
+        _check_hydra_keys(parsed)
+    except ConfigError as exc:
+        return fail(str(exc))
     if parsed.hydra_help:
         hydra_keys = [o for o in parsed.overrides if _is_hydra_key(_key(o).lstrip("+~"))]
         return _run_hydra(_with_override(args, parsed.overrides, *hydra_keys, replace=True))
@@ -149,6 +156,32 @@ def train_command(args: list[str]) -> int:
     if fresh_in is not None:  # resume=auto with no checkpoint: start fresh there
         start_afresh(fresh_in)
     return _run_hydra(args)
+
+
+def _check_hydra_keys(parsed: argparse.Namespace) -> None:
+    """Compose Hydra's own config with the command line's ``hydra`` overrides before Hydra does,
+    so that a refused one is border's error line, its secrets redacted (Hydra's own message
+    echoes the override whole: ``use +hydra.job.env_set.TOKEN=<the secret>``). A swept ``hydra``
+    key, and the overrides of a config of your own (``--config-name``, ``--config-path``), are
+    left to Hydra.
+
+    Raises:
+        ConfigError: one line (Hydra's refusal, see
+            :func:`~border_py.cli.errors.hydra_error_line`).
+    """
+    if parsed.config_name or parsed.config_path:
+        return
+    given = [o for o in parsed.overrides if _is_hydra_key(_key(o).lstrip("+~"))]
+    if not given:
+        return
+    found = parse_overrides(given)
+    single = [
+        text
+        for override, text in zip(found, given, strict=True)
+        if not override.is_sweep_override() and override.key_or_group != "hydra.searchpath"
+    ]
+    if single:  # the search path: ConfigSource's own override
+        ConfigSource.of(found, parsed.config_dir).compose(single, hydra=True)
 
 
 def _run_hydra(args: list[str]) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from border_py.reports.collect import RunRow, override_key, shared
+from border_py.reports.collect import RunRow, as_float, override_key, shared
 from border_py.reports.intervals import iqm_interval, mean_interval, trimmed_iqm
 
 GROUP_COLUMNS = (
@@ -197,7 +197,7 @@ class Group:
     def values(self) -> dict[str, Any]:
         """The group's CSV line: :data:`GROUP_COLUMNS` and one column per swept key."""
         final, best = self.final(), self.best()
-        steps = [r.env_steps for r in self.scored if r.env_steps is not None]
+        steps = [as_float(r.env_steps) for r in self.scored if r.env_steps is not None]
         line: dict[str, Any] = {"group": self.label, **self.swept}
         line |= {
             "env_id": self.env_id,

@@ -2,13 +2,15 @@
 
 A run's curve and counters come from its TensorBoard event files (TensorBoard's own reader), its
 status, error and exact returns from ``result.json``. Everything read is untrusted: text has its
-control characters escaped and only numbers reach the number columns.
+control characters escaped (:func:`~border_py.errors.printable`) and only numbers reach the number
+columns (a return, a std or a duration as a float: an int too large for one reads as infinite).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -19,7 +21,7 @@ import numpy as np
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from border_py.errors import ConfigError, printable
+from border_py.errors import ConfigError, number_text, printable
 from border_py.files import read_json, read_record
 from border_py.layout import BEST, CHECKPOINTS, CONFIG, HYDRA, HYDRA_CONFIG, RESULT, TENSORBOARD
 from border_py.runs.links import refuse_links
@@ -83,15 +85,15 @@ class FreshScore:
         """The score a summary's record holds (None: absent, or not numbers where numbers go)."""
         if not isinstance(record, dict):
             return None
-        mean, std = _number(record.get("return_mean")), _number(record.get("return_std"))
+        mean, std = _real(record.get("return_mean")), _real(record.get("return_std"))
         episodes = _number(record.get("episodes"))
         if mean is None or std is None or not isinstance(episodes, int):
             return None
-        return cls(float(mean), float(std), episodes)
+        return cls(mean, std, episodes)
 
     def text(self) -> str:
-        """``mean ± std (n)``, one decimal."""
-        return f"{self.mean:.1f} ± {self.std:.1f} ({self.episodes})"
+        """``mean ± std (n)``, one decimal (see :func:`~border_py.errors.number_text`)."""
+        return f"{number_text(self.mean)} ± {number_text(self.std)} ({number_text(self.episodes)})"
 
 
 @dataclass
@@ -243,8 +245,8 @@ def read_run(run_dir: Path, root: Path) -> RunRow:
     row.env_id, row.agent = task_of(run_dir)
     curve = row.curve("opt_steps")
     if "final_return" in summary:  # exact; TensorBoard keeps float32
-        row.best_return = _number(summary.get("best_return"))
-        row.final_return = _number(summary["final_return"])
+        row.best_return = _real(summary.get("best_return"))
+        row.final_return = _real(summary["final_return"])
     elif curve:
         row.best_return = max(v for _, v in curve)
         row.final_return = curve[-1][1]
@@ -255,7 +257,7 @@ def read_run(run_dir: Path, root: Path) -> RunRow:
     steps = [s for tag in scalars.values() for s, _, _ in tag]
     row.opt_steps = _number(summary.get("opt_steps", max(steps) if steps else None))
     walls = [w for tag in scalars.values() for _, _, w in tag]
-    row.seconds = _number(summary.get("seconds", max(walls) - min(walls) if walls else None))
+    row.seconds = _real(summary.get("seconds", max(walls) - min(walls) if walls else None))
     error = result.get("error")
     if isinstance(error, dict):
         row.error = printable(f"{error.get('type')}: {error.get('message')}")
@@ -266,6 +268,21 @@ def _number(value: Any) -> Any:
     """``value`` if it is a number, else None (a crafted ``result.json`` may hold anything)."""
     ok = isinstance(value, (int, float)) and not isinstance(value, bool)
     return value if ok else None
+
+
+def _real(value: Any) -> float | None:
+    """``value`` as a float if it is a number (an int too large for a float: infinite), else
+    None."""
+    number = _number(value)
+    return None if number is None else as_float(number)
+
+
+def as_float(value: float) -> float:
+    """``value`` as a float; an int too large for one (JSON allows 4300 digits) is infinite."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def collect(path: str | Path) -> tuple[Path, list[RunRow]]:
@@ -283,7 +300,7 @@ def collect(path: str | Path) -> tuple[Path, list[RunRow]]:
         try:
             refuse_links(run)  # a link would be read through, a FIFO would block the report
         except ConfigError as exc:
-            log.warning("skipped %s: %s", run, printable(str(exc)))
+            log.warning("skipped %s: %s", printable(str(run)), printable(str(exc)))
             continue
         rows.append(read_run(run, root))
     if not rows:

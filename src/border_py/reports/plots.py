@@ -13,7 +13,7 @@ from typing import Any
 
 from border_py.files import write_file
 from border_py.reports.aggregate import Group
-from border_py.reports.collect import RunRow, override_key, shared
+from border_py.reports.collect import RunRow, as_float, override_key, shared
 from border_py.reports.tasks import configurations
 
 AXIS_LABELS = {
@@ -26,8 +26,11 @@ MARKERS = "os^vD<>pPX*h"
 
 
 def count(value: float) -> str:
-    """``value`` in three significant figures with k/M/G (50000 -> ``50k``, 999999 -> ``1M``)."""
-    value = float(f"{value:.3g}")
+    """``value`` in three significant figures with k/M/G (50000 -> ``50k``, 999999 -> ``1M``);
+    from 10^12 on, in scientific notation (``1e+12``, ``inf``)."""
+    value = float(f"{as_float(value):.3g}")
+    if not abs(value) < 1e12:
+        return f"{value:g}"
     for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
         if abs(value) >= scale:
             return f"{float(f'{value / scale:.3g}'):g}{suffix}"

@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from border_py.errors import printable
 from border_py.reports.aggregate import GROUP_COLUMNS, Group, group_runs, swept_keys
 from border_py.reports.collect import COLUMNS, X_AXES, RunRow, collect, override_key
 from border_py.reports.export import export_scores
@@ -28,6 +29,12 @@ from border_py.reports.tasks import (
     task_keys,
     task_scales,
 )
+
+
+def _text(line: str) -> Text:
+    """A line naming paths (a dir's name may come from elsewhere) as plain text: never rich
+    markup, its control and invisible characters escaped."""
+    return Text(printable(line))
 
 
 def _with_keys(columns: tuple[str, ...], keys: list[str]) -> tuple[str, ...]:
@@ -90,12 +97,13 @@ def report(
             console.print(Text.assemble((f"{row.job} failed: ", "red"), row.error))
     png = plot_path or root / "report.png"
     drawn = plot_groups(groups, png, axis) if by_group else plot_runs(groups, png, axis)
-    console.print(f"plot: {png}" if drawn else f"no evaluations with {X_AXES[axis]} yet: no plot")
+    shown = f"plot: {png}" if drawn else f"no evaluations with {X_AXES[axis]} yet: no plot"
+    console.print(_text(shown))
     if csv_path is not None:
         write_csv(csv_path, *(_group_lines(groups) if by_group else _run_lines(rows)))
-        console.print(f"csv: {csv_path}")
+        console.print(_text(f"csv: {csv_path}"))
     if scores_path is not None:
         for note in export_scores(scores_path, groups):
-            console.print(Text(f"scores: {note}"))
-        console.print(f"scores: {scores_path}")
+            console.print(_text(f"scores: {note}"))
+        console.print(_text(f"scores: {scores_path}"))
     return 0

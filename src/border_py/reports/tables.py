@@ -1,5 +1,6 @@
 """The report's tables: one line per run or one per group of seeds, on the terminal (rich) and as
-CSV. Text from the runs' files goes in as :class:`~rich.text.Text`, never as rich markup."""
+CSV. Text from the runs' files goes in as :class:`~rich.text.Text`, never as rich markup, and
+every number within :data:`~border_py.errors.NUMBER_WIDTH` characters."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from border_py.errors import number_text, printable
 from border_py.files import write_file
 from border_py.reports.aggregate import Estimate, Group
 from border_py.reports.collect import RunRow, shared_overrides
@@ -18,11 +20,12 @@ from border_py.reports.tasks import FINAL_EVAL, SCORE_TEXT, STRATIFIED_BOOTSTRAP
 
 
 def _fmt(value: Any, digits: int = 1) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
+    return "-" if value is None else number_text(value, digits)
+
+
+def _title(root: Path, what: str) -> Text:
+    """A table's title: the report's dir (its name may come from a pulled folder) and ``what``."""
+    return Text(f"{printable(str(root))} ({what})")
 
 
 def table(root: Path, rows: list[RunRow]) -> Table:
@@ -34,12 +37,13 @@ def table(root: Path, rows: list[RunRow]) -> Table:
     """
     common = shared_overrides(rows)
     out = Table(
-        title=f"{root} ({len(rows)} runs)",
+        title=_title(root, f"{len(rows)} runs"),
         caption=Text(f"every run: {' '.join(common)}") if common else None,
     )
     out.add_column("job", overflow="fold")
     out.add_column("overrides", overflow="fold", ratio=1)
-    out.add_column("status", no_wrap=True)
+    # completed, failed, interrupted, unfinished: a crafted status is cut, not the other columns
+    out.add_column("status", no_wrap=True, max_width=12)
     for name in ("best return", "final return", "final eval", "best eval"):
         out.add_column(name, justify="right", no_wrap=True)
     for name in ("env steps", "opt steps", "wall time"):
@@ -56,7 +60,7 @@ def table(root: Path, rows: list[RunRow]) -> Table:
             row.best_eval.text() if row.best_eval else "-",
             _fmt(row.env_steps),
             _fmt(row.opt_steps),
-            "-" if row.seconds is None else f"{row.seconds:.0f} s",
+            "-" if row.seconds is None else f"{number_text(row.seconds, 0)} s",
         )
     return out
 
@@ -70,8 +74,8 @@ def _interval(estimate_: Estimate | None, iqm: bool = False) -> str:
         else (estimate_.mean, estimate_.low, estimate_.high)
     )
     if low is None or high is None:
-        return f"{value:.1f}"
-    return f"{value:.1f} [{low:.1f}, {high:.1f}]"
+        return number_text(value)
+    return f"{number_text(value)} [{number_text(low)}, {number_text(high)}]"
 
 
 def _methods(groups: list[Group]) -> str:
@@ -87,7 +91,7 @@ def group_table(root: Path, groups: list[Group], common: list[str]) -> Table:
     the best selection evaluations (``final return``, ``best return``), each as mean [interval]
     and IQM [interval] over seeds; seeds, env steps; the caption names each interval's method."""
     out = Table(
-        title=f"{root} ({len(groups)} groups, {sum(len(g.runs) for g in groups)} runs)",
+        title=_title(root, f"{len(groups)} groups, {sum(len(g.runs) for g in groups)} runs"),
         caption=Text(  # text from the runs' files: never rich markup
             _methods(groups) + (f"; every run: {' '.join(common)}" if common else "")
         ),
@@ -121,8 +125,8 @@ def group_table(root: Path, groups: list[Group], common: list[str]) -> Table:
 
 def _bounds(value: float, low: float | None, high: float | None) -> str:
     if low is None or high is None:
-        return f"{value:.2f}"
-    return f"{value:.2f} [{low:.2f}, {high:.2f}]"
+        return number_text(value, 2)
+    return f"{number_text(value, 2)} [{number_text(low, 2)}, {number_text(high, 2)}]"
 
 
 def task_table(

@@ -26,7 +26,7 @@ from typing import Any
 
 from border_py.agents.base import Agent
 from border_py.config import require
-from border_py.errors import ConfigError, RunError
+from border_py.errors import ConfigError, RunError, first_line
 from border_py.layout import RESULT
 from border_py.runs.checkpoint import Checkpoint, load_checkpoint, run_dir_of_checkpoint
 from border_py.runs.results import objective_value, read_result, write_result
@@ -230,5 +230,5 @@ def restore_agent(checkpoint: Checkpoint, agent: Agent, spaces: tuple[Any, Any])
     try:
         agent.load_state_dict(checkpoint.agent_state)
     except (RuntimeError, KeyError, ValueError) as exc:
-        first = str(exc).strip().splitlines()[0]
+        first = first_line(exc)
         raise ConfigError(f"{checkpoint.path}: does not fit the agent config ({first})") from None

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from border_py.config import build, closest, config_dir, positive, require
-from border_py.errors import ConfigError
+from border_py.errors import ConfigError, first_line
 
 TYPES = ("float", "int", "categorical")  # a param's Trial.suggest_<type>
 SPACE_KEYS = ("study_name", "n_trials", "n_jobs", "sampler", "pruner", "overrides", "params")
@@ -63,7 +63,7 @@ def compose_train(overrides: list[str], entries: list[str]) -> Any:
                 f" {', '.join(options) or 'none'}"
             ) from None
         except (HydraException, OmegaConfBaseException) as exc:
-            raise ConfigError(str(exc).splitlines()[0]) from None
+            raise ConfigError(first_line(exc)) from None
 
 
 def load_space(name: str, entries: list[str]) -> SearchSpace:
@@ -138,7 +138,7 @@ def check_param(key: str, spec: Any) -> dict[str, Any]:
     try:  # Optuna checks the ranges (low <= high, log needs low > 0, ...)
         getattr(optuna.create_study().ask(), f"suggest_{kind}")("x", **arguments)
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{key}: {str(exc).splitlines()[0]}") from None
+        raise ConfigError(f"{key}: {first_line(exc)}") from None
     return dict(spec)
 
 

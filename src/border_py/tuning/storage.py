@@ -3,16 +3,24 @@ over a ``JournalFileBackend``, the file storage Optuna supports for several proc
 the SQLite file of a study started before the journal, where one is there; or the user's own
 storage (``--storage``: a database URL or a journal file path).
 
+A study dir is the user's, but its files may have come from elsewhere: the journal and the SQLite
+file there are never opened through a link (Optuna appends to the journal with a plain ``open``),
+nor when they are anything but a regular file (a FIFO would block the read); see
+:func:`refuse_planted`.
+
 Neither storage is given heartbeats: the ``border tune`` that starts a trial's process marks the
 trial FAIL when the process ends without recording an outcome (:mod:`.tuner`).
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
-from border_py.errors import ConfigError
+from border_py.errors import ConfigError, first_line
+from border_py.files import link_refusal
 from border_py.secrets import redact_text
 
 JOURNAL_FILE = "journal.log"  # the study dir's journal (the default storage)
@@ -38,7 +46,8 @@ def locate(study_dir: Path, given: str | None) -> str:
         and no journal (a study started before the journal); else ``<study dir>/journal.log``.
 
     Raises:
-        ConfigError: ``given`` is a directory.
+        ConfigError: ``given`` is a directory; or (none given) the study dir's journal or SQLite
+            file is a symbolic link or not a regular file (one line naming it; nothing is opened).
     """
     if given:
         if is_url(given):
@@ -50,10 +59,32 @@ def locate(study_dir: Path, given: str | None) -> str:
                 " (sqlite:///study.db, postgresql://...)"
             )
         return str(path)
+    for name in (JOURNAL_FILE, SQLITE_FILE):
+        refuse_planted(study_dir / name)
     older = study_dir / SQLITE_FILE
     if older.is_file() and not (study_dir / JOURNAL_FILE).exists():
         return f"sqlite:///{older}"
     return str(study_dir / JOURNAL_FILE)
+
+
+def refuse_planted(path: Path, directory: bool = False) -> None:
+    """Refuse an entry of a study dir unless it is absent, or a regular file (``directory``: a
+    dir); a link is refused, never followed.
+
+    Raises:
+        ConfigError: one line naming ``path``.
+    """
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(mode):
+        raise link_refusal(path)
+    if not (stat.S_ISDIR(mode) if directory else stat.S_ISREG(mode)):
+        raise ConfigError(
+            f"{path}: not a {'dir' if directory else 'regular file'}; a study dir holds only the"
+            " study's own files and dirs"
+        )
 
 
 def open_storage(location: str) -> Any:
@@ -69,5 +100,5 @@ def open_storage(location: str) -> Any:
         connect = {"connect_args": {"timeout": SQLITE_TIMEOUT_SECONDS}} if sqlite else {}
         return optuna.storages.RDBStorage(location, engine_kwargs=connect)
     except Exception as exc:  # SQLAlchemy's, a driver's or the file system's: one line
-        line = (str(exc).splitlines() or [type(exc).__name__])[0]
+        line = first_line(exc)
         raise ConfigError(f"--storage {redact_text(location)}: {redact_text(line)}") from None

@@ -30,12 +30,13 @@ from border_py.tuning.space import (
     override,
     search_path,
 )
-from border_py.tuning.storage import locate, open_storage
+from border_py.tuning.storage import locate, open_storage, refuse_planted
 from border_py.tuning.trial import INTERRUPTED, TrialTask, run_trial
 
 log = logging.getLogger("border_py.tune")
 
 BEST_FILE = "best.yaml"
+TRIALS = "trials"  # the study dir's dir of the trials' run dirs, one per trial number
 STOP_SECONDS = 60  # after a second Ctrl-C: how long a terminated trial gets to stop gracefully
 POLL_SECONDS = 1.0
 
@@ -91,6 +92,7 @@ class Tuner:
                 usable_cores(),
             )
         self.storage = locate(study_dir, storage)
+        refuse_planted(study_dir / TRIALS, directory=True)  # trial dirs never made through a link
 
     def run(self) -> int:
         """Run the trials; return the exit status (0, or 130 when stopped by a signal).
@@ -151,7 +153,7 @@ class Tuner:
         have (another study's, e.g. of another ``--storage``): its trials would reuse them.
 
         A trial is created before its run dir (:meth:`launch`), so the dirs are listed first."""
-        folder = self.study_dir / "trials"
+        folder = self.study_dir / TRIALS
         listed = [p.name for p in folder.iterdir()] if folder.is_dir() else []
         numbers = {str(t.number) for t in study.get_trials(deepcopy=False)}
         others = sorted((n for n in listed if n not in numbers), key=lambda n: (len(n), n))
@@ -169,7 +171,7 @@ class Tuner:
 
         trial = study.ask()
         try:
-            run_dir = make_dir(self.study_dir / "trials" / str(trial.number))  # never a symlink
+            run_dir = make_dir(self.study_dir / TRIALS / str(trial.number))  # never a symlink
             trial.set_user_attr("run_dir", str(run_dir))
             process = ctx.Process(
                 target=run_trial, args=(self.task(trial, run_dir),), name=f"trial-{trial.number}"
