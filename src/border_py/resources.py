@@ -3,9 +3,10 @@
 Before anything starts, a run's estimated needs (replay bytes, the agent's networks and one update,
 shared-memory slots, processes, open files, checkpoints on disk) are compared with what the machine
 has, and a few settings with a range that makes sense (:data:`MAX_EVAL_EPISODES` and the others
-below). Whatever exceeds a bound is refused in one
-line that states the estimate, the limit and how to proceed (:func:`bound`); with the top-level
-``check_resources=false`` the same line is only a warning and the run starts anyway.
+below). Whatever exceeds a bound is refused in one line that states the estimate, the limit and
+how to proceed (:func:`bound`); with the top-level ``check_resources=false`` (the command's own: a
+resumed run never takes it from its saved config) the same line is only a warning and the run
+starts anyway.
 """
 
 from __future__ import annotations

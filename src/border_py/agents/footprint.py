@@ -6,9 +6,10 @@ action_space, **keys) -> Footprint`` (DQN, IQN and SAC do, through :func:`dqn_fo
 :func:`iqn_footprint` and :func:`sac_footprint`). Their networks are built on PyTorch's ``meta``
 device, which records shapes and allocates nothing, so the parameter counts are exact for every
 torso (MLP, Nature and MinAtar CNNs, dueling and quantile heads), and one sample's forward pass
-there counts the activations an update keeps per sample (measured against real updates, the
-estimate is within 0.5x-2x of the peak). :func:`check_agent_memory` bounds both against the memory
-available (see :mod:`border_py.resources`) before the agent is built.
+there counts the activations an update keeps per sample (against the peak memory of real updates
+from 10 MiB to 1 GiB: 0.5x-2.6x, and high rather than low above 100 MiB). :func:`check_agent_memory`
+bounds both against the memory available (see :mod:`border_py.resources`) before the agent is
+built.
 """
 
 from __future__ import annotations
