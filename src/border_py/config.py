@@ -19,10 +19,13 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from border_py.errors import ConfigError
+from border_py.errors import ConfigError, first_line
 
 log = logging.getLogger(__name__)
 
+# what a RuntimeError says when an allocation fails: PyTorch's CPU allocator, CUDA, or a size
+# beyond what it can represent
+ALLOCATION_FAILED = ("can't allocate memory", "out of memory", "size calculation overflowed")
 GROUPS = ("agent", "env", "replay_buffer", "actor_manager", "trainer", "recorder")
 OVERLAYS = ("experiment", "debug")  # `# @package _global_` files setting other groups' keys
 
@@ -147,7 +150,8 @@ def build(group: str, spec: Mapping[str, Any], **runtime: Any) -> Any:
     Integral floats become ints where the target's parameter is annotated ``int`` (so
     ``trainer.max_opts=1e4`` works for every component, see :func:`coerce_counts`). Unknown keys
     (all of them, in one line), missing values, the component's own validation errors and a
-    ``MemoryError`` while building it become one :class:`ConfigError` naming ``group.key``.
+    failed allocation while building it (a ``MemoryError``, or PyTorch's ``RuntimeError``: see
+    :data:`ALLOCATION_FAILED`) become one :class:`ConfigError` naming ``group.key``.
     """
     if "_target_" not in spec:
         raise ConfigError(f"{group}: missing '_target_'")
@@ -183,11 +187,13 @@ def build(group: str, spec: Mapping[str, Any], **runtime: Any) -> Any:
         named = str(exc).startswith((f"{group}.", f"{group}:"))  # already names the group
         raise ConfigError(str(exc) if named else f"{group}.{exc}") from None
     except (TypeError, ValueError) as exc:  # e.g. a string where the class needs a number
-        raise ConfigError(f"{group}: {str(exc).splitlines()[0]}") from None
-    except MemoryError as exc:  # sizes beyond this machine that no estimate caught
+        raise ConfigError(f"{group}: {first_line(exc)}") from None
+    except (MemoryError, RuntimeError) as exc:  # sizes beyond this machine no estimate caught
+        failed = isinstance(exc, MemoryError) or any(w in str(exc) for w in ALLOCATION_FAILED)
+        if not failed:
+            raise
         raise ConfigError(
-            f"{group}: {target_path} does not fit in memory ({str(exc).splitlines()[0]});"
-            f" lower its sizes"
+            f"{group}: {target_path} does not fit in memory ({first_line(exc)}); lower its sizes"
         ) from None
 
 

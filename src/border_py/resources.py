@@ -1,10 +1,12 @@
 """Resource bounds: what this machine offers a run, and the rule for a setting that asks for more.
 
-Before anything starts, a run's estimated needs (replay bytes, shared-memory slots, processes,
-open files) are compared with what the machine has, and a few settings with a range that makes
-sense (:data:`MAX_EVAL_EPISODES` and the others below). Whatever exceeds a bound is refused in one
-line that states the estimate, the limit and how to proceed (:func:`bound`); with the top-level
-``check_resources=false`` the same line is only a warning and the run starts anyway.
+Before anything starts, a run's estimated needs (replay bytes, the agent's networks and one update,
+shared-memory slots, processes, open files, checkpoints on disk) are compared with what the machine
+has, and a few settings with a range that makes sense (:data:`MAX_EVAL_EPISODES` and the others
+below). Whatever exceeds a bound is refused in one line that states the estimate, the limit and
+how to proceed (:func:`bound`); with the top-level ``check_resources=false`` (the command's own: a
+resumed run never takes it from its saved config) the same line is only a warning and the run
+starts anyway.
 """
 
 from __future__ import annotations
@@ -41,6 +43,13 @@ MAX_N_BUFFER = 100_000
 # Envs one actor makes and steps one after another: 1024 CartPole envs take 14 ms per vector step
 # here, 1024 Atari envs 0.4 s (and minutes to make), closing in on heartbeat_timeout.
 MAX_ENVS_PER_ACTOR = 1024
+# Steps of one episode (``env.max_episode_steps``, ``trainer.eval_max_steps``): an evaluation plays
+# its episodes one after another, and a policy that never ends one (a balanced CartPole) plays to
+# the cap. Atari's cap is 27,000 agent steps; 10^7 steps at 1 ms each take about three hours.
+MAX_EPISODE_STEPS = 10_000_000
+# Batches sampled ahead of the update (``trainer.prefetch``): each is a whole batch in memory (on
+# the GPU when the learner has one); 2-4 already hide the sampling behind the update.
+MAX_PREFETCH = 64
 
 ANYWAY = "check_resources=false to run anyway"
 
@@ -119,6 +128,19 @@ def shared_memory(setting: str, what: str, need: int, enforce: bool) -> None:
         )
 
 
+def disk(setting: str, what: str, need: int, where: Path, enforce: bool) -> None:
+    """Bound ``need`` bytes of ``what`` (e.g. "the run's checkpoints") by the disk space free where
+    ``where`` is (its nearest existing dir); ``setting`` is the ``key=value`` the refusal starts
+    with."""
+    free = free_disk(where)
+    if free is not None and need > free:
+        bound(
+            f"{setting}: {what} need ~{size_text(need)} of disk, more than the {size_text(free)}"
+            f" free in {existing_dir(where)}; lower it",
+            enforce,
+        )
+
+
 def size_text(n: float) -> str:
     """Bytes for a person: ``7.3 TiB``, ``21.3 GiB``, ``512 B``."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
@@ -151,6 +173,24 @@ def free_shared_memory() -> int | None:
     except (AttributeError, OSError):
         return None
     return stat.f_bavail * stat.f_frsize
+
+
+def free_disk(path: Path) -> int | None:
+    """Bytes free to this user on the file system of ``path`` (its nearest existing dir); None if
+    unknown."""
+    try:
+        stat = os.statvfs(existing_dir(path))
+    except (AttributeError, OSError):
+        return None
+    return stat.f_bavail * stat.f_frsize
+
+
+def existing_dir(path: Path) -> Path:
+    """``path`` if it exists, else its nearest existing parent (a run dir not made yet)."""
+    path = Path(os.path.abspath(path))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
 
 
 def usable_cores() -> int:

@@ -31,6 +31,7 @@ from border_py.agents.checkpointed import (
 )
 from border_py.agents.compiled import check_mode, compiled
 from border_py.agents.exploration import EpsilonGreedy, linear_epsilon
+from border_py.agents.footprint import Footprint, dqn_footprint
 from border_py.agents.hparams import HParams, Rule, configured_by
 from border_py.agents.inference import ConvInference, MLPInference
 from border_py.agents.networks import polyak_update, q_network
@@ -172,6 +173,24 @@ class DQN(EpsilonGreedy, Checkpointed):
         self.fast_q: MLPInference | ConvInference | None = MLPInference.of(self.q)
         self._loss = compiled(self._td_loss, args.compile, args.compile_mode)
         self.opt_steps = 0
+
+    @classmethod
+    def footprint(
+        cls, observation_space: gym.Space, action_space: gym.Space, **hparams: Any
+    ) -> Footprint:
+        """What the agent of ``hparams`` takes on these spaces, without building it (see
+        :func:`~border_py.agents.footprint.dqn_footprint`)."""
+        args = DQNArgs(**hparams)
+        n_actions = int(action_space.n)  # type: ignore[attr-defined]  # check_spaces: Discrete
+        return dqn_footprint(
+            observation_space,
+            n_actions,
+            args.hidden_sizes,
+            args.network,
+            args.dueling,
+            args.double_dqn,
+            args.batch_size,
+        )
 
     def q_values(self, obs: np.ndarray) -> np.ndarray:
         """``Q(s, .)`` of the online network for a batch of observations, float32 (B, n_actions)."""

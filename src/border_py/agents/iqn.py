@@ -38,6 +38,7 @@ from border_py.agents.checkpointed import (
     Weights,
 )
 from border_py.agents.exploration import EpsilonGreedy
+from border_py.agents.footprint import Footprint, iqn_footprint
 from border_py.agents.hparams import HParams, configured_by
 from border_py.agents.networks import QuantileNetwork
 from border_py.agents.optim import Adam, Optimizers
@@ -183,6 +184,25 @@ class IQN(EpsilonGreedy, Checkpointed):
             )
         )
         self.opt_steps = 0
+
+    @classmethod
+    def footprint(
+        cls, observation_space: gym.Space, action_space: gym.Space, **hparams: Any
+    ) -> Footprint:
+        """What the agent of ``hparams`` takes on these spaces, without building it (see
+        :func:`~border_py.agents.footprint.iqn_footprint`)."""
+        args = IQNArgs(**hparams)
+        n_actions = int(action_space.n)  # type: ignore[attr-defined]  # check_spaces: Discrete
+        levels = (args.n_tau, args.n_tau_prime, args.k)
+        return iqn_footprint(
+            observation_space,
+            n_actions,
+            args.hidden_sizes,
+            args.network,
+            args.n_cos,
+            levels,
+            args.batch_size,
+        )
 
     def _sample_taus(self, batch: int, n: int) -> torch.Tensor:
         """Quantile levels drawn from U[0, 1), shape (batch, n)."""

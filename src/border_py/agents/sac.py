@@ -57,6 +57,7 @@ from border_py.agents.checkpointed import (
     Tensor,
     Weights,
 )
+from border_py.agents.footprint import Footprint, sac_footprint
 from border_py.agents.hparams import HParams, configured_by
 from border_py.agents.inference import MLPInference
 from border_py.agents.networks import (
@@ -249,6 +250,17 @@ class SAC(Checkpointed):
         self.noise: np.ndarray | None = None  # the correlated noise of each env row (rho > 0)
         self.env_steps = 0  # exploration position: the run's env steps (actors/clock.py)
         self.opt_steps = 0
+
+    @classmethod
+    def footprint(
+        cls, observation_space: gym.Space, action_space: gym.Space, **hparams: Any
+    ) -> Footprint:
+        """What the agent of ``hparams`` takes on these spaces, without building it (see
+        :func:`~border_py.agents.footprint.sac_footprint`)."""
+        args = SACArgs(**hparams)
+        return sac_footprint(
+            observation_space, action_space, args.hidden_sizes, args.n_critics, args.batch_size
+        )
 
     def _action_bounds(self, action_space: gym.spaces.Box) -> None:
         """The affine map of actions in ``[-1, 1]^A`` onto the env's bounds."""

@@ -17,6 +17,7 @@ import numpy as np
 
 from border_py.agents.base import Agent, ExplorationPosition
 from border_py.agents.factory import build_agent
+from border_py.agents.footprint import check_agent_memory
 from border_py.agents.networks import resolve_device
 from border_py.deploy.numpy_policy import as_batch
 from border_py.envs.factory import GymEnvFactory, build_env_factory
@@ -36,11 +37,13 @@ def build_policy_agent(
 
     Raises:
         ConfigError: one line: a secret the run was given (saved redacted) and not given again,
-            a bad env or agent config, or weights that do not fit the agent built.
+            a bad env or agent config, an agent larger than the memory available, or weights
+            that do not fit the agent built.
     """
     refuse_redacted({"env": config["env"]})  # a secret the run was given must be given again
     env_factory = build_env_factory(config)
     spaces = env_factory.spaces()
+    check_agent_memory(config["agent"], spaces, enforce=True)  # a saved config sized it
     agent = build_agent(config, spaces, device)
     try:
         agent.load_policy_state(checkpoint.policy)

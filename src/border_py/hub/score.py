@@ -14,8 +14,10 @@ from typing import Any
 
 from border_py.agents.base import Agent
 from border_py.envs.factory import GymEnvFactory
+from border_py.errors import ConfigError
 from border_py.evaluation.evaluator import EvalResult, Evaluator
 from border_py.evaluation.seeds import fresh_seeds
+from border_py.resources import MAX_EPISODE_STEPS
 
 DEFAULT_MAX_STEPS = 10000  # an evaluation episode's step cap when the run's config has none
 
@@ -63,10 +65,21 @@ class Score:
 
 def eval_max_steps(config: dict[str, Any]) -> int:
     """The run's own step cap of an evaluation episode (``trainer.eval_max_steps``), else
-    :data:`DEFAULT_MAX_STEPS`; a saved value that is not a positive int is not used."""
+    :data:`DEFAULT_MAX_STEPS`; a saved value that is not a positive int is not used.
+
+    Raises:
+        ConfigError: the saved value is above
+            :data:`~border_py.resources.MAX_EPISODE_STEPS` (one line).
+    """
     trainer = config.get("trainer")
     value = trainer.get("eval_max_steps") if isinstance(trainer, dict) else None
     ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+    if ok and value > MAX_EPISODE_STEPS:  # type: ignore[operator]
+        raise ConfigError(
+            f"trainer.eval_max_steps={value} in the run's config: more than"
+            f" {MAX_EPISODE_STEPS:,} steps per evaluation episode, which the card's evaluation"
+            " would play; not a run to push"
+        )
     return value if ok else DEFAULT_MAX_STEPS  # type: ignore[return-value]
 
 

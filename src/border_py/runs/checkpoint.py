@@ -14,8 +14,9 @@ A checkpoint directory (``best`` or the opt steps zero-padded to 9 digits) holds
 
 Everything is written into a hidden temporary directory that is renamed into place, so a reader
 (or a resume after ``kill -9``) never sees a half-written checkpoint; every file, and every dir,
-is fsynced before that rename. ``.pt`` files load with ``torch.load(weights_only=True)``; the
-buffer's files are memory-mapped (``numpy.load(path, mmap_mode="r")`` reads one too), never
+is fsynced before that rename. ``.pt`` files load with ``torch.load(weights_only=True)`` once
+their zip directory says they hold no more than their own size (:mod:`~border_py.runs.pt_files`);
+the buffer's files are memory-mapped (``numpy.load(path, mmap_mode="r")`` reads one too), never
 unpickled. Saving streams each of the buffer's arrays from its storage into its file and resuming
 copies each mapped file into the new buffer's storage chunk by chunk, so neither holds a second
 copy of the buffer in memory: the process peaks at about one buffer (plus 64 MiB).
@@ -38,7 +39,7 @@ import numpy as np
 import torch
 
 from border_py.errors import ConfigError, RunError, first_line
-from border_py.files import create_file, dir_mode, fsync_dir, make_dir, open_regular, read_json
+from border_py.files import create_file, dir_mode, fsync_dir, make_dir, read_json
 from border_py.layout import (
     ABANDONED,
     AGENT,
@@ -50,6 +51,7 @@ from border_py.layout import (
     TRAINER,
 )
 from border_py.runs.links import refuse_links
+from border_py.runs.pt_files import load_pt
 from border_py.runs.replay_snapshot import read_snapshot, write_snapshot
 from border_py.runs.state import TrainerState
 
@@ -305,16 +307,6 @@ class Checkpoint:
         return read_snapshot(self.path)
 
 
-def _load_pt(file: Path) -> Any:
-    try:
-        with open_regular(file) as handle:
-            return torch.load(handle, weights_only=True, map_location="cpu")
-    except Exception as exc:  # torch raises many types for truncated or foreign files
-        raise ConfigError(
-            f"{file}: corrupt or truncated checkpoint file ({first_line(exc)})"
-        ) from None
-
-
 def _load_json(file: Path, keys: tuple[str, ...] = ()) -> dict[str, Any]:
     """A checkpoint's JSON file: an object holding ``keys``."""
     try:
@@ -361,9 +353,9 @@ def load_checkpoint(path: str | Path, full: bool = True) -> Checkpoint:
         config = _moved_targets(config)
     checkpoint = Checkpoint(
         path=ckpt,
-        policy=_load_pt(ckpt / POLICY),
-        agent_state=_load_pt(ckpt / AGENT) if full else {},
-        trainer_state=_load_pt(ckpt / TRAINER) if full else {},
+        policy=load_pt(ckpt / POLICY),
+        agent_state=load_pt(ckpt / AGENT) if full else {},
+        trainer_state=load_pt(ckpt / TRAINER) if full else {},
         config=config,
         meta=meta,
     )

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 from hydra.core.override_parser.types import OverrideType
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from border_py.config import GROUPS, OVERLAYS, lookup, require
 from border_py.errors import ConfigError
@@ -21,12 +21,23 @@ from border_py.runs.checkpoint import Checkpoint, run_dir_of_checkpoint
 from border_py.runs.replay_snapshot import snapshot_nbytes
 from border_py.runs.results import read_result
 from border_py.runs.run_dir import claimed_overrides
-from border_py.runs.trust import Trust, literal
+from border_py.runs.trust import CALLERS, Trust, literal
 from border_py.secrets import redact, refuse_redacted
 
 log = logging.getLogger(__name__)
 
 NOT_CARRIED = ("resume", "run_dir", "trust")  # keys of this command, never from the saved config
+# Settings that protect the user come from the user: where a run's data goes and which checks run
+# are never taken from a saved config. Each is dropped from it, so that this command's value (its
+# command line, else the shipped default: a W&B mode of null reads WANDB_MODE) decides. Found by
+# ``_target_`` at any depth and under any name (a recorder may be saved as ``recorder.<anything>``,
+# or alone, as configs of earlier versions hold it); None: top-level keys. At the keys of trust's
+# CALLERS (``recorder.mlflow.tracking_uri``) a saved value is refused unless given again instead.
+USER_SETTINGS: dict[str | None, tuple[str, ...]] = {
+    None: ("check_resources",),
+    "border_py.recorders.wandb.WandbRecorder": ("mode", "entity", "project"),
+    "border_py.recorders.mlflow.MlflowRecorder": ("tracking_uri",),
+}
 
 
 def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
@@ -36,6 +47,32 @@ def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
     for key, value in node.items():
         out |= _flatten(value, f"{prefix}.{key}" if prefix else str(key))
     return out
+
+
+def without_user_settings(saved: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``saved`` without its :data:`USER_SETTINGS`, and those it held (dotted key -> value)."""
+    dropped: dict[str, Any] = {}
+
+    def drop(node: Any, path: str) -> Any:
+        if isinstance(node, list):
+            return [drop(value, f"{path}.{i}") for i, value in enumerate(node)]
+        if not isinstance(node, dict):
+            return node
+        target = node.get("_target_")
+        if not path:
+            mine = USER_SETTINGS[None]
+        else:
+            mine = USER_SETTINGS.get(target, ()) if isinstance(target, str) else ()
+        out = {}
+        for key, value in node.items():
+            dotted = f"{path}.{key}" if path else str(key)
+            if key in mine and dotted not in CALLERS:
+                dropped[dotted] = value
+            else:
+                out[key] = drop(value, dotted)
+        return out
+
+    return drop(saved, ""), dropped
 
 
 def original_overrides(run_dir: Path) -> list[str]:
@@ -52,12 +89,17 @@ def original_overrides(run_dir: Path) -> list[str]:
 
 
 def resumed_config(
-    checkpoint: Checkpoint, overrides: list[str], trust: Trust | None = None
+    checkpoint: Checkpoint,
+    overrides: list[str],
+    trust: Trust | None = None,
+    command: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The checkpoint's saved config with the command line's ``key=value`` overrides on top.
 
     Config groups cannot change on resume (the state would not fit): a ``group=option`` override
     is accepted only as the run's own original choice (a requeued job repeats its command line).
+    :data:`USER_SETTINGS` are never taken from the saved config: the command's own values are
+    (those of its config at the same keys, and its overrides), else the components' defaults.
     Every difference is logged. The saved config is data: its strings are never resolved as
     interpolations, and what it imports must be trusted (see :mod:`border_py.runs.trust`).
 
@@ -66,15 +108,38 @@ def resumed_config(
         overrides: the command line's overrides.
         trust: what the resuming command trusts (default: only border-py's and gymnasium's own
             components).
+        command: the resuming command's own config (composed from its command line, or given to
+            :func:`border_py.train`): where :data:`USER_SETTINGS` come from besides
+            ``overrides``.
 
     Raises:
         ConfigError: one line: a group changed, a sweep, a deletion, or an untrusted import.
     """
     trust = trust or Trust()
-    saved = {k: v for k, v in checkpoint.config.items() if k not in NOT_CARRIED}
+    saved, dropped = without_user_settings(
+        {k: v for k, v in checkpoint.config.items() if k not in NOT_CARRIED}
+    )
     merged = OmegaConf.create(literal(saved))
+    for key in [*dropped, *USER_SETTINGS[None]]:  # the command's own value, where it has one
+        if lookup(command or {}, key) is not None:
+            set_key(merged, key, literal(lookup(command or {}, key)), add=True)
+    _apply(merged, overrides, run_dir_of_checkpoint(checkpoint.path))
+    config = to_plain(merged)
+    trust.check(config, checkpoint.path / CONFIG)
+    _log_changes(saved, dropped, config)
+    refuse_redacted(config)  # a secret saved as *** must be given again
+    return config | {
+        "resume": str(checkpoint.path),
+        "run_dir": str(run_dir_of_checkpoint(checkpoint.path)),
+        "trust": list(trust.entries),
+    }
+
+
+def _apply(merged: DictConfig, overrides: list[str], run_dir: Path) -> None:
+    """Set ``overrides`` in ``merged`` (a resumed run's config, of ``run_dir``): keys only; a
+    group only as the run's original choice (see :func:`resumed_config`)."""
     parsed = parse_overrides(overrides)
-    original = set(original_overrides(run_dir_of_checkpoint(checkpoint.path)))
+    original = set(original_overrides(run_dir))
     for ov in parsed:
         key = ov.key_or_group
         if key in NOT_CARRIED or key.startswith("hydra"):
@@ -91,18 +156,23 @@ def resumed_config(
         if ov.type is OverrideType.DEL:
             raise ConfigError(f"~{key}: keys cannot be deleted when resuming")
         set_key(merged, key, ov.value(), add=ov.type is not OverrideType.CHANGE)
-    config = to_plain(merged)
-    trust.check(config, checkpoint.path / CONFIG)
-    before, after = _flatten(redact(saved)), _flatten(redact(config))  # logged: no secrets
+
+
+def _log_changes(saved: dict[str, Any], dropped: dict[str, Any], config: dict[str, Any]) -> None:
+    """Log every key the resumed ``config`` changes from the ``saved`` one, and each saved user
+    setting (``dropped``) that is not used (redacted: no secrets)."""
+    before, after = _flatten(redact(saved)), _flatten(redact(config))
     for key in sorted(set(before) | set(after)):
         if before.get(key) != after.get(key):
             log.info("resume: %s changed from %r to %r", key, before.get(key), after.get(key))
-    refuse_redacted(config)  # a secret saved as *** must be given again
-    return config | {
-        "resume": str(checkpoint.path),
-        "run_dir": str(run_dir_of_checkpoint(checkpoint.path)),
-        "trust": list(trust.entries),
-    }
+    for key, value in sorted(redact(dropped).items()):
+        if value is not None and value != lookup(redact(config), key):
+            log.warning(
+                "resume: the saved %s=%r is not used: where a run's data goes and which checks"
+                " run come from this command line (give it again to keep it)",
+                key,
+                value,
+            )
 
 
 def check_fits(checkpoint: Checkpoint, config: dict[str, Any]) -> None:

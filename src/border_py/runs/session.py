@@ -56,7 +56,7 @@ def resolve(
     if not config.get("resume"):
         return config, None
     checkpoint = load_checkpoint(config["resume"])
-    return resumed_config(checkpoint, overrides, Trust.of(config)), checkpoint
+    return resumed_config(checkpoint, overrides, Trust.of(config), config), checkpoint
 
 
 class RunSession(contextlib.AbstractContextManager["RunSession"]):

@@ -17,12 +17,19 @@ from border_py.agents.base import (
     reports_td_error,
 )
 from border_py.agents.factory import build_agent
+from border_py.agents.footprint import Footprint, check_agent_memory
 from border_py.agents.inference import native_bfloat16
 from border_py.config import build, coerce_counts, require, resolve_target
 from border_py.envs.factory import GymEnvFactory, build_env_factory
 from border_py.errors import ConfigError
 from border_py.replay.base import ReplayBuffer
-from border_py.resources import MAX_ENVS_PER_ACTOR, at_most, enforced, memory
+from border_py.resources import (
+    MAX_ENVS_PER_ACTOR,
+    MAX_EPISODE_STEPS,
+    at_most,
+    enforced,
+    memory,
+)
 from border_py.seeding import derive_seed
 
 log = logging.getLogger(__name__)
@@ -36,6 +43,7 @@ class Components:
     agent: Agent
     buffer: ReplayBuffer
     actors: ActorSettings  # the async trainer's are an ActorBackend too
+    footprint: Footprint | None = None  # the agent's sizes, if its class estimates them
 
 
 def check_buffer_fits(buffer: ReplayBuffer, agent: Agent, observation_space: gym.Space) -> None:
@@ -53,25 +61,42 @@ def check_buffer_fits(buffer: ReplayBuffer, agent: Agent, observation_space: gym
         )
 
 
-def check_replay_memory(
-    spec: dict[str, Any], spaces: tuple[gym.Space, gym.Space], enforce: bool
-) -> None:
-    """Bound the memory of the replay buffer ``spec`` describes (a full one, estimated by its
-    class's ``estimate_nbytes``, if it has one) before it is built: the prioritized buffer's trees
-    are allocated at once, the uniform buffer's rows as they fill, long after the actors started.
-    """
+def replay_nbytes(
+    spec: dict[str, Any], spaces: tuple[gym.Space, gym.Space]
+) -> tuple[int, int] | None:
+    """(capacity, bytes) of a full replay buffer of ``spec``, estimated by its class's
+    ``estimate_nbytes``; None without one, or for a value its constructor refuses."""
     if "_target_" not in spec:
-        return  # build says so
+        return None  # build says so
     target = resolve_target(spec["_target_"], "replay_buffer._target_")
     estimate = getattr(target, "estimate_nbytes", None)
     keys = coerce_counts(target, {k: spec.get(k) for k in ("capacity", "frame_stack")})
     capacity, frame_stack = keys["capacity"], keys["frame_stack"]
     counts = [v for v in (capacity, frame_stack) if v is not None]
     if estimate is None or not all(isinstance(v, int) and v > 0 for v in counts):
-        return  # a bad value is the constructor's to refuse
+        return None  # a bad value is the constructor's to refuse
     need = estimate(capacity, *spaces, frame_stack)
-    if need is not None:
-        memory(f"replay_buffer.capacity={capacity}", "the replay buffer", need, enforce)
+    return None if need is None else (capacity, need)
+
+
+def check_replay_memory(
+    spec: dict[str, Any], spaces: tuple[gym.Space, gym.Space], enforce: bool
+) -> None:
+    """Bound the memory of the replay buffer ``spec`` describes (a full one, see
+    :func:`replay_nbytes`) before it is built: the prioritized buffer's trees are allocated at
+    once, the uniform buffer's rows as they fill, long after the actors started."""
+    found = replay_nbytes(spec, spaces)
+    if found is not None:
+        memory(f"replay_buffer.capacity={found[0]}", "the replay buffer", found[1], enforce)
+
+
+def checkpoint_nbytes(config: dict[str, Any], parts: Components, replay: bool) -> tuple[int, int]:
+    """(weights, replay buffer) bytes of one checkpoint of the run: ``policy.pt`` and ``agent.pt``
+    as the agent's footprint estimates them (0 for a class without one), and with ``replay`` a
+    full buffer (0 for a buffer without ``estimate_nbytes``)."""
+    weights = 0 if parts.footprint is None else parts.footprint.checkpoint
+    found = replay_nbytes(config["replay_buffer"], parts.env_factory.spaces()) if replay else None
+    return weights, 0 if found is None else found[1]
 
 
 def check_policy_dtype(agent: Agent, dtype: str) -> None:
@@ -93,9 +118,19 @@ def check_policy_dtype(agent: Agent, dtype: str) -> None:
 
 def build_components(config: dict[str, Any], warmup_period: int) -> Components:
     """Build and cross-check env factory, learner agent, replay buffer and actor settings, and
-    bound the replay buffer's memory and the envs per actor (see :mod:`border_py.resources`)."""
+    bound the agent's and the replay buffer's memory, the envs per actor and the episodes' length
+    (see :mod:`border_py.resources`)."""
+    enforce = enforced(config)
     env_factory = build_env_factory(config)
+    at_most(
+        "env.max_episode_steps",
+        getattr(env_factory, "max_episode_steps", None) or 0,
+        MAX_EPISODE_STEPS,
+        "steps per episode (an episode that never ends plays them all)",
+        enforce,
+    )
     spaces = env_factory.spaces()
+    footprint = check_agent_memory(config["agent"], spaces, enforce)
     agent = build_agent(config, spaces, config["device"])
     actors = build("actor_manager", config["actor_manager"])
     if not isinstance(actors, ActorSettings):
@@ -103,7 +138,6 @@ def build_components(config: dict[str, Any], warmup_period: int) -> Components:
             f"actor_manager._target_={config['actor_manager']['_target_']}: not an actor manager"
             " (see border_py.actors.backend)"
         )
-    enforce = enforced(config)
     at_most(
         "actor_manager.n_envs_per_actor",
         actors.n_envs_per_actor,
@@ -140,4 +174,4 @@ def build_components(config: dict[str, Any], warmup_period: int) -> Components:
         raise ConfigError(
             "actor_manager.exploration='apex': the agent has no set_epsilon (use 'schedule')"
         )
-    return Components(env_factory, agent, buffer, actors)
+    return Components(env_factory, agent, buffer, actors, footprint)

@@ -8,15 +8,17 @@ A leaf of ``trainers/``: the loop (:mod:`border_py.trainers.loop`), the run's bo
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from border_py.actors.backend import ActorBackend
 from border_py.config import flag, fraction, non_negative, positive, require
 from border_py.evaluation.service import EvalService
+from border_py.resources import MAX_EPISODE_STEPS, MAX_PREFETCH, at_most, disk, enforced, size_text
+from border_py.trainers.components import Components, checkpoint_nbytes
 
 if TYPE_CHECKING:
     from border_py.runs.state import TrainerState
-    from border_py.trainers.components import Components
 
 
 @dataclass
@@ -191,6 +193,41 @@ class LoopSettings:
 
     def check_components(self, parts: Components) -> None:
         """Refuse components this trainer cannot run (one line); nothing by default."""
+
+    def check_sizes(self, config: dict[str, Any], parts: Components) -> None:
+        """Bound the sizes these settings ask for (see :mod:`border_py.resources`): the batches
+        sampled ahead, an evaluation episode's steps, and the checkpoints kept (periodic ones, one
+        more while the newest is written, and ``best``) against the disk free in the run dir."""
+        enforce = enforced(config)
+        at_most(
+            "trainer.prefetch",
+            self.prefetch,
+            MAX_PREFETCH,
+            "batches sampled ahead of the update (each a whole batch in memory)",
+            enforce,
+        )
+        at_most(
+            "trainer.eval_max_steps",
+            self.eval_max_steps,
+            MAX_EPISODE_STEPS,
+            "steps per evaluation episode (a policy that never ends one plays them all)",
+            enforce,
+        )
+        weights, replay = checkpoint_nbytes(config, parts, self.save_replay_buffer)
+        periodic = self.save_interval > 0 or self.save_env_interval is not None
+        copies = self.keep_checkpoints + 1 if periodic else 1  # else the final checkpoint alone
+        setting = f"trainer.keep_checkpoints={self.keep_checkpoints}"
+        each = f"~{size_text(weights)} of weights"
+        if self.save_replay_buffer:
+            setting += " x save_replay_buffer=true"
+            each += f" and the replay buffer's ~{size_text(replay)}"
+        disk(
+            setting,
+            f"{copies:,} checkpoints of {each} each, and best,",
+            copies * (weights + replay) + 2 * weights,
+            Path(config.get("run_dir") or "."),
+            enforce,
+        )
 
     def check_resources(self, config: dict[str, Any], parts: Components) -> None:
         """Bound what the trainer's own processes would take (see :mod:`border_py.resources`);

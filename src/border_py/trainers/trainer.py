@@ -54,6 +54,7 @@ class Trainer:
         )
         parts = build_components(config, self.settings.warmup_period)
         self.settings.check_components(parts)
+        self.settings.check_sizes(config, parts)
         at_most(
             "trainer.final_eval_episodes",
             self.settings.final_episodes(parts.env_factory.final_eval_episodes),
