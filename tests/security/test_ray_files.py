@@ -4,6 +4,7 @@ file another user can read that holds a ``runtime_env`` ``env_vars`` value; all 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -14,6 +15,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+
+from border_py.actors.ray.session import private_temp_dir
 
 from ..conftest import BORDER, REPO
 
@@ -53,6 +56,22 @@ def _exposed(top: Path, secret: bytes) -> tuple[list[str], bool]:
             if stat.S_ISDIR(mode) and mode & stat.S_IWOTH and _reachable(path, top):
                 exposed.append(f"{path} (mode {stat.S_IMODE(mode):04o})")
     return exposed, seen
+
+
+def test_the_private_dir_is_where_rays_own_would_be_unless_its_sockets_would_not_fit(monkeypatch):
+    short = Path(tempfile.mkdtemp(prefix="brs", dir="/tmp"))
+    deep = short / ("d" * 60)  # Ray's socket paths under it would pass Linux's 107 bytes
+    deep.mkdir()
+    try:
+        monkeypatch.setenv("RAY_TMPDIR", str(short))
+        made = private_temp_dir()
+        assert made.parent == short and stat.S_IMODE(made.stat().st_mode) == 0o700
+        monkeypatch.setenv("RAY_TMPDIR", str(deep))
+        fallback = private_temp_dir()
+        assert fallback.parent == Path("/tmp") and fallback.name.startswith("border-ray-")
+        fallback.rmdir()
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
 
 
 @pytest.mark.slow
@@ -103,7 +122,7 @@ def test_a_local_rays_files_are_the_users_alone_and_removed_after(tmp_path):
             except psutil.Error:
                 continue
         left = sorted(str(p.relative_to(ray_tmp)) for p in ray_tmp.iterdir())
-        subprocess.run(["rm", "-rf", str(ray_tmp)], check=False)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
     assert seen, output  # the runtime env's value was in a session file while it ran
     assert exposed == [], "\n".join(exposed)
     assert proc.returncode == 130, output

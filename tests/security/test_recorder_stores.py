@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,6 +19,7 @@ import pytest
 
 from border_py import train
 from border_py.errors import ConfigError
+from border_py.recorders.mlflow_store import Found, inspect, local_under
 from border_py.runs.links import refuse_links
 from border_py.runs.run_dir import claim
 
@@ -207,6 +209,54 @@ def test_the_store_a_saved_mlflow_run_json_names_is_logged_escaped(tmp_path, cap
     recorder.close("completed")
     (line,) = [r.getMessage() for r in caplog.records if "names the store" in r.getMessage()]
     assert "\x1b" not in line and "\\x1b]0;PWNED\\x07\\x1b[2J" in line, line
+
+
+@pytest.mark.parametrize(
+    ("uri", "own"),
+    [
+        ("file:///r/mlartifacts", True),
+        ("file:///r/mlartifacts/4f2a/artifacts", True),
+        ("file://localhost/s/mlartifacts/1", True),
+        ("file:///r/mlartifacts/../../home/u/.ssh", False),
+        ("file:///r/mlartifacts/%2e%2e/x", False),
+        ("file:///r/mlartifactsx", False),
+        ("file:///r", False),
+        ("file://evil.example/r/mlartifacts", False),
+        ("file:///r/mlartifacts?x=1", False),
+        ("/r/mlartifacts", False),
+        ("mlartifacts", False),
+        ("http://127.0.0.1:1/r/mlartifacts", False),
+        ("s3://bucket/r/mlartifacts", False),
+    ],
+)
+def test_only_file_uris_under_border_s_artifact_dirs_are_its_own(uri, own):
+    assert local_under(uri, (Path("/r/mlartifacts"), Path("/s/mlartifacts"))) is own
+
+
+def test_a_store_is_read_without_mlflow_and_judged_by_where_it_sends_artifacts(tmp_path):
+    roots = (tmp_path / "mlartifacts",)
+    store = tmp_path / "mlflow.db"
+    assert inspect(store, "border-py", None, roots) == Found(None)  # none yet
+    store.write_bytes(b"")
+    assert inspect(store, "border-py", None, roots) == Found(None)  # no tables yet
+    with sqlite3.connect(store) as db:
+        db.execute("CREATE TABLE experiments (name TEXT, artifact_location TEXT)")
+        db.execute("CREATE TABLE runs (run_uuid TEXT, artifact_uri TEXT)")
+        db.execute("INSERT INTO experiments VALUES ('border-py', ?)", (roots[0].as_uri(),))
+        db.execute("INSERT INTO runs VALUES ('r1', ?), ('r2', 'http://x/y')", (roots[0].as_uri(),))
+    before = store.read_bytes()
+    assert inspect(store, "border-py", "r1", roots) == Found(None, has_run=True)
+    assert inspect(store, "border-py", "r2", roots) == Found(
+        "it keeps artifacts at http://x/y", True
+    )
+    assert inspect(store, "border-py", "r3", roots) == Found(None, has_run=False)
+    assert inspect(store, "other", None, roots) == Found(None)
+    assert store.read_bytes() == before
+    link, junk = tmp_path / "link.db", tmp_path / "junk.db"
+    link.symlink_to(store)
+    junk.write_bytes(b"not a database" * 100)
+    assert inspect(link, "border-py", None, roots) == Found("it is a symbolic link")
+    assert inspect(junk, "border-py", None, roots).foreign.startswith("it is not an MLflow store")
 
 
 # --- links and shared dirs -----------------------------------------------------------------------

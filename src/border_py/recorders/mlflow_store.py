@@ -63,7 +63,9 @@ def local_under(uri: str, roots: tuple[Path, ...]) -> bool:
     """Whether the artifact URI ``uri`` is a ``file:`` URI of a path under one of ``roots``
     (absolute, without ``..``: compared as written, never resolved)."""
     parts = urlsplit(uri)
-    if parts.scheme != "file" or parts.netloc not in ("", "localhost") or parts.query:
+    if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
+        return False
+    if parts.query or parts.fragment:
         return False
     path = unquote(parts.path)
     if not path.startswith("/") or os.path.normpath(path) != path.rstrip("/"):
@@ -98,7 +100,8 @@ def inspect(path: Path, experiment: str, run_id: str | None, roots: tuple[Path, 
     if not stat.S_ISREG(mode):
         return Found("it is a symbolic link" if stat.S_ISLNK(mode) else "it is not a file")
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as db:
+        read_only = f"{path.absolute().as_uri()}?mode=ro"
+        with contextlib.closing(sqlite3.connect(read_only, uri=True)) as db:
             db.execute("PRAGMA trusted_schema = OFF")  # its views and triggers call no function
             rows = db.execute(
                 "SELECT artifact_location FROM experiments WHERE name = ?", (experiment,)

@@ -2,11 +2,11 @@
 
 ``address=null`` starts a local Ray that listens on the loopback interface only and keeps its files
 in a private dir of its own (:func:`start_local_ray`), stopped (and the dir removed) again when the
-actors stop; ``auto``, ``host:port`` or
-``ray://host:port`` join a running cluster (its address is probed first, :func:`check_address`;
-a warning without token authentication: the learner unpickles what the cluster's actors send); a
-process already connected to Ray (``ray.init`` called before) keeps its connection. Ray replaces
-the SIGTERM handler when it connects: border's stop-signal handlers are put back right after.
+actors stop; ``auto``, ``host:port`` or ``ray://host:port`` join a running cluster (its address is
+probed first, :func:`check_address`; a warning without token authentication: the learner
+unpickles what the cluster's actors send); a process already connected to Ray (``ray.init``
+called before) keeps its connection. Ray replaces the SIGTERM handler when it connects: border's
+stop-signal handlers are put back right after.
 """
 
 from __future__ import annotations
@@ -40,9 +40,9 @@ TOKEN_AUTH = (2, 52)  # the first Ray with token authentication
 LOCAL, CLUSTER, CALLER = "local", "cluster", "caller"
 PRIVATE = 0o077  # the umask of a local Ray's processes: their files are the user's alone
 # the longest socket path a local Ray makes under its temp dir (session_<date>_<time>_<us>_<pid>
-# with a 7-digit pid, sockets/plasma_store), and the longest path Linux takes for a socket
+# with a 7-digit pid, sockets/plasma_store), and the longest path a socket may have
 SOCKET_TAIL = len("/session_2026-01-01_00-00-00_000000_1234567/sockets/plasma_store")
-SOCKET_PATH_MAX = 107
+SOCKET_PATH_MAX = 103 if sys.platform == "darwin" else 107
 _temp_dirs: list[Path] = []  # the private dir of the local Ray this process runs (see leave)
 
 
@@ -133,8 +133,9 @@ def _join(address: str) -> None:
 
 
 def leave(owner: str | None) -> None:
-    """End the session as :func:`connect` found it: stop the local Ray it started, leave the
-    cluster it joined, keep the caller's connection."""
+    """End the session as :func:`connect` found it: stop the local Ray it started (and remove its
+    private dir, :func:`private_temp_dir`), leave the cluster it joined, keep the caller's
+    connection."""
     import ray
 
     if owner == LOCAL:
