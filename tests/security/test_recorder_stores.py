@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import sqlite3
+import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,7 +24,7 @@ from border_py.recorders.mlflow_store import Found, inspect, local_under
 from border_py.runs.links import refuse_links
 from border_py.runs.run_dir import claim
 
-from ..conftest import make_config, run_border
+from ..conftest import BORDER, make_config, run_border
 from .crafted import TINY, copy_run, tree
 
 mlflow = pytest.importorskip("mlflow", reason="the [mlflow] extra is not installed")
@@ -450,3 +451,31 @@ def test_a_sweep_shares_its_own_store_and_refuses_a_planted_one(tmp_path, sink):
         " another dir, or continue its jobs with resume=auto"
     )
     assert got == [] and sorted(p.name for p in planted.iterdir()) == ["mlflow.db"]
+
+
+@pytest.mark.slow
+def test_wandb_settings_in_a_run_dir_border_runs_from_are_refused(tmp_path, sink):
+    """W&B reads ``wandb/settings`` in the working dir: resumed from inside a crafted run dir,
+    its ``base_url`` would get the user's API key. Refused in one line; the sink gets nothing."""
+    pytest.importorskip("wandb", reason="the [wandb] extra is not installed")
+    url, got = sink
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
+    args = ["train", *TINY, "recorder=[tensorboard,wandb]", f"run_dir={tmp_path / 'source'}"]
+    out = run_border(args, tmp_path, env=env | {"WANDB_MODE": "offline"})
+    assert out.returncode == 0, out.stderr
+    run = copy_run(tmp_path / "source", tmp_path / "crafted")
+    host = url.removesuffix("/exfil")
+    (run / "wandb" / "settings").write_text(f"[default]\nbase_url = {host}\nmode = online\n")
+    secret = {"WANDB_API_KEY": "k" * 40, "WANDB_INIT_TIMEOUT": "20"}
+    out = subprocess.run(
+        [*BORDER, "train", "resume=.", "trainer.max_opts=400"],
+        cwd=run,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=env | secret,
+    )
+    last = out.stderr.strip().splitlines()[-1]  # when the recorder opens: after the log's start
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+    assert last.startswith(f"border: error: {run / 'wandb' / 'settings'}: W&B would take its")
+    assert got == []
