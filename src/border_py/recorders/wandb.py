@@ -108,7 +108,13 @@ class WandbRecorder:
         self.run: Any = None
 
     def open(self, run_dir: Path, config: dict[str, Any], resume_step: int | None) -> None:
-        """Start the W&B run, or continue it when the run is resumed."""
+        """Start the W&B run, or continue it when the run is resumed.
+
+        Raises:
+            ConfigError: W&B would read its settings from the run dir
+                (:func:`refuse_run_dir_settings`).
+            RunError: W&B did not start.
+        """
         import wandb
 
         run_dir = Path(run_dir)
