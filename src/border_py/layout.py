@@ -11,7 +11,9 @@ spelled out here once (every other module takes them from here).
   tensorboard/       TensorBoard event files
   checkpoints/       <opt steps, 9 digits>/, best/, abandoned/ (an older timeline's)
   attempts/<n>/      what an attempt killed before its first checkpoint left
-  mlflow_run.json, mlflow.db, wandb/, wandb_run.json   the MLflow and W&B recorders'
+  mlflow_run.json, mlflow.db, mlartifacts/   the MLflow recorder's (mlflow-<n>.db: a store
+                     border started beside one that was not its own)
+  wandb/, wandb_run.json                      the W&B recorder's
 ```
 """
 
@@ -33,6 +35,7 @@ ABANDONED = "abandoned"
 ATTEMPTS = "attempts"
 MLFLOW_RUN = "mlflow_run.json"
 MLFLOW_STORE = "mlflow.db"
+MLFLOW_ARTIFACTS = "mlartifacts"  # the artifacts of the MLflow runs of the store beside it
 WANDB = "wandb"
 WANDB_RUN = "wandb_run.json"
 

@@ -29,7 +29,7 @@ from border_py.files import write_file
 from border_py.layout import HYDRA, HYDRA_RECORDS, MULTIRUN
 from border_py.runs.links import refuse_links
 from border_py.runs.results import read_result
-from border_py.runs.run_dir import fresh_dir, holds_run, refusal
+from border_py.runs.run_dir import check_fresh, fresh_dir, holds_run, refuse_shared, run_files
 from border_py.secrets import redact
 
 
@@ -73,13 +73,12 @@ class RunDirs(Callback):
                 explicit = _explicit(config, "hydra.run.dir")
             run_dir = Path(str(config.hydra.run.dir)).expanduser().resolve()
             if explicit:
+                key = "run_dir" if config.get("run_dir") else "hydra.run.dir"
                 try:  # before Hydra opens train.log or writes .hydra/ in it
-                    refuse_links(run_dir)
+                    if run_dir.exists():
+                        check_fresh(run_dir, key)
                 except ConfigError as exc:
                     _refuse(exc)
-                if holds_run(run_dir):
-                    key = "run_dir" if config.get("run_dir") else "hydra.run.dir"
-                    _refuse(refusal(run_dir, key))
             else:
                 config.hydra.run.dir = str(fresh_dir(run_dir))
 
@@ -95,14 +94,28 @@ class RunDirs(Callback):
             )
         sweep_dir = Path(str(config.hydra.sweep.dir)).expanduser().resolve()
         if _explicit(config, "hydra.sweep.dir"):
+            if sweep_dir.exists():
+                try:  # the jobs' recorders share stores in it (MLflow's mlflow.db)
+                    refuse_shared(sweep_dir, "hydra.sweep.dir")
+                except ConfigError as exc:
+                    _refuse(exc)
             if config.get("resume") == "auto":  # each job continues or starts in its own dir
                 _refuse_links_in_sweep(sweep_dir)  # before Hydra writes .hydra/ in its jobs
                 return
-            if sweep_dir.is_dir() and any(holds_run(p) for p in sweep_dir.iterdir() if p.is_dir()):
+            held = run_files(sweep_dir) if sweep_dir.is_dir() else []  # its recorders' stores
+            jobs = sweep_dir.is_dir() and any(
+                holds_run(p) for p in sweep_dir.iterdir() if p.is_dir()
+            )
+            if held or jobs:
+                what = (
+                    f"an earlier sweep's {', '.join(held)}"
+                    if held
+                    else "the jobs of an earlier sweep"
+                )
                 _refuse(
                     ConfigError(
-                        f"hydra.sweep.dir={sweep_dir}: holds the jobs of an earlier sweep; choose"
-                        " another dir, or continue its jobs with resume=auto"
+                        f"hydra.sweep.dir={sweep_dir}: holds {what}; choose another dir, or"
+                        " continue its jobs with resume=auto"
                     )
                 )
             return

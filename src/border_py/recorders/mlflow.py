@@ -5,8 +5,12 @@ At its end a run also gets artifacts: the best policy, its config, and the video
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -15,16 +19,36 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 
 from border_py.config import require
-from border_py.errors import ConfigError
-from border_py.files import read_json, write_file
-from border_py.layout import BEST, CHECKPOINTS, HYDRA, META, MLFLOW_RUN, MLFLOW_STORE, POLICY
+from border_py.errors import ConfigError, printable
+from border_py.files import make_dir, open_regular, read_json, write_file
+from border_py.layout import (
+    BEST,
+    CHECKPOINTS,
+    HYDRA,
+    HYDRA_RECORDS,
+    META,
+    MLFLOW_ARTIFACTS,
+    MLFLOW_RUN,
+    MLFLOW_STORE,
+    POLICY,
+    WANDB,
+)
 from border_py.recorders.base import hyperparameters
+from border_py.recorders.mlflow_store import (
+    artifact_roots,
+    choose_store,
+    inspect,
+    own_artifacts,
+    store_named,
+    store_uri,
+)
 from border_py.secrets import redact, redact_text
 
 RUN_ID_FILE = MLFLOW_RUN  # in the run dir: a resumed run continues the same MLflow run
 STATUS = {"completed": "FINISHED", "interrupted": "KILLED", "failed": "FAILED"}
 BATCH = 100  # MLflow's limit on params per log_batch call
 BEST_DIR = Path(CHECKPOINTS) / BEST  # in the run dir: the best policy's checkpoint
+NOT_VIDEOS = (WANDB, MLFLOW_ARTIFACTS)  # dirs of the run that other tools fill: never uploaded
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +68,12 @@ class MlflowRecorder:
     When the run ends, its artifacts: ``best/policy.pt`` and ``best/meta.json`` (the best
     policy, see ``checkpoints/best/``), ``config.yaml`` (the resolved config), ``hydra/`` (Hydra's
     composed config and overrides, when Hydra ran it) and ``videos/`` (every ``.mp4`` under the run
-    dir, e.g. from ``border eval eval.video=true`` or a ``RecordVideo`` wrapper).
+    dir, e.g. from ``border eval eval.video=true`` or a ``RecordVideo`` wrapper; none under
+    ``wandb/`` or ``mlartifacts/``). Each is read never through a link (:func:`stage_artifacts`).
+
+    With ``tracking_uri`` null, the store is border's own: a store found in the run or sweep dir
+    is used only when its artifacts stay under the run or store dir, else the run records to a
+    store beside it (:mod:`border_py.recorders.mlflow_store`).
 
     Args:
         tracking_uri: an MLflow tracking URI (``http://...``, ``sqlite:///...``); null: a SQLite
@@ -85,58 +114,105 @@ class MlflowRecorder:
         self.last_step = 0
         self.run_dir = Path()
         self.config: dict[str, Any] = {}
+        self.roots: tuple[Path, ...] = ()  # where the run's artifacts may go (none: anywhere)
 
     def open(self, run_dir: Path, config: dict[str, Any], resume_step: int | None) -> None:
-        """Connect, then create the MLflow run, or reopen it when the run is resumed."""
-        from mlflow.entities import Param
-        from mlflow.tracking import MlflowClient
+        """Connect, then create the MLflow run, or reopen it when the run is resumed.
 
+        Raises:
+            ConfigError: border's own store's experiment keeps its artifacts elsewhere than under
+                the run or store dir (see :mod:`border_py.recorders.mlflow_store`).
+        """
         for name in ("alembic", "mlflow.store.db.utils"):  # schema creation chatter
             logging.getLogger(name).setLevel(logging.WARNING)
-        run_dir = Path(run_dir)
+        run_dir = Path(run_dir).absolute()
         self.run_dir, self.config = run_dir, config
         self.last_step = resume_step or 0
-        id_file = run_dir / RUN_ID_FILE
-        store = default_store(run_dir)
-        uri = self.tracking_uri or f"sqlite:///{store / MLFLOW_STORE}"
-        saved = _saved_run(id_file) if resume_step is not None else None
-        if saved is not None:  # a resume continues the MLflow run if it is in this run's store
-            stores = {redact_text(uri): uri}  # as saved (redacted) -> to connect to
-            if self.tracking_uri is None:  # border's own store of the run, or of its sweep
-                own = (f"sqlite:///{d / MLFLOW_STORE}" for d in (run_dir, run_dir.parent))
-                stores |= {u: u for u in own}
-            if saved["tracking_uri"] in stores:
-                self.client = MlflowClient(tracking_uri=stores[saved["tracking_uri"]])
-                self.run_id = saved["run_id"]
-                self.client.update_run(self.run_id, status="RUNNING")
-                return
-            log.warning(
-                "%s names the store %s, not this run's %s: recording to a new MLflow run",
-                id_file,
-                saved["tracking_uri"],
-                redact_text(uri),
-            )
-        store.mkdir(parents=True, exist_ok=True)
-        self.client = MlflowClient(tracking_uri=uri)
-        experiment = self.client.get_experiment_by_name(self.experiment_name)
-        if experiment is None:
-            experiment_id = self.client.create_experiment(
-                self.experiment_name, artifact_location=(store / "mlartifacts").as_uri()
-            )
+        store_dir = default_store(run_dir)
+        saved = _saved_run(run_dir / RUN_ID_FILE) if resume_step is not None else None
+        client = self._reopen(saved, run_dir, store_dir) if saved is not None else None
+        if client is None:
+            if self.tracking_uri is None:
+                store = choose_store(store_dir, run_dir, self.experiment_name)
+                uri, self.roots = store_uri(store), artifact_roots(run_dir, store_dir)
+            else:
+                uri = self.tracking_uri
+            store_dir.mkdir(parents=True, exist_ok=True)
+            client = self._new_run(uri, store_dir / MLFLOW_ARTIFACTS)
+            record = {"tracking_uri": redact_text(uri), "run_id": self.run_id}
+            write_file(run_dir / RUN_ID_FILE, json.dumps(record).encode())
+        self.client = client
+
+    def _reopen(self, saved: dict[str, str], run_dir: Path, store_dir: Path) -> Any:
+        """The client of the MLflow run ``mlflow_run.json`` names (``saved``), reopened, when it
+        is in the store this command records to: the one the command names, else border's own
+        store of the run (or of its sweep) it names, holding the run with its artifacts there.
+        None, with one line saying why, when it is not."""
+        from mlflow.tracking import MlflowClient
+
+        run_id, named = saved["run_id"], saved["tracking_uri"]
+        if self.tracking_uri is not None:
+            uri = self.tracking_uri
+            if named != redact_text(uri):
+                return self._not_reopened(named, redact_text(uri))
         else:
-            experiment_id = experiment.experiment_id
-        run = self.client.create_run(
-            experiment_id,
-            run_name=self.run_name or run_dir.name,
-            tags={"border_py.run_dir": str(run_dir)},
+            dirs = tuple(dict.fromkeys((run_dir, store_dir, run_dir.parent)))
+            store = store_named(named, dirs)
+            if store is None:
+                return self._not_reopened(named, f"a store in {run_dir} or {store_dir}")
+            roots = artifact_roots(run_dir, store.parent)
+            found = inspect(store, self.experiment_name, run_id, roots)
+            if found.foreign is not None or not found.has_run:
+                if found.foreign is None or store != store_dir / MLFLOW_STORE:
+                    log.warning(
+                        "%s: not border's own MLflow store of this run (%s); recording to a new"
+                        " MLflow run",
+                        store,
+                        found.foreign or f"it holds no run {printable(run_id)}",
+                    )
+                return None  # a foreign default store: choose_store's one line says so
+            uri, self.roots = store_uri(store), roots
+        client = MlflowClient(tracking_uri=uri)
+        client.update_run(run_id, status="RUNNING")
+        self.run_id = run_id
+        return client
+
+    def _not_reopened(self, named: str, mine: str) -> None:
+        """Say that ``mlflow_run.json`` names the store ``named``, not ``mine``."""
+        log.warning(
+            "%s names the store %s, not this run's %s: recording to a new MLflow run",
+            self.run_dir / RUN_ID_FILE,
+            printable(named),
+            mine,
+        )
+
+    def _new_run(self, uri: str, artifacts: Path) -> Any:
+        """Connect to ``uri``, create the MLflow run (and its experiment, its artifacts in
+        ``artifacts``) and log the params; return the client."""
+        from mlflow.entities import Param
+        from mlflow.exceptions import MlflowException
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=uri)
+        experiment = client.get_experiment_by_name(self.experiment_name)
+        if experiment is None:
+            with contextlib.suppress(MlflowException):  # another job of the sweep's made it
+                client.create_experiment(self.experiment_name, artifact_location=artifacts.as_uri())
+            experiment = client.get_experiment_by_name(self.experiment_name)
+            assert experiment is not None, "created just above, by this job or another"
+        if self.roots:
+            what = f"its experiment {self.experiment_name!r}"
+            own_artifacts(experiment.artifact_location, self.roots, what)
+        run = client.create_run(
+            experiment.experiment_id,
+            run_name=self.run_name or self.run_dir.name,
+            tags={"border_py.run_dir": str(self.run_dir)},
         )
         self.run_id = run.info.run_id
-        params = [Param(k, str(v)) for k, v in hyperparameters(config).items()]
+        params = [Param(k, str(v)) for k, v in hyperparameters(self.config).items()]
         for i in range(0, len(params), BATCH):
-            self.client.log_batch(self.run_id, params=params[i : i + BATCH])
-        write_file(
-            id_file, json.dumps({"tracking_uri": redact_text(uri), "run_id": self.run_id}).encode()
-        )
+            client.log_batch(self.run_id, params=params[i : i + BATCH])
+        return client
 
     def scalars(self, values: dict[str, Any], step: int) -> None:
         """Log each ``tag: value`` at ``step`` in one batch."""
@@ -157,24 +233,56 @@ class MlflowRecorder:
         try:
             self.log_artifacts()
         except Exception as exc:  # an unreachable artifact store must not lose the run's end
-            log.warning("MLflow: the run's artifacts were not logged (%s)", exc)
+            log.warning("MLflow: the run's artifacts were not logged (%s)", printable(str(exc)))
         self.client.set_terminated(self.run_id, STATUS[status])
         self.client = None
 
     def log_artifacts(self) -> None:
-        """The best policy, the config, Hydra's files and the videos of the run (see the class)."""
+        """The best policy, the config, Hydra's files and the videos of the run (see the class),
+        copied first into a private dir of their own (:func:`stage_artifacts`).
+
+        Raises:
+            ConfigError: border's own store's run keeps its artifacts elsewhere than under the
+                run or store dir (nothing is sent).
+        """
         client, run_id = self.client, self.run_id
+        if self.roots:
+            own_artifacts(client.get_run(run_id).info.artifact_uri, self.roots, "its run")
         client.log_dict(run_id, redact(self.config), "config.yaml")
-        best = self.run_dir / BEST_DIR
-        for name in (POLICY, META):
-            if (best / name).is_file():
-                client.log_artifact(run_id, str(best / name), BEST)
-        hydra_dir = self.run_dir / HYDRA
-        if hydra_dir.is_dir():
-            client.log_artifacts(run_id, str(hydra_dir), "hydra")
-        for video in sorted(self.run_dir.rglob("*.mp4")):
-            where = video.parent.relative_to(self.run_dir)
-            client.log_artifact(run_id, str(video), str(Path("videos") / where))
+        with tempfile.TemporaryDirectory(prefix="border-mlflow-") as staging:
+            stage_artifacts(self.run_dir, Path(staging))
+            client.log_artifacts(run_id, staging)
+
+
+def stage_artifacts(run_dir: Path, staging: Path) -> None:
+    """Copy the run's artifacts into ``staging``: ``best/`` (policy and meta of
+    ``checkpoints/best/``), ``hydra/`` (Hydra's records) and ``videos/<where>/`` (every ``.mp4``
+    in the run dir, but under :data:`NOT_VIDEOS`). Each is opened never through a link and only
+    if it is a regular file (:func:`~border_py.files.open_regular`); one that is not is left out
+    with one line naming it. Nothing outside the run dir is read.
+    """
+    chosen = [(BEST_DIR / name, Path(BEST, name)) for name in (POLICY, META)]
+    chosen += [(Path(HYDRA, name), Path("hydra", name)) for name in HYDRA_RECORDS]
+    for top, dirs, files in os.walk(run_dir):  # never descends into a linked dir
+        where = Path(top).relative_to(run_dir)
+        dirs[:] = sorted(d for d in dirs if where != Path() or d not in NOT_VIDEOS)
+        chosen += [
+            (where / f, Path("videos", where, f)) for f in sorted(files) if f.endswith(".mp4")
+        ]
+    for source, target in chosen:
+        if not os.path.lexists(run_dir / source):
+            continue
+        try:
+            with open_regular(run_dir / source) as handle:
+                make_dir(staging / target.parent)
+                with open(staging / target, "xb") as copy:  # in a private dir of its own
+                    shutil.copyfileobj(handle, copy)
+        except OSError as exc:
+            log.warning(
+                "MLflow: %s left out of the run's artifacts (%s)",
+                printable(str(run_dir / source)),  # a name found in the run dir
+                printable(str(exc.strerror or exc)),
+            )
 
 
 def _saved_run(id_file: Path) -> dict[str, str] | None:

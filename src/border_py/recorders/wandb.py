@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any, Literal
@@ -26,12 +27,40 @@ EXIT_CODES = {"completed": 0, "failed": 1, "interrupted": 130}
 MODES = ("online", "offline", "disabled")
 
 
+def sweep_dir() -> Path | None:
+    """The sweep dir of a multirun job, else None."""
+    if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+        return Path(HydraConfig.get().sweep.dir)
+    return None
+
+
 def sweep_group() -> str | None:
     """``<date>/<time>`` of the sweep dir for the jobs of a multirun (their W&B group), else None."""
-    if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
-        sweep = Path(HydraConfig.get().sweep.dir)
-        return f"{sweep.parent.name}/{sweep.name}"
-    return None
+    sweep = sweep_dir()
+    return None if sweep is None else f"{sweep.parent.name}/{sweep.name}"
+
+
+def refuse_run_dir_settings(run_dir: Path) -> None:
+    """Refuse W&B's workspace settings when they would be read from the run (or sweep) dir.
+
+    W&B reads ``wandb/settings`` (or ``.wandb/settings``) in the working dir when it starts: its
+    ``base_url`` is where W&B sends the run, with the user's API key. Run from inside a run dir,
+    that file is the run dir's: data, which chooses nothing.
+
+    Raises:
+        ConfigError: one line naming the file.
+    """
+    cwd = Path.cwd().resolve()
+    handed = [d.resolve() for d in (run_dir, sweep_dir()) if d is not None]
+    if not any(cwd.is_relative_to(d) for d in handed):
+        return
+    for name in (".wandb", WANDB):
+        settings = cwd / name / "settings"
+        if os.path.lexists(settings):
+            raise ConfigError(
+                f"{settings}: W&B would take its settings (where it sends the run, with your API"
+                " key) from this file of the run dir; start border from another dir"
+            )
 
 
 class WandbRecorder:
@@ -79,10 +108,17 @@ class WandbRecorder:
         self.run: Any = None
 
     def open(self, run_dir: Path, config: dict[str, Any], resume_step: int | None) -> None:
-        """Start the W&B run, or continue it when the run is resumed."""
+        """Start the W&B run, or continue it when the run is resumed.
+
+        Raises:
+            ConfigError: W&B would read its settings from the run dir
+                (:func:`refuse_run_dir_settings`).
+            RunError: W&B did not start.
+        """
         import wandb
 
         run_dir = Path(run_dir)
+        refuse_run_dir_settings(run_dir)
         id_file = run_dir / RUN_ID_FILE
         settings = wandb.Settings(console="off")  # the rich console stays ours
         hparams = redact({k: v for k, v in config.items() if k not in NOT_HPARAMS})

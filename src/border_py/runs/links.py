@@ -1,11 +1,16 @@
 """A run dir holds its own files and dirs: a symlink in it is refused, never followed.
 
 A link planted in a run (``train.log`` to a file elsewhere, ``checkpoints/best`` to another run's
-checkpoint, ``.hydra/hydra.yaml`` to a key file that MLflow would upload, ``attempts/`` to a dir
-outside) would have border write, move or read files that are not the run's; a FIFO or a device
-would have it block on a read. :func:`refuse_links` is called wherever a run dir is opened: a
-fresh run's claim, ``resume=`` and ``resume=auto`` (before Hydra opens the run's log or writes
-``.hydra/``: for a sweep's jobs too), ``border eval``, and each run ``border report`` reads.
+checkpoint, ``.hydra/hydra.yaml`` to a key file that MLflow would upload, ``attempts/`` or
+``wandb/`` to a dir outside) would have border write, move or read files that are not the run's;
+a FIFO or a device would have it block on a read. :func:`refuse_links` is called wherever a run
+dir is opened: a fresh run's claim, ``resume=`` and ``resume=auto`` (before Hydra opens the run's
+log or writes ``.hydra/``: for a sweep's jobs too), ``border eval``, and each run ``border report``
+reads.
+
+W&B's dir ``wandb/`` is checked like every other, but for the log links W&B itself makes there
+(:func:`wandb_link`): border never reads anything under ``wandb/`` (W&B alone does), and a link of
+any other name, or at any other place, is refused.
 """
 
 from __future__ import annotations
@@ -18,12 +23,22 @@ from border_py.errors import ConfigError
 from border_py.files import link_refusal
 from border_py.layout import WANDB
 
-OTHERS = (WANDB,)  # dirs other tools fill, with links of their own (W&B's latest-run)
+# W&B's links in its dir: to the latest run and its logs (at the top), and each run's link to the
+# W&B core's log in the user's cache (<run>/logs/debug-core.log)
+WANDB_TOP_LINKS = ("latest-run", "debug.log", "debug-internal.log")
+WANDB_RUN_LINK = ("logs", "debug-core.log")
+
+
+def wandb_link(parts: tuple[str, ...]) -> bool:
+    """Whether a link at ``wandb/<parts...>`` is one W&B makes itself."""
+    top = len(parts) == 1 and parts[0] in WANDB_TOP_LINKS
+    return top or (len(parts) == 3 and parts[1:] == WANDB_RUN_LINK)
 
 
 def refuse_links(run_dir: Path, own: bool = True) -> None:
     """Refuse a symlink, or anything but a regular file or a dir, anywhere in ``run_dir`` (but
-    in :data:`OTHERS`). A checkpoint dir (``<run>/checkpoints/<name>``) is checked the same way.
+    W&B's own log links in ``wandb/``, see :func:`wandb_link`). A checkpoint dir
+    (``<run>/checkpoints/<name>``) is checked the same way.
 
     Args:
         run_dir: the dir.
@@ -33,14 +48,18 @@ def refuse_links(run_dir: Path, own: bool = True) -> None:
     Raises:
         ConfigError: one line naming the entry (a link's target is left as it is).
     """
+    wandb_dir = Path(run_dir) / WANDB
     for top, dirs, files in os.walk(run_dir):  # never descends into a linked dir
-        if Path(top) == Path(run_dir):
-            dirs[:] = [d for d in dirs if d not in OTHERS] if own else []
+        if Path(top) == Path(run_dir) and not own:
+            dirs[:] = []
         for name in sorted(dirs + files):
-            path = os.path.join(top, name)
+            path = Path(top, name)
             mode = os.lstat(path).st_mode
             if stat.S_ISLNK(mode):
-                raise link_refusal(path)
+                inside = path.is_relative_to(wandb_dir)
+                if not (inside and wandb_link(path.relative_to(wandb_dir).parts)):
+                    raise link_refusal(path)
+                continue
             if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
                 raise ConfigError(
                     f"{path}: neither a file nor a dir (a FIFO, socket or device); a run dir"

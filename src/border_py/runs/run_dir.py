@@ -1,8 +1,10 @@
 """Run dirs: one per run, never shared with an earlier run, kept whole.
 
 A fresh run claims its dir by creating :data:`CLAIM` in it (an exclusive create: two runs cannot
-both claim one dir); a dir that holds an earlier run is refused with a line that says how to
-continue it instead (``resume=<dir>``, or ``resume=auto``). ``resume=auto`` continues the run in
+both claim one dir); a dir that holds an earlier run (or a recorder's store: :data:`RUN_FILES`) is
+refused with a line that says how to continue it instead (``resume=<dir>``, or ``resume=auto``),
+and so is a dir another user can write in (:func:`refuse_shared`): what is found in it would be
+taken for the run's own. ``resume=auto`` continues the run in
 the dir if it holds a complete checkpoint, and otherwise starts fresh there after moving whatever
 an earlier attempt left (its log, TensorBoard files, result) into ``attempts/<n>/``: nothing of an
 earlier run is ever deleted or replaced.
@@ -21,6 +23,7 @@ import itertools
 import json
 import logging
 import os
+import stat
 import time
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
@@ -35,10 +38,13 @@ from border_py.layout import (
     CHECKPOINTS,
     CLAIM,
     LOCK,
+    MLFLOW_ARTIFACTS,
     MLFLOW_RUN,
+    MLFLOW_STORE,
     RESULT,
     TENSORBOARD,
     WANDB,
+    WANDB_RUN,
 )
 from border_py.runs.checkpoint import (
     find_checkpoint,
@@ -60,8 +66,19 @@ class RunInUse(ConfigError):
     """Another live session trains the run (see :func:`session_lock`)."""
 
 
-# what a run leaves in its dir (Hydra's .hydra/ and train.log are written before a run starts)
-RUN_FILES = (CLAIM, CHECKPOINTS, TENSORBOARD, RESULT, MLFLOW_RUN, WANDB)
+# what a run leaves in its dir (Hydra's .hydra/ and train.log are written before a run starts),
+# its recorders' stores included: a store found in a fresh run's dir would choose where it records
+RUN_FILES = (
+    CLAIM,
+    CHECKPOINTS,
+    TENSORBOARD,
+    RESULT,
+    MLFLOW_RUN,
+    MLFLOW_STORE,
+    MLFLOW_ARTIFACTS,
+    WANDB,
+    WANDB_RUN,
+)
 
 
 def run_files(run_dir: Path) -> list[str]:
@@ -83,17 +100,50 @@ def refusal(run_dir: Path, key: str = "run_dir") -> ConfigError:
     )
 
 
+def refuse_shared(path: Path, key: str = "run_dir") -> None:
+    """Refuse a dir that another user can write in: one not owned by this user, or writable by
+    every user (``mkdir -m 1777``; its sticky bit keeps others from removing files, not from
+    planting them). A group-writable dir of the user's is accepted: a group may share runs.
+
+    Raises:
+        ConfigError: one line naming the dir and its owner or mode.
+    """
+    found = os.stat(path)
+    if found.st_uid != os.geteuid():
+        raise ConfigError(
+            f"{key}={path}: owned by another user (uid {found.st_uid}), who can put files in it"
+            " that border would take for the run's; choose a dir of your own"
+        )
+    if found.st_mode & stat.S_IWOTH:
+        raise ConfigError(
+            f"{key}={path}: every user can write in it (mode {stat.S_IMODE(found.st_mode):04o}),"
+            " so files found in it may be anyone's; choose a dir of your own (or chmod o-w it)"
+        )
+
+
+def check_fresh(run_dir: Path, key: str = "run_dir") -> None:
+    """Refuse ``run_dir`` (an existing dir) for a fresh run: another user can write in it
+    (:func:`refuse_shared`), it holds a symlink (:func:`~border_py.runs.links.refuse_links`), or
+    an earlier run's files (:func:`refusal`).
+
+    Raises:
+        ConfigError: one line naming the dir and what was found.
+    """
+    refuse_shared(run_dir, key)
+    refuse_links(run_dir)
+    if holds_run(run_dir):
+        raise refusal(run_dir, key)
+
+
 def claim(run_dir: Path, overrides: list[str] | None = None) -> None:
-    """Make ``run_dir`` this run's (creating it), or raise the refusal if a run holds it.
+    """Make ``run_dir`` this run's (creating it), or raise the refusal (:func:`check_fresh`).
 
     The claim records the run's command-line ``overrides`` once, at its start: what a resume
     compares its own with (Hydra rewrites ``.hydra/`` at each attempt of a sweep job), secrets
-    redacted. A dir with a symlink in it is refused (see :func:`~border_py.runs.links.refuse_links`).
+    redacted.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
-    refuse_links(run_dir)
-    if holds_run(run_dir):
-        raise refusal(run_dir)
+    check_fresh(run_dir)
     overrides = [redact_override(o) for o in overrides or []]
     record = {"pid": os.getpid(), "started": time.time(), "overrides": overrides}
     try:

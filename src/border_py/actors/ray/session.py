@@ -1,11 +1,12 @@
 """The learner's Ray session: starting a local Ray, joining a cluster, and leaving as it was found.
 
-``address=null`` starts a local Ray that listens on the loopback interface only
-(:func:`start_local_ray`), stopped again when the actors stop; ``auto``, ``host:port`` or
-``ray://host:port`` join a running cluster (its address is probed first, :func:`check_address`;
-a warning without token authentication: the learner unpickles what the cluster's actors send); a
-process already connected to Ray (``ray.init`` called before) keeps its connection. Ray replaces
-the SIGTERM handler when it connects: border's stop-signal handlers are put back right after.
+``address=null`` starts a local Ray that listens on the loopback interface only and keeps its files
+in a private dir of its own (:func:`start_local_ray`), stopped (and the dir removed) again when the
+actors stop; ``auto``, ``host:port`` or ``ray://host:port`` join a running cluster (its address is
+probed first, :func:`check_address`; a warning without token authentication: the learner
+unpickles what the cluster's actors send); a process already connected to Ray (``ray.init``
+called before) keeps its connection. Ray replaces the SIGTERM handler when it connects: border's
+stop-signal handlers are put back right after.
 """
 
 from __future__ import annotations
@@ -15,10 +16,14 @@ import logging
 import math
 import os
 import re
+import shutil
 import signal
 import socket
+import sys
+import tempfile
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from border_py.config import require
@@ -33,6 +38,12 @@ TOKEN_AUTH = (2, 52)  # the first Ray with token authentication
 # who owns the session, so who ends it: this process started Ray, joined a cluster, or its
 # caller had connected before
 LOCAL, CLUSTER, CALLER = "local", "cluster", "caller"
+PRIVATE = 0o077  # the umask of a local Ray's processes: their files are the user's alone
+# the longest socket path a local Ray makes under its temp dir (session_<date>_<time>_<us>_<pid>
+# with a 7-digit pid, sockets/plasma_store), and the longest path a socket may have
+SOCKET_TAIL = len("/session_2026-01-01_00-00-00_000000_1234567/sockets/plasma_store")
+SOCKET_PATH_MAX = 103 if sys.platform == "darwin" else 107
+_temp_dirs: list[Path] = []  # the private dir of the local Ray this process runs (see leave)
 
 
 def check_address(address: str | None) -> None:
@@ -122,12 +133,15 @@ def _join(address: str) -> None:
 
 
 def leave(owner: str | None) -> None:
-    """End the session as :func:`connect` found it: stop the local Ray it started, leave the
-    cluster it joined, keep the caller's connection."""
+    """End the session as :func:`connect` found it: stop the local Ray it started (and remove its
+    private dir, :func:`private_temp_dir`), leave the cluster it joined, keep the caller's
+    connection."""
     import ray
 
     if owner == LOCAL:
         ray.shutdown(wait_for_processes=True)
+        while _temp_dirs:  # its processes are gone: nothing of it is left to read its files
+            shutil.rmtree(_temp_dirs.pop(), ignore_errors=True)
         log.info("stopped the local Ray")
     elif owner == CLUSTER:
         ray.shutdown()
@@ -135,7 +149,8 @@ def leave(owner: str | None) -> None:
 
 def start_local_ray(num_cpus: int, object_store_memory: int | None = None) -> None:
     """Start a Ray of this machine for this process, listening on the loopback interface only
-    (no dashboard); a warning if Ray still chose another address.
+    (no dashboard), its files in a private dir (:func:`private_temp_dir`, removed by
+    :func:`leave`); a warning if Ray still chose another address.
 
     Args:
         num_cpus: CPUs the Ray node advertises.
@@ -143,6 +158,8 @@ def start_local_ray(num_cpus: int, object_store_memory: int | None = None) -> No
     """
     import ray
 
+    temp_dir = private_temp_dir()
+    _temp_dirs.append(temp_dir)
     with loopback_ray(), own_sessions():
         ray.init(
             address="local",
@@ -150,10 +167,29 @@ def start_local_ray(num_cpus: int, object_store_memory: int | None = None) -> No
             object_store_memory=object_store_memory,
             include_dashboard=False,
             _node_ip_address=LOOPBACK[0],
+            _temp_dir=str(temp_dir / "ray"),
         )
     ip = ray.util.get_node_ip_address()
     if ip not in LOOPBACK:
         log.warning("the local Ray took the address %s: it may listen beyond this machine", ip)
+
+
+def private_temp_dir() -> Path:
+    """A fresh dir (``border-ray-*``, mode 0700) for a local Ray's session files: its logs (the
+    runtime env agent's holds ``runtime_env`` in clear, ``env_vars`` included), sockets and spilled
+    objects. Ray makes its own dirs in it world-writable (``ray`` and below): the 0700 dir above
+    them keeps every other user out.
+
+    It is made where Ray's own temp dir would be (``RAY_TMPDIR``, else ``TMPDIR`` on Linux, else
+    ``/tmp``), or in ``/tmp`` when Ray's socket paths would be too long for Linux under that.
+    """
+    root = os.environ.get("RAY_TMPDIR") or (
+        os.environ.get("TMPDIR") if sys.platform.startswith("linux") else None
+    )
+    longest = len(os.path.join(root or "/tmp", "border-ray-12345678", "ray")) + SOCKET_TAIL
+    if root is None or longest > SOCKET_PATH_MAX:
+        root = "/tmp"
+    return Path(tempfile.mkdtemp(prefix="border-ray-", dir=root))
 
 
 @contextlib.contextmanager
@@ -162,7 +198,8 @@ def own_sessions() -> Iterator[None]:
     raylet forks) start in a session of their own, as the forkserver ignores stop signals: a
     SIGTERM to border's process group (``timeout``, ``kill -- -<pgid>``, a scheduler) then reaches
     border alone, whose graceful stop still needs them, instead of ending Ray under it (Ray blocks
-    only SIGINT). They still die with border (Ray's fate sharing: the parent-death signal).
+    only SIGINT). They still die with border (Ray's fate sharing: the parent-death signal). Their
+    umask is :data:`PRIVATE`: the files they write (logs) are readable by the user alone.
     """
     from ray._private import services
 
@@ -170,7 +207,7 @@ def own_sessions() -> Iterator[None]:
 
     class SessionPopen(popen):  # type: ignore[misc, valid-type]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs, start_new_session=True)
+            super().__init__(*args, **kwargs, start_new_session=True, umask=PRIVATE)
 
     services.ConsolePopen = SessionPopen  # type: ignore[misc]
     try:
