@@ -96,6 +96,9 @@ _WEBHOOK = re.compile(
 _URI_HTTP_USER = re.compile(
     r"(?<![A-Za-z0-9+.-])((?:[A-Za-z][A-Za-z0-9.-]*\+)?https?\\?://)[^/?#\s:@\\]+@"
 )
+# a URI's user part ends at an '@', and none spans a space: the URI patterns run on the words
+# holding one only (on a long word without one, their backtracking would be quadratic)
+_WORD_WITH_AT = re.compile(r"(?<!\S)[^\s@]*@\S*")
 _OVERRIDE = re.compile(r"(?P<key>[~+]{0,2}[A-Za-z_][\w./@-]*)=(?P<value>.*)", re.DOTALL)
 
 
@@ -142,15 +145,21 @@ def _pair(text: str, head: re.Match[str]) -> bool:
     return "." not in head["name"] and i >= 0 and text[i] in "{,"
 
 
+def _uri_users_redacted(word: re.Match[str]) -> str:
+    """A whitespace-free ``word`` holding an '@' with the passwords, tokens and http(s) users of
+    its URIs redacted."""
+    text = _URI_PASSWORD.sub(rf"\1\2{REDACTED}@", word[0])
+    text = _URI_TOKEN_USER.sub(rf"\1{REDACTED}@", text)
+    return _URI_HTTP_USER.sub(rf"\1{REDACTED}@", text)
+
+
 def redact_text(text: str) -> str:
     """``text`` with credentials (by their shape), URI passwords, tokens and http(s) users and
     the values of ``name=value``/``name: value`` pairs whose name is a secret replaced by
     :data:`REDACTED` (for free text: log lines, error messages)."""
     text = _TOKEN.sub(REDACTED, text)
     text = _WEBHOOK.sub(rf"\1/{REDACTED}", text)
-    text = _URI_PASSWORD.sub(rf"\1\2{REDACTED}@", text)
-    text = _URI_TOKEN_USER.sub(rf"\1{REDACTED}@", text)
-    text = _URI_HTTP_USER.sub(rf"\1{REDACTED}@", text)
+    text = _WORD_WITH_AT.sub(_uri_users_redacted, text)
     out, pos = [], 0
     while (head := _PAIR_HEAD.search(text, pos)) is not None:
         out.append(text[pos : head.end()])

@@ -11,7 +11,7 @@ import pytest
 
 from border_py import train
 from border_py.actors.backend import ActorBackend, Launch
-from border_py.actors.ray.session import start_local_ray
+from border_py.actors.ray.session import LOCAL, leave, start_local_ray
 from border_py.config import build
 from border_py.errors import ConfigError
 from border_py.overrides import to_plain
@@ -67,7 +67,7 @@ def local_ray():
     assert {"gcs_server", "raylet"} <= {name for name, _ in found}, found
     assert beyond_loopback(found) == []
     yield infra
-    ray.shutdown(wait_for_processes=True)
+    leave(LOCAL)  # as border stops its own local Ray: its private dir goes too
     children = psutil.Process().children(recursive=True)
     _, alive = psutil.wait_procs([p for p in children if p.pid in infra], timeout=10)
     assert not alive, f"Ray processes left: {[p.cmdline() for p in alive]}"

@@ -300,7 +300,7 @@ def test_a_fresh_run_refuses_a_dir_holding_a_recorders_store(tmp_path, found):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / found).mkdir() if found == "mlartifacts" else (run_dir / found).write_text("{}")
-    with pytest.raises(ConfigError, match=rf"^run_dir={run_dir}: holds an earlier run \({found}\)"):
+    with pytest.raises(ConfigError, match=rf"^run_dir={run_dir}: holds {found}, which no border run"):
         claim(run_dir)
     assert not (run_dir / ".border_run").exists()
 
@@ -374,8 +374,9 @@ def test_a_fresh_run_into_a_dir_with_a_planted_store_is_refused(tmp_path, sink):
     args = ["train", *TINY, "recorder=mlflow", f"run_dir={shared}"]
     line = _one_line(run_border(args, tmp_path, env=CREDENTIALS))
     assert line == (
-        f"border: error: run_dir={shared}: holds an earlier run (mlflow.db); continue it with"
-        f" resume={shared} (or resume=auto), or choose another dir"
+        f"border: error: run_dir={shared}: holds mlflow.db, which no border run of this dir wrote"
+        " (no claim, no checkpoint) and which would choose where this run records; choose"
+        " another dir"
     )
     shared.chmod(0o1777)
     (shared / "mlflow.db").unlink()

@@ -92,8 +92,15 @@ def holds_run(run_dir: Path) -> bool:
 
 
 def refusal(run_dir: Path, key: str = "run_dir") -> ConfigError:
-    """The one-line error for a fresh run pointed at a dir that holds an earlier run."""
-    found = ", ".join(run_files(run_dir)) or "an earlier run's files"
+    """The one-line error for a fresh run pointed at a dir that holds an earlier run, or files of
+    a run or a recorder without a run's claim or checkpoints (nothing there to continue)."""
+    files = run_files(run_dir)
+    found = ", ".join(files) or "an earlier run's files"
+    if files and not {CLAIM, CHECKPOINTS} & set(files):
+        return ConfigError(
+            f"{key}={run_dir}: holds {found}, which no border run of this dir wrote (no claim, no"
+            " checkpoint) and which would choose where this run records; choose another dir"
+        )
     return ConfigError(
         f"{key}={run_dir}: holds an earlier run ({found}); continue it with resume={run_dir}"
         " (or resume=auto), or choose another dir"
