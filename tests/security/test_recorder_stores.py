@@ -300,7 +300,9 @@ def test_a_fresh_run_refuses_a_dir_holding_a_recorders_store(tmp_path, found):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / found).mkdir() if found == "mlartifacts" else (run_dir / found).write_text("{}")
-    with pytest.raises(ConfigError, match=rf"^run_dir={run_dir}: holds {found}, which no border run"):
+    with pytest.raises(
+        ConfigError, match=rf"^run_dir={run_dir}: holds {found}, which no border run"
+    ):
         claim(run_dir)
     assert not (run_dir / ".border_run").exists()
 
