@@ -18,7 +18,7 @@ from decimal import Decimal
 _HIDDEN = frozenset(("Cc", "Cf", "Cs", "Zl", "Zp", "Co", "Cn"))
 # letters that show as nothing: the Hangul fillers
 _BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0")
-_CANDIDATE = re.compile(r"[^\t\n -~]")  # all but printable ASCII, tab and newline
+_CANDIDATES = re.compile(r"[^\t\n -~]+")  # runs of all but printable ASCII, tab and newline
 NUMBER_WIDTH = 20  # the most characters :func:`number_text` gives
 
 
@@ -38,12 +38,18 @@ def printable(text: str) -> str:
     tab and newline (Cc), format characters (Cf), surrogates (Cs), line and paragraph separators
     (Zl, Zp), private-use and unassigned code points (Co, Cn), and the Hangul fillers; other text
     (accented letters, CJK, emoji, spaces) stays as it is."""
-    return _CANDIDATE.sub(_escaped, text)
+    return _CANDIDATES.sub(_escaped, text)
 
 
 def _escaped(match: re.Match[str]) -> str:
-    """The matched character, escaped unless it is visible text."""
-    char = match[0]
+    """The matched run of characters with those that are not visible text escaped."""
+    run = match[0]
+    if run.isprintable() and _BLANK_LETTERS.isdisjoint(run):  # none (a C-speed test)
+        return run
+    return "".join(_escaped_char(char) for char in run)
+
+
+def _escaped_char(char: str) -> str:
     if char not in _BLANK_LETTERS and unicodedata.category(char) not in _HIDDEN:
         return char
     code = ord(char)
