@@ -1,34 +1,24 @@
 """The two errors a user sees as one line: a bad setting, and a run that cannot go on; and the
-escaping that keeps text read from a file, in such a line or a table, plain text of a bounded
-width."""
+escaping that keeps text read from a file, in such a line, a table or a log line, plain text of a
+bounded width."""
 
 from __future__ import annotations
 
+import logging
 import math
+import re
+import unicodedata
 from decimal import Decimal
 
-# C0 controls but tab and newline, DEL and C1 controls (ESC and CSI start terminal sequences)
-_CONTROLS = {
-    code: f"\\x{code:02x}"
-    for code in (*range(0x00, 0x20), *range(0x7F, 0xA0))
-    if chr(code) not in "\t\n"
-}
-# characters that reorder or hide text (bidi embeddings, overrides, isolates and marks; zero-width
-# spaces and joiners, the word joiner, the byte-order mark) and the line and paragraph separators
-_INVISIBLE = {
-    code: f"\\u{code:04x}"
-    for code in (
-        0x061C,
-        *range(0x200B, 0x2010),
-        0x2028,
-        0x2029,
-        *range(0x202A, 0x202F),
-        0x2060,
-        *range(0x2066, 0x206A),
-        0xFEFF,
-    )
-}
-_ESCAPES = _CONTROLS | _INVISIBLE
+# the Unicode categories of characters that are not text one sees: controls (Cc: C0 but tab and
+# newline, DEL, C1; ESC and CSI start terminal sequences), format characters (Cf: bidi embeddings,
+# overrides, isolates and marks, zero-width spaces and joiners, soft hyphens, invisible operators,
+# tag characters, the byte-order mark), lone surrogates (Cs), line and paragraph separators (Zl,
+# Zp), private-use (Co) and unassigned code points (Cn)
+_HIDDEN = frozenset(("Cc", "Cf", "Cs", "Zl", "Zp", "Co", "Cn"))
+# letters that show as nothing: the Hangul fillers
+_BLANK_LETTERS = frozenset("\u115f\u1160\u3164\uffa0")
+_CANDIDATES = re.compile(r"[^\t\n -~]+")  # runs of all but printable ASCII, tab and newline
 NUMBER_WIDTH = 20  # the most characters :func:`number_text` gives
 
 
@@ -41,11 +31,42 @@ class RunError(RuntimeError):
 
 
 def printable(text: str) -> str:
-    """``text`` with its control characters escaped (``ESC`` becomes ``\\x1b``), and the
-    characters that reorder or hide text (bidi overrides and isolates such as U+202E, zero-width
-    ones such as U+200B, the byte-order mark) escaped as ``\\u202e``, so that text read from a
-    file reaches the terminal as the text it is, never as a terminal sequence."""
-    return text.translate(_ESCAPES)
+    """``text`` with every character that is not visible text escaped as Python writes it in a
+    string (``ESC`` becomes ``\\x1b``, a right-to-left override ``\\u202e``, a tag character
+    ``\\U000e0041``), so that text read from a file reaches the terminal as the text it is, never
+    as a terminal sequence, reordered or hidden. Escaped: the Unicode categories of controls but
+    tab and newline (Cc), format characters (Cf), surrogates (Cs), line and paragraph separators
+    (Zl, Zp), private-use and unassigned code points (Co, Cn), and the Hangul fillers; other text
+    (accented letters, CJK, emoji, spaces) stays as it is."""
+    return _CANDIDATES.sub(_escaped, text)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    """The matched run of characters with those that are not visible text escaped."""
+    run = match[0]
+    if run.isprintable() and _BLANK_LETTERS.isdisjoint(run):  # none (a C-speed test)
+        return run
+    return "".join(_escaped_char(char) for char in run)
+
+
+def _escaped_char(char: str) -> str:
+    if char not in _BLANK_LETTERS and unicodedata.category(char) not in _HIDDEN:
+        return char
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+class TextFormatter(logging.Formatter):
+    """A log formatter whose lines are plain text: each formatted record (its message, its
+    arguments, a traceback) goes through :func:`printable`, so no log line carries a terminal
+    sequence or a character that reorders or hides text, whatever a call site passes; a record's
+    newlines and tabs stay (a traceback reads as one)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """The formatted record, escaped."""
+        return printable(super().format(record))
 
 
 def number_text(value: float, decimals: int = 1) -> str:

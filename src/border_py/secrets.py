@@ -43,7 +43,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from border_py.errors import ConfigError
+from border_py.errors import ConfigError, printable
 
 REDACTED = "***"
 ENV_MAPPINGS = ("env_vars", "env_set")  # mappings of environment variables: every value hidden
@@ -206,8 +206,10 @@ def refuse_redacted(config: dict[str, Any]) -> None:
 
 
 class RedactingFormatter(logging.Formatter):
-    """A log formatter whose lines (tracebacks included) go through :func:`redact_text`."""
+    """A log formatter whose lines (tracebacks included) go through :func:`redact_text`, then
+    :func:`~border_py.errors.printable`: plain text whatever a call site passes (a record's
+    newlines and tabs stay), as :class:`~border_py.errors.TextFormatter` gives."""
 
     def format(self, record: logging.LogRecord) -> str:
-        """The formatted record, redacted."""
-        return redact_text(super().format(record))
+        """The formatted record, redacted and escaped."""
+        return printable(redact_text(super().format(record)))

@@ -185,3 +185,119 @@ def test_an_export_that_takes_scaled_frames_is_not_published():
         check_refusals("m", lenient, obs)
     _, checked = torchscript_bytes(module, torch.as_tensor(obs[:2]), space)
     check_refusals("m", checked, obs)  # the check export_policy runs on what it writes
+
+
+# One rule for every format: an integer space takes integers its dtype holds, a float space real
+# numbers (integers or floats), a bool space bools; each in the space's shape. (space, input,
+# taken) rows, the input a function of the space's sampled batch.
+RULE_SPACES = {
+    "uint8": gym.spaces.Box(0, 255, (3,), np.uint8),
+    "int64": gym.spaces.Box(-5, 5, (3,), np.int64),
+    "float32": gym.spaces.Box(-2, 2, (3,), np.float32),
+    "bool": gym.spaces.Box(0, 1, (3,), np.bool_),
+}
+RULE = [
+    ("uint8", "as given", lambda o: o, True),
+    ("uint8", "int64", lambda o: o.astype(np.int64), True),
+    ("uint8", "int16", lambda o: o.astype(np.int16), True),
+    ("uint8", "int8 within 0..127", lambda o: (o // 2).astype(np.int8), True),
+    ("uint8", "int64 with 256", lambda o: o.astype(np.int64) + 256, False),
+    ("uint8", "int64 with -1", lambda o: o.astype(np.int64) - 256, False),
+    ("uint8", "whole-valued float32", lambda o: o.astype(np.float32), False),
+    ("uint8", "scaled float32", lambda o: o.astype(np.float32) / 255, False),
+    ("uint8", "float64", lambda o: o.astype(np.float64), False),
+    ("uint8", "bool", lambda o: o > 127, False),
+    ("uint8", "another shape", lambda o: o[:, :2], False),
+    ("int64", "as given", lambda o: o, True),
+    ("int64", "int8", lambda o: o.astype(np.int8), True),
+    ("int64", "int32", lambda o: o.astype(np.int32), True),
+    ("int64", "whole-valued float64", lambda o: o.astype(np.float64), False),
+    ("int64", "bool", lambda o: o > 0, False),
+    ("float32", "as given", lambda o: o, True),
+    ("float32", "float64", lambda o: o.astype(np.float64), True),
+    ("float32", "float16", lambda o: o.astype(np.float16), True),
+    ("float32", "int64", lambda o: np.round(o).astype(np.int64), True),
+    ("float32", "uint8", lambda o: (o > 0).astype(np.uint8), True),
+    ("float32", "bool", lambda o: o > 0, False),
+    ("float32", "complex64", lambda o: o.astype(np.complex64), False),
+    ("float32", "another shape", lambda o: o[:, :, None], False),
+    ("bool", "as given", lambda o: o, True),
+    ("bool", "uint8 0/1", lambda o: o.astype(np.uint8), False),
+    ("bool", "int64 0/1", lambda o: o.astype(np.int64), False),
+    ("bool", "float32 0/1", lambda o: o.astype(np.float32), False),
+]
+
+
+def _rule_case(
+    space_name: str, make
+) -> tuple[gym.spaces.Box, torch.nn.Module, np.ndarray, np.ndarray]:
+    """The space, its greedy module, a sampled batch and ``make`` of it."""
+    space = RULE_SPACES[space_name]
+    sample = sample_observations(space, 8, seed=5)
+    sample[0] = space.low
+    sample[1] = space.high
+    return space, greedy(space), sample, make(sample)
+
+
+def _actions(module: torch.nn.Module, obs: np.ndarray, space: gym.Space) -> np.ndarray:
+    """The greedy actions of ``module`` for ``obs`` in the space's dtype."""
+    return module(torch.as_tensor(obs.astype(space.dtype)))[0].numpy()
+
+
+def _taken_as(forward, obs: np.ndarray, refusals: tuple[type[Exception], ...]) -> np.ndarray | None:
+    """The actions ``forward`` gives ``obs``, or None where it refuses them (``refusals``: the
+    format's own errors)."""
+    try:
+        return np.asarray(forward(obs)[0])
+    except refusals:
+        return None
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
+@pytest.mark.parametrize(
+    ("space_name", "what", "make", "taken"), RULE, ids=[f"{r[0]}-{r[1]}" for r in RULE]
+)
+def test_every_format_takes_and_refuses_the_same_inputs(space_name, what, make, taken, tmp_path):
+    """``Policy.predict``, the numpy export (its ``predict`` and ``forward``) and TorchScript
+    take exactly the table's inputs, acting on them as on the same values in the space's dtype."""
+    space, module, sample, obs = _rule_case(space_name, make)
+    exported = numpy_export(space, tmp_path)
+    _, torchscript = torchscript_bytes(module, torch.as_tensor(sample[:2]), space)
+    forwards = {
+        "predict": policy_of(space).predict,
+        "numpy predict": exported.predict,
+        "numpy forward": exported.forward,
+        "torchscript": lambda batch: torchscript(np.asarray(batch)),
+    }
+    for name, forward in forwards.items():
+        got = _taken_as(forward, obs, (ValueError, torch.jit.Error))
+        assert (got is not None) == taken, f"{name} {'refuses' if taken else 'takes'} {what}"
+        if taken:
+            np.testing.assert_array_equal(got, _actions(module, obs, space))
+
+
+@pytest.mark.slow
+def test_onnx_takes_the_spaces_dtype_only_and_refuses_what_every_format_refuses():
+    """ONNX's runtime takes the space's exact dtype: of the table, the rows in it, refusing every
+    row the other formats refuse."""
+    import onnxruntime
+    from onnxruntime.capi.onnxruntime_pybind11_state import InvalidArgument
+
+    sessions = {}
+    for space_name, what, make, taken in RULE:
+        space, module, sample, obs = _rule_case(space_name, make)
+        if space_name not in sessions:
+            data, _ = onnx_bytes(module, torch.as_tensor(sample[:2]))
+            sessions[space_name] = onnxruntime.InferenceSession(
+                data, providers=["CPUExecutionProvider"]
+            )
+        session = sessions[space_name]
+        got = _taken_as(
+            lambda batch, session=session: session.run(["action", "values"], {"obs": batch}),
+            obs,
+            (InvalidArgument, RuntimeError),
+        )
+        exact = obs.dtype == space.dtype and obs.shape[1:] == space.shape
+        assert (got is not None) == (taken and exact), f"onnx on {space_name}: {what}"
+        if got is not None:
+            np.testing.assert_array_equal(got, _actions(module, obs, space))

@@ -65,7 +65,11 @@ def test_a_restarted_stream_survives_a_snapshot_and_its_later_chunks_continue_it
 
 
 def test_an_id_below_every_segment_of_its_source_is_missing():
+    """An id below the first segment (``seg == -1``) is not read as an offset into that segment:
+    49, one below the stream's first id 50 (global id 10), would name global id 9, a live frame of
+    another source."""
     store = FrameStore(capacity=1000, stack=STACK)
-    store.add(episode(7, 50, range(1, 6)))  # a stream whose ids start at 50
+    store.add(episode(3, 0, range(100, 110)))  # another source's frames: global ids 0 to 9
+    store.add(episode(7, 50, range(1, 6)))  # a stream whose ids start at 50: global ids 10 to 14
     ids = store.translate(7, np.array([49, 50, 54, 55]))
-    assert ids.tolist() == [MISSING, 0, 4, MISSING]
+    assert ids.tolist() == [MISSING, 10, 14, MISSING]

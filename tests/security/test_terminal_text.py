@@ -5,13 +5,20 @@ that ``border report``'s table keeps every column."""
 
 from __future__ import annotations
 
+import io
 import json
+import logging
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from border_py.cli.main import main
 from border_py.errors import NUMBER_WIDTH, number_text, printable
+from border_py.recorders import console
 
 from ..conftest import run_border
 from ..reports.synthetic import make_run
@@ -23,6 +30,10 @@ ATTACK = "[link=https://evil.example/x]400[/link]\x1b]0;PWNED\x07\x1b[2J\u202eev
 SHOWN = r"[link=https://evil.example/x]400[/link]\x1b]0;PWNED\x07\x1b[2J\u202eevil\u200b\ufeff"
 TERMINAL = {"TTY_COMPATIBLE": "1", "FORCE_COLOR": "1", "COLUMNS": "200"}  # rich: a wide terminal
 STYLE = re.compile(r"\x1b\[[0-9;]*m")  # rich's own colours and styles
+# a key name of a saved config: an OSC 8 link (a terminal shows "click" linking to the URL)
+EVIL_KEY = "\x1b]8;;http://evil\x07click\x1b]8;;\x07"
+EVIL_SHOWN = r"\x1b]8;;http://evil\x07click\x1b]8;;\x07"
+WANDB = "border_py.recorders.wandb.WandbRecorder"
 
 
 def _raw(text: str) -> None:
@@ -48,7 +59,33 @@ def test_printable_escapes_what_reorders_or_hides_text():
         r"a\u061c\u200b\u200c\u200d\u200e\u200f\u2028\u2029\u202a\u202d\u202e\u2060\u2066\u2069"
         r"\ufeffb\x1b[2J\x9b" + "\tc\n"
     )
-    assert printable("héllo wörld ✓ 日本") == "héllo wörld ✓ 日本"  # other text as it is
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        # tag characters: "evil" spelled invisibly, and the cancel tag
+        (
+            "a\U000e0065\U000e0076\U000e0069\U000e006c\U000e007fb",
+            r"a\U000e0065\U000e0076\U000e0069\U000e006c\U000e007fb",
+        ),
+        ("f\u2061x\u2062y\u2063z\u2064", r"f\u2061x\u2062y\u2063z\u2064"),  # invisible operators
+        ("pass\u00adword", r"pass\xadword"),  # a soft hyphen
+        ("a\u180eb", r"a\u180eb"),  # the Mongolian vowel separator
+        ("\u115f\u1160\u3164\uffa0", r"\u115f\u1160\u3164\uffa0"),  # the Hangul fillers
+        ("\ue000\U000f0000\U0010fffd", r"\ue000\U000f0000\U0010fffd"),  # private use
+        ("\U000e0080\U0010ffff", r"\U000e0080\U0010ffff"),  # unassigned
+        ("\ud800", r"\ud800"),  # a lone surrogate (a file name's undecodable byte)
+        ("\x00\x7f\x85\r\x0b\x0c", r"\x00\x7f\x85\x0d\x0b\x0c"),  # controls but tab, newline
+    ],
+)
+def test_printable_escapes_every_character_of_a_hidden_category(text, shown):
+    assert printable(text) == shown
+
+
+def test_printable_keeps_text_as_it_is():
+    text = "héllo wörld ✓ 日本語 한국어 Ελληνικά עברית العربية 😀👍🏽🇫🇷 é\u00a0\u3000\t\n"
+    assert printable(text) == text  # letters, marks, emoji (with modifiers, flags), spaces
 
 
 @pytest.mark.parametrize(
@@ -132,3 +169,92 @@ def test_text_from_a_runs_files_never_reaches_the_terminal_raw(trained, tmp_path
         for text in (out.stdout, out.stderr):
             assert "\x1b]" not in text and "\u202e" not in text
     assert "1.00e+4000" in out.stdout  # the runs' env steps
+
+
+def _log_through(handler: logging.Handler) -> None:
+    """Log, through ``handler`` alone, a line naming :data:`EVIL_KEY` (as a resume's warning
+    does, by ``%s``) and a traceback whose message holds it."""
+    logger = logging.getLogger("border_py.test_terminal_text")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        logger.warning("resume: the saved %s is not used", f"recorder.{EVIL_KEY}.mode")
+        try:
+            raise ValueError(f"bad {EVIL_KEY}")
+        except ValueError:
+            logger.exception("failed")
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = True
+
+
+def _plain_log(text: str) -> None:
+    """Assert that ``text`` (a log's bytes, rich's own styles taken out) holds no ESC and no BEL,
+    shows :data:`EVIL_KEY` escaped, and keeps the traceback's lines."""
+    text = STYLE.sub("", text)
+    assert "\x1b" not in text and "\x07" not in text
+    assert f"recorder.{EVIL_SHOWN}.mode" in re.sub(r"\s", "", text)
+    lines = [line.strip() for line in text.splitlines()]  # rich pads them
+    assert any(line.endswith("Traceback (most recent call last):") for line in lines)
+    assert f"ValueError: bad {EVIL_SHOWN}" in lines
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["plain", "rich"])
+def test_the_console_log_handler_escapes_whatever_a_call_site_passes(terminal, monkeypatch, capsys):
+    """``border train``'s console handler (Hydra's ``job_logging``, and ``border push``'s and
+    ``border tune``'s): rich on a terminal, plain lines elsewhere."""
+    screen = io.StringIO()
+    monkeypatch.setattr(console, "_console", Console(file=screen, force_terminal=terminal))
+    _log_through(console.log_handler())
+    _plain_log(screen.getvalue() if terminal else capsys.readouterr().err)
+
+
+def test_train_logs_lines_and_a_childs_lines_are_escaped(tmp_path):
+    """train.log's formatter (:class:`RedactingFormatter`, also of ``border tune``'s trials), and
+    a child process's log (:func:`init_child`)."""
+    from border_py.files import LogFile
+    from border_py.recorders.console import PLAIN_FORMAT
+    from border_py.secrets import RedactingFormatter
+
+    handler = LogFile(tmp_path / "train.log")
+    handler.setFormatter(RedactingFormatter(PLAIN_FORMAT))
+    _log_through(handler)
+    handler.close()
+    _plain_log((tmp_path / "train.log").read_text())
+
+    child = (
+        "import logging; from border_py.processes.children import init_child;"
+        "init_child('actor-0'); log = logging.getLogger('border_py.actors');"
+        f"log.warning('env %s', {EVIL_KEY!r}); log.error('a\\nb\\tc')"
+    )
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "\x1b" not in out.stderr and "\x07" not in out.stderr
+    assert f"[actor-0][WARNING] - env {EVIL_SHOWN}\n" in out.stderr
+    assert "[actor-0][ERROR] - a\nb\tc\n" in out.stderr  # newlines and tabs stay
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env", [{}, TERMINAL], ids=["plain", "rich"])
+def test_a_resumes_lines_escape_the_key_names_of_the_saved_config(trained, tmp_path, env):
+    """A crafted run whose saved W&B recorder is named with an OSC 8 link: a real resume warns
+    that its saved ``mode`` is not used, naming the key (before Hydra starts, through logging's
+    last resort; then in the run, through the console handler and into ``train.log``). Neither
+    stderr's bytes (plain lines, or rich on a terminal) nor ``train.log`` holds an ESC or a BEL;
+    both show the name escaped."""
+    run = copy_run(trained, tmp_path / "run")
+    (run / "result.json").unlink()  # as a preempted job leaves it
+    for config_file in run.glob("checkpoints/*/config.json"):
+        config = json.loads(config_file.read_text())
+        config["recorder"][EVIL_KEY] = {"_target_": WANDB, "mode": "online"}
+        config_file.write_text(json.dumps(config))
+    out = run_border(
+        ["train", f"resume={run}", "trainer.max_opts=400", "progress=false"],
+        tmp_path,
+        env={"WANDB_MODE": "disabled", **env},
+    )
+    assert out.returncode == 0, out.stderr
+    shown = f"recorder.{EVIL_SHOWN}.mode='online'isnotused"
+    for text in (STYLE.sub("", out.stderr), Path(run / "train.log").read_text()):
+        assert "\x1b" not in text and "\x07" not in text
+        assert shown in re.sub(r"\s", "", text)

@@ -1,6 +1,8 @@
 """Settings that protect the user come from the user: a resumed run's saved config never decides
 which checks run (``check_resources``) or where its data goes (W&B's ``mode``, ``entity`` and
-``project``, MLflow's ``tracking_uri``), whatever name the recorder is saved under."""
+``project``, MLflow's ``tracking_uri``), whatever name the recorder is saved under; only a saved
+W&B mode that keeps the data in (``offline``, ``disabled``) is kept, and the command line still
+beats it."""
 
 from __future__ import annotations
 
@@ -133,6 +135,47 @@ def test_a_saved_wandb_destination_is_not_used_on_resume(
     assert "the saved" in caplog.text and "mode='online' is not used" in caplog.text
 
 
+@pytest.mark.parametrize("mode", ["offline", "disabled"])
+def test_a_saved_wandb_mode_that_keeps_the_data_in_is_kept_on_resume(
+    trained, tmp_path, monkeypatch, caplog, mode
+):
+    """The user's own offline run, resumed by hand while logged in (``WANDB_MODE=online``),
+    stays offline: no upload of what it recorded to stay on the machine. The saved entity and
+    project are dropped as ever; the command line, or the config given to ``border_py.train``,
+    still decides the mode."""
+    monkeypatch.setenv("WANDB_MODE", "online")
+    run = crafted(trained, tmp_path, recorder={"wandb": ATTACKER | {"mode": mode}})
+    with caplog.at_level(logging.WARNING):
+        plan = resume(tmp_path, run)
+    got = wandb_init_arguments(plan, run, monkeypatch)
+    assert (got["mode"], got["entity"], got["project"]) == (mode, None, "border-py")
+    assert "mode=" not in caplog.text and "project='exfil' is not used" in caplog.text
+    assert (
+        wandb_init_arguments(resume(tmp_path, run, "recorder.wandb.mode=online"), run, monkeypatch)[
+            "mode"
+        ]
+        == "online"
+    )
+    given = make_config(
+        tmp_path, f"resume={run}", "trainer.max_opts=400", "++recorder.wandb.mode=online"
+    )
+    plan = prepare(given, overrides=["trainer.max_opts=400"])  # in the config, not an override
+    assert wandb_init_arguments(plan, run, monkeypatch)["mode"] == "online"
+
+
+def test_a_resumes_warning_names_a_saved_key_as_text(trained, tmp_path, caplog):
+    """A key name of the saved config reaches the log record escaped, whatever handler a caller
+    of ``border_py.train`` prints it with (border's own escape every line anyway:
+    ``tests/security/test_terminal_text.py``)."""
+    evil = "\x1b]8;;http://evil\x07click\x1b]8;;\x07"
+    run = crafted(trained, tmp_path, recorder={evil: ATTACKER})
+    with caplog.at_level(logging.INFO):
+        resume(tmp_path, run)
+    lines = [r.getMessage() for r in caplog.records if r.name == "border_py.runs.resume"]
+    assert any(r"recorder.\x1b]8;;http://evil\x07click" in line for line in lines)
+    assert not any("\x1b" in line or "\x07" in line for line in lines)
+
+
 def test_the_command_line_decides_where_wandb_records(trained, tmp_path, monkeypatch):
     run = crafted(trained, tmp_path, recorder={"wandb": ATTACKER})
     given = ["recorder.wandb.mode=offline", "recorder.wandb.project=mine"]
@@ -159,20 +202,26 @@ def test_the_rule_finds_settings_by_target_at_any_depth():
     from border_py.runs.resume import without_user_settings
 
     mlflow = {"_target_": MLFLOW, "tracking_uri": "sqlite:///x.db"}  # trust's CALLER: kept
+    offline = {"_target_": WANDB, "mode": "offline", "project": "p"}  # a safe mode: kept
     saved = {
         "check_resources": False,
         "recorder": {"x": {"_target_": WANDB, "mode": "online", "name": "kept"}, "mlflow": mlflow},
         "other": [{"_target_": MLFLOW, "tracking_uri": "sqlite:///x.db", "run_name": "kept"}],
         "env": {"mode": "kept", "project": "kept"},  # the same names elsewhere are not settings
+        "more": {"y": offline, "z": {"_target_": WANDB, "mode": "sync"}},  # not a safe value
     }
-    kept, dropped = without_user_settings(saved)
+    kept, held = without_user_settings(saved)
     assert kept == {
         "recorder": {"x": {"_target_": WANDB, "name": "kept"}, "mlflow": mlflow},
         "other": [{"_target_": MLFLOW, "run_name": "kept"}],
         "env": {"mode": "kept", "project": "kept"},
+        "more": {"y": {"_target_": WANDB, "mode": "offline"}, "z": {"_target_": WANDB}},
     }
-    assert dropped == {
+    assert held == {
         "check_resources": False,
         "recorder.x.mode": "online",
         "other.0.tracking_uri": "sqlite:///x.db",
+        "more.y.mode": "offline",
+        "more.y.project": "p",
+        "more.z.mode": "sync",
     }

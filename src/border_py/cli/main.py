@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import logging
 import os
 import sys
 
@@ -11,6 +12,7 @@ from border_py._version import __version__
 from border_py.cli.completion import FLAGS, shell_completion
 from border_py.cli.errors import fail
 from border_py.config import closest
+from border_py.errors import TextFormatter
 from border_py.processes.children import warm_forkserver
 from border_py.processes.signals import StopSignals
 
@@ -67,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
         # run after this one.
         atexit.register(gc.freeze)
     args = sys.argv[1:] if argv is None else argv
+    # commands without a log handler of their own (eval, report, export) warn through logging's
+    # last resort: its lines are plain text too
+    if logging.lastResort is not None:
+        logging.lastResort.setFormatter(TextFormatter())
     # a Ctrl-C from now on is a graceful stop of the run (of train and tune, which stop
     # gracefully; eval and report stop at the first one)
     signals = StopSignals.acquire() if args[:1] in (["train"], ["tune"]) else None

@@ -11,7 +11,8 @@ values)`` out, for a batch of any size (what every export format runs).
 
 Observations go in as the env gives them (the space's dtype; uint8 ones are scaled inside the
 network, as in training: :func:`~border_py.agents.networks.input_scale`). :class:`CheckedInput`
-refuses others in the TorchScript export: a float frame would be scaled a second time.
+refuses others in the TorchScript export, by the numpy export's rule: a float frame would be
+scaled a second time.
 """
 
 from __future__ import annotations
@@ -95,9 +96,12 @@ class GreedyGaussian(nn.Module):
 
 
 class CheckedInput(nn.Module):
-    """``module`` behind a check of its input, for TorchScript (``torch.jit.script``): a batch
-    ``(B, *shape)`` of the space's dtype (a float space: any float dtype), else a ``ValueError``
-    naming what is expected (TorchScript raises it inside its ``torch.jit.Error``).
+    """``module`` behind a check of its input, for TorchScript (``torch.jit.script``), by the rule
+    of every export (:func:`~border_py.deploy.numpy_policy.as_batch`): a batch ``(B, *shape)`` of
+    integers that the space's dtype holds (an integer space: a uint8 frame goes in unscaled), of
+    real numbers (a float space: integers or floats) or of bools (a bool space), given to
+    ``module`` in the space's dtype; else a ``ValueError`` naming what is expected (TorchScript
+    raises it inside its ``torch.jit.Error``).
     """
 
     def __init__(self, module: nn.Module, space: gym.Space) -> None:
@@ -105,21 +109,30 @@ class CheckedInput(nn.Module):
         self.module = module
         self.shape = [int(n) for n in space.shape or ()]
         dtype = np.dtype(space.dtype)
-        self.integer = dtype.kind in "iu"
+        self.kind = {"b": "bool", "i": "integer", "u": "integer"}.get(dtype.kind, "float")
         self.dtype = torch.from_numpy(np.zeros(0, dtype)).dtype
-        shape = tuple(self.shape)
-        unscaled = " (unscaled: the model scales them)" if self.integer else ""
+        unscaled = " (unscaled: the model scales them)" if dtype == np.uint8 else ""
         self.expected = (
-            f"expected a batch (B, *{shape}) of {dtype.name if self.integer else 'floats'}"
-            f"{unscaled}, as the env gives them"
+            f"expected a batch (B, *{tuple(self.shape)}) of {dtype.name}{unscaled}, as the env"
+            " gives them"
         )
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        fits = obs.dtype == self.dtype if self.integer else obs.is_floating_point()
-        if not fits or obs.dim() != len(self.shape) + 1 or obs.shape[1:] != self.shape:
-            kind = "float" if obs.is_floating_point() else "integer"
+        if obs.dtype == torch.bool:
+            kind = "bool"
+        elif obs.is_floating_point():
+            kind = "float"
+        elif obs.is_complex():
+            kind = "complex"
+        else:
+            kind = "integer"
+        fits = kind == self.kind or (self.kind == "float" and kind == "integer")
+        fits = fits and obs.dim() == len(self.shape) + 1 and obs.shape[1:] == self.shape
+        if fits and self.kind == "integer" and obs.dtype != self.dtype:  # values it holds
+            fits = torch.equal(obs.to(self.dtype).to(obs.dtype), obs)
+        if not fits:
             raise ValueError(f"observations of shape {obs.shape} ({kind}): {self.expected}")
-        return self.module(obs)
+        return self.module(obs.to(self.dtype))
 
 
 def greedy_module(agent: Agent, action_space: gym.Space) -> nn.Module:

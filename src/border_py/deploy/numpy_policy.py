@@ -14,8 +14,9 @@ put on ``sys.path``, where a file beside it could stand in for numpy)::
     actions, values = net.forward(batch)
 
 Observations go in as the env gives them: of the space's shape and a dtype of its kind (integers
-that fit a uint8 space, which the model scales itself; numbers for a float space). Anything else,
-such as frames already scaled to floats in [0, 1], is refused in one line (:func:`as_batch`).
+that fit an integer space: a uint8 one the model scales itself; numbers for a float space; bools
+for a bool space). Anything else, such as frames already scaled to floats in [0, 1], is refused in
+one line (:func:`as_batch`).
 
 ``forward`` gives the greedy actions and the values they come from: Q-values (DQN; IQN: the
 mean over its fixed quantile levels) or the Gaussian mean before squashing (SAC). Convolutions
@@ -80,9 +81,10 @@ def as_batch(obs: Any, shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndar
     """``obs`` as a batch of ``dtype`` (one observation of ``shape``, or a batch of them), and
     whether it was one observation.
 
-    An integer space takes integers its dtype holds (a uint8 frame is scaled by the model: frames
-    scaled already, or floats in [0, 255], would be scaled twice or cast to zeros); a float space
-    takes any real numbers.
+    Every export takes what this takes: an integer space takes integers its dtype holds (a uint8
+    frame is scaled by the model: frames scaled already, or floats in [0, 255], would be scaled
+    twice or cast to zeros); a float space takes real numbers (integers or floats); a bool space
+    takes bools.
 
     Raises:
         ValueError: another shape, or a dtype that would change the values (one line naming what
@@ -92,12 +94,14 @@ def as_batch(obs: Any, shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndar
     single = array.shape == shape
     batch = array[None] if single else array
     kind, want = batch.dtype.kind, np.dtype(dtype)
-    if want.kind in "iu":
+    if want.kind == "b":
+        fits = kind == "b"
+    elif want.kind in "iu":
         fits = kind in "iu" and (batch.dtype == want or np.array_equal(batch.astype(want), batch))
     else:
         fits = kind in "iuf"
     if not (fits and batch.ndim == len(shape) + 1 and batch.shape[1:] == shape):
-        unscaled = " (unscaled: the model scales them)" if want.kind in "iu" else ""
+        unscaled = " (unscaled: the model scales them)" if want == np.uint8 else ""
         raise ValueError(
             f"observations of shape {array.shape} and dtype {array.dtype}: expected"
             f" {want.name}{unscaled} of shape {shape} (one) or (B, *{shape}) (a batch), as the"

@@ -194,6 +194,7 @@ class EvalWorker:
         self.error: str | None = None  # what the current incarnation reported
         self._late: list[EvalOutcome] = []  # finished before its evaluator died; read by check()
         self._closed = False
+        self.server: int | None = None  # the forkserver that forked the evaluator (None: spawned)
         self._spawn()
 
     def _spawn(self) -> None:

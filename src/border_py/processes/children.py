@@ -33,6 +33,8 @@ from multiprocessing.context import BaseContext, ForkServerContext, SpawnContext
 from types import FrameType
 from typing import Any, cast
 
+from border_py.errors import TextFormatter
+
 log = logging.getLogger(__name__)
 
 # the start methods border-py runs its children with (typeshed's BaseContext has no Process)
@@ -184,9 +186,9 @@ def init_child(name: str, stopping: Any = None) -> None:
     _release_forkserver()
     _watch_learner()
     one_thread_each()
-    logging.basicConfig(
-        level=logging.INFO, format=f"[%(asctime)s][{name}][%(levelname)s] - %(message)s"
-    )
+    handler = logging.StreamHandler()  # plain text: a record's every argument escaped
+    handler.setFormatter(TextFormatter(f"[%(asctime)s][{name}][%(levelname)s] - %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
 
 
 def die_with_parent() -> None:

@@ -37,18 +37,23 @@ def console() -> Console:
 
 def log_handler() -> logging.Handler:
     """The console log handler of ``border train`` (Hydra's ``job_logging`` builds it): rich on a
-    terminal, plain timestamped lines on stderr elsewhere (CI logs, ``nohup``, pipes)."""
+    terminal, plain timestamped lines on stderr elsewhere (CI logs, ``nohup``, pipes). Either way
+    a line is redacted and escaped (:class:`~border_py.secrets.RedactingFormatter`): text from a
+    run's files never reaches the terminal as a terminal sequence, whatever logs it."""
+    handler: logging.Handler
     if not console().is_terminal:
         handler = logging.StreamHandler()
         handler.setFormatter(RedactingFormatter(PLAIN_FORMAT))  # lines kept in job logs
         return handler
-    return RichHandler(
+    handler = RichHandler(
         console=console(),
         show_path=False,
         markup=False,
         rich_tracebacks=False,
         log_time_format="[%X]",
     )
+    handler.setFormatter(RedactingFormatter("%(message)s"))  # rich adds the time and level
+    return handler
 
 
 def format_number(value: float | None, digits: int = 3) -> str:

@@ -96,9 +96,10 @@ class FrameStore:
         segments = self.sources.get(source, np.empty((0, 3), np.int64))
         out = np.full(local.shape, MISSING, dtype=np.int64)
         if len(segments):
+            # the last segment starting at or below each id (-1: below every segment)
             seg = np.searchsorted(segments[:, 0], local, side="right") - 1
             start, gid, length = segments[np.maximum(seg, 0)].T
-            inside = (seg >= 0) & (local >= start) & (local < start + length)
+            inside = (seg >= 0) & (local < start + length)
             out = np.where(inside, gid + local - start, MISSING)
             out[out < self.first_live] = MISSING
         out[local == ZERO] = ZERO

@@ -12,7 +12,7 @@ from hydra.core.override_parser.types import OverrideType
 from omegaconf import DictConfig, OmegaConf
 
 from border_py.config import GROUPS, OVERLAYS, lookup, require
-from border_py.errors import ConfigError
+from border_py.errors import ConfigError, printable
 from border_py.files import read_record
 from border_py.layout import BUFFER_NPZ, CONFIG, HYDRA, HYDRA_OVERRIDES
 from border_py.overrides import parse_overrides, set_key, to_plain
@@ -28,8 +28,9 @@ log = logging.getLogger(__name__)
 
 NOT_CARRIED = ("resume", "run_dir", "trust")  # keys of this command, never from the saved config
 # Settings that protect the user come from the user: where a run's data goes and which checks run
-# are never taken from a saved config. Each is dropped from it, so that this command's value (its
-# command line, else the shipped default: a W&B mode of null reads WANDB_MODE) decides. Found by
+# are never taken from a saved config. Each is dropped from it (but SAFE_VALUES), so that this
+# command's value (its command line, else the shipped default: a W&B mode of null reads
+# WANDB_MODE) decides. Found by
 # ``_target_`` at any depth and under any name (a recorder may be saved as ``recorder.<anything>``,
 # or alone, as configs of earlier versions hold it); None: top-level keys. At the keys of trust's
 # CALLERS (``recorder.mlflow.tracking_uri``) a saved value is refused unless given again instead.
@@ -37,6 +38,12 @@ USER_SETTINGS: dict[str | None, tuple[str, ...]] = {
     None: ("check_resources",),
     "border_py.recorders.wandb.WandbRecorder": ("mode", "entity", "project"),
     "border_py.recorders.mlflow.MlflowRecorder": ("tracking_uri",),
+}
+# Saved values of USER_SETTINGS that are kept, unless this command gives its own: they only keep
+# data in, stricter than any default (W&B recording to the run dir only, or nothing), so a resume
+# of one's own offline run stays offline whatever WANDB_MODE says.
+SAFE_VALUES: dict[str | None, dict[str, tuple[str, ...]]] = {
+    "border_py.recorders.wandb.WandbRecorder": {"mode": ("offline", "disabled")},
 }
 
 
@@ -50,8 +57,9 @@ def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def without_user_settings(saved: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``saved`` without its :data:`USER_SETTINGS`, and those it held (dotted key -> value)."""
-    dropped: dict[str, Any] = {}
+    """``saved`` without its :data:`USER_SETTINGS` (but their :data:`SAFE_VALUES`), and every
+    user setting it held, kept or not (dotted key -> value)."""
+    held: dict[str, Any] = {}
 
     def drop(node: Any, path: str) -> Any:
         if isinstance(node, list):
@@ -60,19 +68,22 @@ def without_user_settings(saved: dict[str, Any]) -> tuple[dict[str, Any], dict[s
             return node
         target = node.get("_target_")
         if not path:
-            mine = USER_SETTINGS[None]
-        else:
-            mine = USER_SETTINGS.get(target, ()) if isinstance(target, str) else ()
+            target = None  # the top level's own settings
+        elif not isinstance(target, str):
+            return {key: drop(value, f"{path}.{key}") for key, value in node.items()}
+        mine, safe = USER_SETTINGS.get(target, ()), SAFE_VALUES.get(target, {})
         out = {}
         for key, value in node.items():
             dotted = f"{path}.{key}" if path else str(key)
-            if key in mine and dotted not in CALLERS:
-                dropped[dotted] = value
-            else:
+            if key not in mine or dotted in CALLERS:
                 out[key] = drop(value, dotted)
+                continue
+            held[dotted] = value
+            if value in safe.get(key, ()):
+                out[key] = value
         return out
 
-    return drop(saved, ""), dropped
+    return drop(saved, ""), held
 
 
 def original_overrides(run_dir: Path) -> list[str]:
@@ -99,7 +110,8 @@ def resumed_config(
     Config groups cannot change on resume (the state would not fit): a ``group=option`` override
     is accepted only as the run's own original choice (a requeued job repeats its command line).
     :data:`USER_SETTINGS` are never taken from the saved config: the command's own values are
-    (those of its config at the same keys, and its overrides), else the components' defaults.
+    (those of its config at the same keys, and its overrides), else the components' defaults
+    (but a saved one of :data:`SAFE_VALUES`: W&B's ``offline`` or ``disabled`` mode).
     Every difference is logged. The saved config is data: its strings are never resolved as
     interpolations, and what it imports must be trusted (see :mod:`border_py.runs.trust`).
 
@@ -116,17 +128,17 @@ def resumed_config(
         ConfigError: one line: a group changed, a sweep, a deletion, or an untrusted import.
     """
     trust = trust or Trust()
-    saved, dropped = without_user_settings(
+    saved, held = without_user_settings(
         {k: v for k, v in checkpoint.config.items() if k not in NOT_CARRIED}
     )
     merged = OmegaConf.create(literal(saved))
-    for key in [*dropped, *USER_SETTINGS[None]]:  # the command's own value, where it has one
+    for key in [*held, *USER_SETTINGS[None]]:  # the command's own value, where it has one
         if lookup(command or {}, key) is not None:
             set_key(merged, key, literal(lookup(command or {}, key)), add=True)
     _apply(merged, overrides, run_dir_of_checkpoint(checkpoint.path))
     config = to_plain(merged)
     trust.check(config, checkpoint.path / CONFIG)
-    _log_changes(saved, dropped, config)
+    _log_changes(saved, held, config)
     refuse_redacted(config)  # a secret saved as *** must be given again
     return config | {
         "resume": str(checkpoint.path),
@@ -158,19 +170,22 @@ def _apply(merged: DictConfig, overrides: list[str], run_dir: Path) -> None:
         set_key(merged, key, ov.value(), add=ov.type is not OverrideType.CHANGE)
 
 
-def _log_changes(saved: dict[str, Any], dropped: dict[str, Any], config: dict[str, Any]) -> None:
+def _log_changes(saved: dict[str, Any], held: dict[str, Any], config: dict[str, Any]) -> None:
     """Log every key the resumed ``config`` changes from the ``saved`` one, and each saved user
-    setting (``dropped``) that is not used (redacted: no secrets)."""
+    setting (``held``) that is not used (redacted: no secrets; the keys escaped, as their
+    values are by ``%r``: a saved key name is text from a file, whatever handler prints it)."""
     before, after = _flatten(redact(saved)), _flatten(redact(config))
     for key in sorted(set(before) | set(after)):
         if before.get(key) != after.get(key):
-            log.info("resume: %s changed from %r to %r", key, before.get(key), after.get(key))
-    for key, value in sorted(redact(dropped).items()):
+            log.info(
+                "resume: %s changed from %r to %r", printable(key), before.get(key), after.get(key)
+            )
+    for key, value in sorted(redact(held).items()):
         if value is not None and value != lookup(redact(config), key):
             log.warning(
                 "resume: the saved %s=%r is not used: where a run's data goes and which checks"
                 " run come from this command line (give it again to keep it)",
-                key,
+                printable(key),
                 value,
             )
 
