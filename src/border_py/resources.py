@@ -51,6 +51,17 @@ MAX_EPISODE_STEPS = 10_000_000
 # the GPU when the learner has one); 2-4 already hide the sampling behind the update.
 MAX_PREFETCH = 64
 
+# Steps one n-step return sums (``agent.n_step``): Rainbow and Ape-X use 3, R2D2 5. Each env of an
+# actor keeps that many pending rows of observations (Atari's 28 KiB frames: 28 MiB per env at
+# 1000), and at gamma 0.99 the bootstrap's weight gamma^1000 is 4e-5: a longer return is a
+# Monte-Carlo one, better had with a gamma nearer 1.
+MAX_N_STEP = 1000
+# Hidden layers of an agent's networks (the length of ``agent.hidden_sizes``): border's torsos
+# and heads are plain MLPs, without the residual connections or normalization that let deeper
+# ones train; the shipped configs use 1-3. The footprint builds the networks layer by layer before
+# any memory bound (on the meta device, about 0.7 ms per layer: a million layers take minutes).
+MAX_HIDDEN_LAYERS = 64
+
 ANYWAY = "check_resources=false to run anyway"
 
 

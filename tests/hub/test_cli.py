@@ -40,7 +40,7 @@ def error_line(capsys) -> str:
         ),
         (
             ["push", "somewhere", "--repo", "me/x", "agent.lr=1"],
-            "border: error: agent.lr: border push takes trust=[...] only as an override",
+            "border: error: agent.lr: border push takes trust=[...] and check_resources only as overrides",
         ),
         (
             ["pull", "me/x/y"],

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
-from border_py import load_policy, resources
+from border_py import load_policy, resources, train
 from border_py.agents.dqn import DQN
 from border_py.agents.iqn import IQN
 from border_py.agents.sac import SAC
@@ -23,7 +25,7 @@ from border_py.trainers.train import prepare
 
 from ..conftest import make_config
 from ..test_resources import run_watched
-from .crafted import copy_run
+from .crafted import TINY, copy_run
 
 ANYWAY = "(or check_resources=false to run anyway)"
 # each size the bounds did not know, and the start of its one line: the key and the estimate
@@ -62,6 +64,15 @@ REFUSED = [
         ["env.max_episode_steps=1e15"],
         "env.max_episode_steps=1000000000000000: more than 10,000,000 steps per episode",
     ),
+    (
+        ["agent.n_step=1e4"],
+        "agent.n_step=10000: more than 1,000 steps per n-step return (each env keeps as"
+        " many rows pending)",
+    ),
+    (
+        [f"agent.hidden_sizes=[{','.join(['1'] * 65)}]"],
+        "len(agent.hidden_sizes)=65: more than 64 hidden layers (border's networks are plain MLPs)",
+    ),
 ]
 
 
@@ -99,6 +110,66 @@ def test_checkpoints_kept_are_bounded_by_the_disk_free_in_the_run_dir(tmp_path, 
     prepare(make_config(tmp_path, "trainer.keep_checkpoints=100"))  # weights alone: 34 MiB
     with pytest.raises(ConfigError, match=r"^trainer.keep_checkpoints=1000: 1,001 checkpoints of"):
         prepare(make_config(tmp_path, "trainer.keep_checkpoints=1e3"))
+
+
+def resumed(tmp_path, run, *overrides: str):
+    """What ``border train resume=<run> trainer.max_opts=400`` validates (nothing started)."""
+    given = ["trainer.max_opts=400", *overrides]
+    return prepare(make_config(tmp_path, f"resume={run}", *given), overrides=given)
+
+
+def test_a_resume_is_bounded_by_the_disk_it_adds_not_by_what_its_checkpoints_hold(
+    trained, tmp_path, monkeypatch
+):
+    """C1: a resumed run's own checkpoints are already on disk, and its saving prunes them as it
+    writes new ones: they are credited (each up to a new one's size; ``best`` up to its own), so
+    a run whose disk filled with its own checkpoints resumes. Keeping 3 of ``W`` bytes (4 while
+    the newest is written) and best (2 while it is replaced) needs 6 W; the tiny run holds 3
+    periodic checkpoints and best, each more than ``W``: it adds 2 W."""
+    run = copy_run(trained, tmp_path / "run")
+    free = {"bytes": 2**50}
+    monkeypatch.setattr(resources, "free_disk", lambda path: free["bytes"])
+    weights = resumed(tmp_path, run).parts.footprint.checkpoint
+    free["bytes"] = 2 * weights
+    assert resumed(tmp_path, run).checkpoint is not None
+    free["bytes"] -= 1
+    with pytest.raises(ConfigError) as refused:
+        resumed(tmp_path, run)
+    size = resources.size_text(weights)
+    assert str(refused.value) == (
+        f"trainer.keep_checkpoints=3: 4 checkpoints of ~{size} of weights each, and best, less"
+        f" the ~{resources.size_text(4 * weights)} of the run's own that they replace, need"
+        f" ~{resources.size_text(2 * weights)} of disk, more than the"
+        f" {resources.size_text(2 * weights - 1)} free in {run}; lower it {ANYWAY}"
+    )
+    with pytest.raises(
+        ConfigError, match=r"^trainer.keep_checkpoints=3: 4 checkpoints of .* best,"
+    ):
+        prepare(make_config(tmp_path, *TINY, "trainer.max_opts=400"))  # a fresh run: 6 W
+    # from the oldest: the newer two and best are set aside (kept), only it is replaced: 5 W
+    free["bytes"] = 5 * weights - 1
+    with pytest.raises(ConfigError, match=r"best, less the ~[\d.]+ [KM]?i?B of the run's own"):
+        resumed(tmp_path, run / "checkpoints" / "000000100")
+    free["bytes"] += 1
+    resumed(tmp_path, run / "checkpoints" / "000000100")
+
+
+@pytest.mark.slow
+def test_resume_auto_resumes_a_run_whose_disk_its_checkpoints_filled(
+    trained, tmp_path, monkeypatch
+):
+    """C1 end to end: ``resume=auto`` with room for 2 W (the run's own checkpoints took the
+    rest) trains on, keeping its 3 newest checkpoints."""
+    run = copy_run(trained, tmp_path / "run")
+    free = {"bytes": 2**50}
+    monkeypatch.setattr(resources, "free_disk", lambda path: free["bytes"])
+    free["bytes"] = 2 * resumed(tmp_path, run).parts.footprint.checkpoint
+    (run / "result.json").unlink()  # preempted: resume=auto continues it
+    given = ["trainer.max_opts=400"]
+    summary = train(make_config(tmp_path, f"run_dir={run}", "resume=auto", *given), given)
+    assert summary["opt_steps"] == 400
+    names = sorted(p.name for p in (run / "checkpoints").iterdir())
+    assert names == ["000000200", "000000300", "000000400", "best"]
 
 
 def test_with_check_resources_false_a_size_only_warns(tmp_path, caplog):
@@ -154,25 +225,121 @@ def test_an_agent_whose_keys_its_footprint_cannot_take_is_built_unbounded(tmp_pa
     assert isinstance(plan.parts.agent, KeyedDQN) and plan.parts.footprint is None
 
 
+def saved_agent(run, **keys) -> None:
+    """Set ``keys`` in the ``agent`` of every saved config of ``run`` (and the saved
+    ``check_resources: false``, which is not the loading command's: never used)."""
+    for config_file in run.glob("checkpoints/*/config.json"):
+        config = json.loads(config_file.read_text())
+        config["agent"] |= keys
+        config["check_resources"] = False
+        config_file.write_text(json.dumps(config))
+
+
 def test_a_crafted_networks_size_is_refused_before_it_is_built(trained, tmp_path):
     """``load_policy`` (and so ``border eval``, ``export`` and ``push``) of a run whose saved
     config asks for [100000, 100000]: one line, nothing allocated (a 40 GB layer would be)."""
     run = copy_run(trained, tmp_path / "run")
-    for config_file in run.glob("checkpoints/*/config.json"):
-        config = json.loads(config_file.read_text())
-        config["agent"]["hidden_sizes"] = [100_000, 100_000]
-        config["check_resources"] = False  # not the loading command's: still refused
-        config_file.write_text(json.dumps(config))
-    with pytest.raises(ConfigError, match=r"^agent.hidden_sizes=\[100000, 100000\]: DQN \(its"):
+    saved_agent(run, hidden_sizes=[100_000, 100_000])
+    with pytest.raises(ConfigError) as refused:
         load_policy(run)
+    assert str(refused.value).startswith(
+        "agent.hidden_sizes=[100000, 100000]: DQN's networks (their weights and targets, what"
+        " building it allocates) needs ~74.5 GiB, more than the"
+    )
 
 
-def test_a_saved_eval_max_steps_is_bounded_where_push_plays_it():
+def test_a_saved_depth_is_refused_before_the_estimate_builds_it(trained, tmp_path):
+    """S6: a million one-unit layers took the estimate minutes to build on the meta device; the
+    depth is bounded first (here the test's 15 s limit would end it)."""
+    run = copy_run(trained, tmp_path / "run")
+    saved_agent(run, hidden_sizes=[1] * 10**6)
+    with pytest.raises(ConfigError) as refused:
+        load_policy(run)
+    assert str(refused.value) == (
+        "len(agent.hidden_sizes)=1000000: more than 64 hidden layers (border's networks are plain"
+        f" MLPs); lower it {ANYWAY}"
+    )
+
+
+def test_loading_a_policy_bounds_its_networks_not_a_training_update(trained, tmp_path):
+    """C4: a run trained at a batch size whose update this machine could not hold still loads
+    to act: acting builds the networks (their weights), never Adam's moments nor an update."""
+    run = copy_run(trained, tmp_path / "run")
+    saved_agent(run, batch_size=10**9)
+    with pytest.raises(ConfigError, match=r"^agent.batch_size=1000000000: one DQN update"):
+        prepare(make_config(tmp_path, "agent.batch_size=1e9", "replay_buffer.capacity=1e9"))
+    assert load_policy(run).agent.batch_size == 10**9
+
+
+def wide_run(trained, where):
+    """A copy of the tiny run whose policy is DQN [256, 256]'s: 264 KiB of weights, 528 KiB with
+    its target, in a 265 KiB ``policy.pt``."""
+    run = copy_run(trained, where / "run")
+    saved_agent(run, hidden_sizes=[256, 256])
+    policy = DQN(*CARTPOLE, hidden_sizes=[256, 256]).policy_state()
+    for file in run.glob("checkpoints/*/policy.pt"):
+        torch.save(policy, file)
+    return run
+
+
+def test_the_loading_commands_take_check_resources_false(trained, tmp_path, monkeypatch, caplog):
+    """With 400 KiB of memory available the file loads, the networks would not fit: refused, and
+    built with the loading command's own ``check_resources=false`` (a warning)."""
+    from border_py.cli.main import main
+
+    run = wide_run(trained, tmp_path)
+    monkeypatch.setattr(resources, "available_memory", lambda: (400 * 2**10, "of memory available"))
+    line = (
+        "agent.hidden_sizes=[256, 256]: DQN's networks (their weights and targets, what building"
+        " it allocates) needs ~528.0 KiB, more than the 400.0 KiB of memory available; lower it"
+    )
+    with pytest.raises(ConfigError) as refused:
+        load_policy(run)
+    assert str(refused.value) == f"{line} {ANYWAY}"
+    with caplog.at_level(logging.WARNING, logger="border_py.resources"):
+        assert load_policy(run, check_resources=False).agent.args.hidden_sizes == [256, 256]
+        out = tmp_path / "export"
+        assert (
+            main(["export", str(run), "-f", "numpy", "-o", str(out), "check_resources=false"]) == 0
+        )
+        assert (out / "policy.py").is_file()
+        evaluated = ["eval", str(run), "eval.n_episodes=1", "eval.max_steps=5"]
+        assert main([*evaluated, f"eval.out={tmp_path}", "check_resources=false"]) == 0
+    assert caplog.messages == [f"check_resources=false: {line}; running anyway"] * 3
+    assert main(evaluated) == 2
+
+
+def test_push_takes_check_resources_false(trained, tmp_path, monkeypatch, caplog):
+    """``border push`` too: its networks, and the saved ``trainer.eval_max_steps`` it plays."""
+    from border_py.hub.folder import PushSettings
+    from border_py.hub.remote import push
+
+    run = wide_run(trained, tmp_path)
+    monkeypatch.setattr(resources, "available_memory", lambda: (400 * 2**10, "of memory available"))
+    settings = PushSettings("me/x", episodes=1)
+    with pytest.raises(ConfigError, match=r"^agent.hidden_sizes=\[256, 256\]: DQN's networks"):
+        push(run, settings, tmp_path / "refused")
+    with caplog.at_level(logging.WARNING, logger="border_py.resources"):
+        push(run, replace(settings, check_resources=False), tmp_path / "pushed")
+    assert (tmp_path / "pushed" / "README.md").is_file()
+    assert len(caplog.messages) == 2  # load_policy's, and the export's own load
+
+
+def test_a_saved_eval_max_steps_is_bounded_where_push_plays_it(caplog):
     from border_py.hub.score import eval_max_steps
 
     assert eval_max_steps({"trainer": {"eval_max_steps": 10_000_000}}) == 10_000_000
-    with pytest.raises(ConfigError, match=r"^trainer.eval_max_steps=1000000000000000 in the run"):
-        eval_max_steps({"trainer": {"eval_max_steps": 10**15}})
+    saved = {"trainer": {"eval_max_steps": 10**15}}
+    line = (
+        "trainer.eval_max_steps=1000000000000000: more than 10,000,000 steps per evaluation"
+        " episode in the run's config, which the card's evaluation plays; lower it"
+    )
+    with pytest.raises(ConfigError) as refused:
+        eval_max_steps(saved)
+    assert str(refused.value) == f"{line} {ANYWAY}"
+    with caplog.at_level(logging.WARNING, logger="border_py.resources"):
+        assert eval_max_steps(saved, enforce=False) == 10**15
+    assert caplog.messages == [f"check_resources=false: {line}; running anyway"]
 
 
 @pytest.mark.slow

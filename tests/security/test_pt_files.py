@@ -22,7 +22,8 @@ from border_py.agents.dqn import DQN
 from border_py.agents.iqn import IQN
 from border_py.agents.sac import SAC
 from border_py.errors import ConfigError
-from border_py.runs.checkpoint import load_checkpoint, save_checkpoint
+from border_py.runs.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
+from border_py.runs.session import restore_agent
 from border_py.transitions import Transitions
 
 from ..conftest import run_border
@@ -214,3 +215,213 @@ def test_the_bomb_is_never_inflated(trained, bombed):
     genuine, refused = _peak_rss(trained), _peak_rss(bombed)
     print(f"peak RSS: genuine {genuine / 2**20:.0f} MiB, bombed {refused / 2**20:.0f} MiB")
     assert refused - genuine < 64 * 2**20, (genuine, refused)
+
+
+END = struct.Struct("<4s4H2LH")  # a zip end record
+
+
+def two_directories(bomb: bytes) -> bytes:
+    """The review's S1 file: the bomb with a second central directory after its own, which says
+    that the bombed record is stored, at its deflated size. The end record still states the
+    first directory's offset (where torch's reader goes), with the second's size, so Python's
+    ``zipfile``, which reads the directory that ends where the end record starts (taking the gap
+    for prepended data), reads the second one."""
+    end = bomb.rindex(b"PK\x05\x06")
+    _, _, _, n, total, size, offset, _ = END.unpack(bomb[end : end + END.size])
+    assert bomb[end - 20 : end - 16] != b"PK\x06\x07"  # the bomb has no zip64 end record
+    deflated, stored = bomb[offset : offset + size], bytearray(bomb[offset : offset + size])
+    at = 0
+    while at < len(stored):  # each directory entry: 46 bytes, then its name, extra and comment
+        name_len, extra_len, comment_len = struct.unpack("<HHH", stored[at + 28 : at + 34])
+        if stored[at + 46 : at + 46 + name_len].endswith(b"/data/0"):
+            packed = stored[at + 20 : at + 24]  # its compressed size: now its size, stored
+            stored[at + 10 : at + 12], stored[at + 24 : at + 28] = b"\0\0", packed
+        at += 46 + name_len + extra_len + comment_len
+    last = END.pack(b"PK\x05\x06", 0, 0, n, total, len(stored), offset, 0)
+    return bomb[:offset] + deflated + bytes(stored) + last
+
+
+def test_a_second_central_directory_is_refused(bomb_file, tmp_path):
+    """S1: Python's ``zipfile`` sees every record stored (the old check passed it), torch's reader
+    the deflated one (``load_pt`` returned a 512 MiB tensor); refused from the layout, nothing
+    inflated."""
+    path = tmp_path / "policy.pt"
+    path.write_bytes(two_directories(bomb_file.read_bytes()))
+    with zipfile.ZipFile(path) as archive:  # what the old check read: nothing compressed
+        records = archive.infolist()
+        assert all(r.compress_type == zipfile.ZIP_STORED for r in records)
+        assert sum(r.file_size for r in records) < path.stat().st_size
+        directory = archive.start_dir
+    end = path.stat().st_size - END.size
+    with pytest.raises(ConfigError) as refused:
+        load_pt(path)
+    assert str(refused.value) == (
+        f"{path}: its central directory ({end - directory:,} B at"
+        f" {directory - (end - directory):,}) does not end where its end record starts"
+        f" ({end:,}); torch.save never writes such a file, so this is not a checkpoint to load"
+    )
+
+
+def genuine(path: Path) -> bytearray:
+    """The bytes of a ``torch.save`` file (it always writes a zip64 end record and locator)."""
+    torch.save({"w": torch.zeros(16)}, path)
+    data = bytearray(path.read_bytes())
+    assert data[-42:-38] == b"PK\x06\x07" and data[-98:-94] == b"PK\x06\x06"
+    return data
+
+
+def with_comment(data: bytearray) -> bytes:
+    """A comment after the end record (Python and torch may then find different end records)."""
+    data[-2:] = struct.pack("<H", 4)
+    return bytes(data) + b"note"
+
+
+def locator_elsewhere(data: bytearray) -> bytes:
+    """A zip64 locator pointing away from the zip64 record that Python reads (just before it)."""
+    data[-34:-26] = struct.pack("<Q", 0)
+    return bytes(data)
+
+
+def disagreeing_zip64(data: bytearray) -> bytes:
+    """A zip64 record whose directory offset differs from the end record's (not its sentinel)."""
+    offset = struct.unpack("<Q", data[-98 + 48 : -98 + 56])[0]
+    data[-6:-2] = struct.pack("<I", offset + 1)
+    return bytes(data)
+
+
+@pytest.mark.parametrize(
+    ("craft", "line"),
+    [
+        (with_comment, "its zip end record is not its last 22 bytes"),
+        (locator_elsewhere, "its zip64 end record is not where its locator says, or disagrees"),
+        (disagreeing_zip64, "its zip64 end record is not where its locator says, or disagrees"),
+    ],
+    ids=["comment", "locator", "zip64"],
+)
+def test_an_end_record_torch_save_never_writes_is_refused(tmp_path, craft, line):
+    """Each lets the two readers read different directories; ``zipfile`` accepts them all."""
+    path = tmp_path / "agent.pt"
+    path.write_bytes(craft(genuine(path)))
+    with zipfile.ZipFile(path) as archive:
+        assert archive.infolist()
+    with pytest.raises(ConfigError) as refused:
+        load_pt(path)
+    assert str(refused.value) == (
+        f"{path}: {line}; torch.save never writes such a file, so this is not a checkpoint to load"
+    )
+
+
+NOT_SAVED = "border saves no such tensor, so this is not a checkpoint to load"
+
+
+def test_a_stride_0_view_is_refused_before_anything_copies_it(tmp_path):
+    """S2: 4 bytes on disk declared as 2^26 floats (a copy takes 256 MiB)."""
+    path = tmp_path / "agent.pt"
+    torch.save({"exp_avg_sq": torch.zeros(1).expand(2**26)}, path)
+    assert path.stat().st_size < 4096
+    with pytest.raises(ConfigError) as refused:
+        load_pt(path)
+    assert str(refused.value) == (
+        f"{path}: a tensor of shape (67108864,) is a view of strides (0,), not contiguous;"
+        f" {NOT_SAVED}"
+    )
+
+
+def test_views_of_one_storage_larger_than_the_file_are_refused(tmp_path):
+    """A thousand contiguous views of one 4 KiB storage: 4 MiB once each is copied."""
+    path = tmp_path / "agent.pt"
+    base = torch.zeros(1024)
+    torch.save({"state": [base[:] for _ in range(1000)]}, path)
+    with pytest.raises(ConfigError, match=r"its tensors take 4,096,000 B, more than the [\d,]+ B"):
+        load_pt(path)
+
+
+def test_a_sparse_tensor_is_refused(tmp_path):
+    """A sparse tensor of 2^40 elements holding none (dense, 4 TiB)."""
+    path = tmp_path / "policy.pt"
+    empty = torch.sparse_coo_tensor(
+        torch.zeros(1, 0, dtype=torch.long), torch.zeros(0), (2**40,), check_invariants=True
+    )
+    torch.save({"w": empty}, path)
+    with pytest.raises(ConfigError) as refused:
+        load_pt(path)
+    assert str(refused.value) == (
+        f"{path}: a tensor of shape (1099511627776,) is torch.sparse_coo, not dense; {NOT_SAVED}"
+    )
+
+
+def updated(agent, spaces, **keys):
+    """``agent`` built on ``spaces`` with ``keys``, after one update (Adam's moments exist)."""
+    built = agent(*spaces, **keys)
+    obs = np.stack([spaces[0].sample() for _ in range(8)])
+    actions = np.stack([spaces[1].sample() for _ in range(8)])
+    built.update(Transitions(obs, actions, np.zeros(8, np.float32), obs, np.ones(8, np.float32)))
+    return built
+
+
+@pytest.mark.parametrize(
+    ("key", "saved", "error"),
+    [
+        (
+            "exp_avg_sq",
+            torch.zeros(1, 2**16),
+            "saved optimizer exp_avg_sq of shape (1, 65536) for a parameter of shape (16, 4)",
+        ),
+        ("step", torch.zeros(2**16), "saved optimizer step of shape (65536,), not one number"),
+        ("exp_avg", [0.0], "saved optimizer exp_avg of type list, not a tensor of shape (16, 4)"),
+    ],
+    ids=["exp_avg_sq", "step", "not-a-tensor"],
+)
+def test_adams_saved_state_must_fit_the_agents_parameters(key, saved, error):
+    """S2: each entry of Adam's state is checked against the parameter before it is copied (only
+    ``exp_avg``'s shape was): refused in the resume's one line."""
+    agent = updated(DQN, CARTPOLE, hidden_sizes=[16], batch_size=8)
+    state = agent.state_dict()
+    state["optimizer"]["state"][0][key] = saved  # the first layer's
+    checkpoint = Checkpoint(Path("ckpt"), {}, state, {}, {}, {})
+    with pytest.raises(ConfigError) as refused:
+        restore_agent(checkpoint, DQN(*CARTPOLE, hidden_sizes=[16], batch_size=8), CARTPOLE)
+    assert str(refused.value).startswith(f"ckpt: does not fit the agent config ({error}")
+
+
+@pytest.mark.parametrize(
+    ("key", "saved", "error"),
+    [
+        ("log_alpha", torch.zeros(2**16), "saved log_alpha of shape (65536,), not the agent's ()"),
+        (
+            "noise",
+            torch.zeros(8, 2**12),
+            "saved noise of shape (8, 4096) and torch.float32, not float32 rows of 1",
+        ),
+        (
+            "noise",
+            torch.zeros(8, 1, dtype=torch.float64),
+            "saved noise of shape (8, 1) and torch.float64, not float32 rows of 1",
+        ),
+    ],
+    ids=["log_alpha", "noise-width", "noise-dtype"],
+)
+def test_sacs_saved_tensors_must_fit_the_agent(key, saved, error):
+    """SAC's learned temperature and its exploration noise (one row per env, ``act_dim`` wide,
+    float32) are checked before they are copied or converted."""
+    agent = updated(SAC, PENDULUM, hidden_sizes=[16], batch_size=8, noise_correlation=0.5)
+    agent.act(np.zeros((8, 3), np.float32), explore=True)
+    state = agent.state_dict()
+    state[key] = saved
+    checkpoint = Checkpoint(Path("ckpt"), {}, state, {}, {}, {})
+    with pytest.raises(ConfigError) as refused:
+        restore_agent(checkpoint, SAC(*PENDULUM, hidden_sizes=[16], batch_size=8), PENDULUM)
+    assert str(refused.value).startswith(f"ckpt: does not fit the agent config ({error}")
+
+
+def test_a_policy_of_another_shape_is_refused_before_it_is_copied():
+    """The policy's weights go through torch's ``load_state_dict``, which compares every shape
+    with the network's before it copies (here: a 16 MiB layer for a 16-wide one); so do the
+    agent's networks on a resume (``Weights`` parts)."""
+    agent = DQN(*CARTPOLE, hidden_sizes=[16])
+    policy = agent.policy_state()
+    name = next(k for k, v in policy.items() if v.shape == (16, 4))
+    policy[name] = torch.zeros(2**20, 4)
+    with pytest.raises(RuntimeError, match=r"size mismatch .*torch.Size\(\[1048576, 4\]\)"):
+        agent.load_policy_state(policy)
+    assert next(agent.q.parameters()).shape == (16, 4)

@@ -21,6 +21,13 @@ import torch
 from border_py.agents.networks import cpu_weights
 
 
+def described(saved: Any) -> str:
+    """``of shape (...)`` for a tensor, ``of type <type>`` for anything else."""
+    if isinstance(saved, torch.Tensor):
+        return f"of shape {tuple(saved.shape)}"
+    return f"of type {type(saved).__name__}"
+
+
 class Part(Protocol):
     """How one checkpointed part of an agent is saved and restored."""
 
@@ -58,8 +65,13 @@ class Tensor:
         return getattr(agent, self.attr).detach().clone()
 
     def load(self, agent: Any, saved: Any) -> None:
+        target = getattr(agent, self.attr)
+        if not isinstance(saved, torch.Tensor) or saved.shape != target.shape:
+            raise ValueError(
+                f"saved {self.attr} {described(saved)}, not the agent's {tuple(target.shape)}"
+            )
         with torch.no_grad():
-            getattr(agent, self.attr).copy_(saved)
+            target.copy_(saved)
 
 
 @dataclass(frozen=True)
@@ -117,10 +129,12 @@ class OptimizerStates:
 
 @dataclass(frozen=True)
 class OptionalArray:
-    """The float32 numpy array ``agent.<attr>``, or None; saved as a tensor. A checkpoint written
-    before the part existed restores None."""
+    """The float32 numpy array ``agent.<attr>`` of rows of ``agent.<width>`` values (e.g. one
+    per env row and action dim), or None; saved as a tensor. A checkpoint written before the
+    part existed restores None."""
 
     attr: str
+    width: str
     required: ClassVar[bool] = False
 
     def save(self, agent: Any) -> Any:
@@ -128,7 +142,15 @@ class OptionalArray:
         return None if array is None else torch.from_numpy(array.copy())
 
     def load(self, agent: Any, saved: Any) -> None:
-        setattr(agent, self.attr, None if saved is None else saved.numpy().astype(np.float32))
+        if saved is not None:  # refused before the copy: a float32 tensor of such rows
+            width = getattr(agent, self.width)
+            rows = isinstance(saved, torch.Tensor) and saved.ndim == 2 and saved.shape[1] == width
+            if not rows or saved.dtype != torch.float32:
+                dtype = f" and {saved.dtype}" if isinstance(saved, torch.Tensor) else ""
+                raise ValueError(
+                    f"saved {self.attr} {described(saved)}{dtype}, not float32 rows of {width}"
+                )
+        setattr(agent, self.attr, None if saved is None else saved.numpy().copy())
 
 
 class Checkpointed:

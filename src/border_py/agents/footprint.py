@@ -8,8 +8,10 @@ device, which records shapes and allocates nothing, so the parameter counts are 
 torso (MLP, Nature and MinAtar CNNs, dueling and quantile heads), and one sample's forward pass
 there counts the activations an update keeps per sample (against the peak memory of real updates
 from 10 MiB to 1 GiB: 0.5x-2.6x, and high rather than low above 100 MiB). :func:`check_agent_memory`
-bounds both against the memory available (see :mod:`border_py.resources`) before the agent is
-built.
+bounds both against the memory available (see :mod:`border_py.resources`) before a learner's agent
+is built; :func:`check_agent_weights` bounds what building an agent to act allocates, its
+networks' weights. Both first bound the keys that would make the estimate itself slow
+(:func:`check_agent_ranges`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,14 @@ from border_py.agents.networks import (
 from border_py.agents.spaces import check_spaces
 from border_py.config import coerce_counts, config_keys, resolve_target
 from border_py.errors import ConfigError, first_line
-from border_py.resources import bound, memory, size_text
+from border_py.resources import (
+    MAX_HIDDEN_LAYERS,
+    MAX_N_STEP,
+    at_most,
+    bound,
+    memory,
+    size_text,
+)
 
 FLOAT = 4  # bytes of a float32: every parameter and activation of border's agents
 LOSS_TERMS = 8  # tensors of shape (B, N, N') IQN's quantile loss and its gradient hold (about)
@@ -228,22 +237,64 @@ def footprint_of(
         ) from None
 
 
-def check_agent_memory(
-    spec: dict[str, Any], spaces: tuple[gym.Space, gym.Space], enforce: bool
-) -> Footprint | None:
-    """Bound the agent ``spec`` describes (its class's ``footprint``, if it has one) before it is
-    built: its networks (weights, targets, gradients and Adam's moments), then those with one
-    update at the batch size, against the memory available. Returns the footprint.
+def count(value: Any) -> int | None:
+    """``value`` as a count: an int, or an integral float (``1e3``, as YAML reads it); None for
+    anything else (building the agent refuses it, naming the key)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
-    Raises:
-        ConfigError: one line naming the key (``agent.hidden_sizes``, ``agent.batch_size``, IQN's
-            ``n_tau`` and ``n_tau_prime``), the estimate and the limit (with ``enforce``).
-    """
+
+def check_agent_ranges(spec: dict[str, Any], enforce: bool) -> None:
+    """Bound ``agent.n_step`` by :data:`~border_py.resources.MAX_N_STEP` and the networks' depth
+    (``len(agent.hidden_sizes)``) by :data:`~border_py.resources.MAX_HIDDEN_LAYERS`, before
+    :func:`footprint_of` builds anything (see :func:`~border_py.resources.at_most`)."""
+    n_step = count(spec.get("n_step"))
+    if n_step is not None:
+        at_most(
+            "agent.n_step",
+            n_step,
+            MAX_N_STEP,
+            "steps per n-step return (each env keeps as many rows pending)",
+            enforce,
+        )
+    hidden = spec.get("hidden_sizes")
+    if isinstance(hidden, (list, tuple)):
+        at_most(
+            "len(agent.hidden_sizes)",
+            len(hidden),
+            MAX_HIDDEN_LAYERS,
+            "hidden layers (border's networks are plain MLPs)",
+            enforce,
+        )
+
+
+def bounded_footprint(
+    spec: dict[str, Any], spaces: tuple[gym.Space, gym.Space], enforce: bool
+) -> tuple[str, Footprint] | None:
+    """:func:`footprint_of` once :func:`check_agent_ranges` passed; sizes beyond what PyTorch
+    can represent go to :func:`~border_py.resources.bound` (None with ``enforce`` false)."""
+    check_agent_ranges(spec, enforce)
     try:
-        found = footprint_of(spec, spaces)
+        return footprint_of(spec, spaces)
     except OverflowError as exc:
         bound(str(exc), enforce)
         return None
+
+
+def check_agent_memory(
+    spec: dict[str, Any], spaces: tuple[gym.Space, gym.Space], enforce: bool
+) -> Footprint | None:
+    """Bound the learner's agent ``spec`` describes (its class's ``footprint``, if it has one)
+    before it is built: its networks (weights, targets, gradients and Adam's moments), then those
+    with one update at the batch size, against the memory available. Returns the footprint.
+
+    Raises:
+        ConfigError: one line naming the key (``agent.n_step``, ``agent.hidden_sizes``,
+            ``agent.batch_size``, IQN's ``n_tau`` and ``n_tau_prime``), the estimate and the limit
+            (with ``enforce``).
+    """
+    found = bounded_footprint(spec, spaces, enforce)
     if found is None:
         return None
     name, size = found
@@ -261,3 +312,25 @@ def check_agent_memory(
         enforce,
     )
     return size
+
+
+def check_agent_weights(
+    spec: dict[str, Any], spaces: tuple[gym.Space, gym.Space], enforce: bool
+) -> None:
+    """Bound what building the agent ``spec`` describes to act allocates, before it is built: its
+    networks' weights (the online ones and their targets; Adam's moments come with the first
+    update, which acting never makes), against the memory available.
+
+    Raises:
+        ConfigError: one line naming the key (``agent.n_step``, ``agent.hidden_sizes``), the
+            estimate and the limit (with ``enforce``).
+    """
+    found = bounded_footprint(spec, spaces, enforce)
+    if found is not None:
+        name, size = found
+        memory(
+            size.networks_setting,
+            f"{name}'s networks (their weights and targets, what building it allocates)",
+            size.weights,
+            enforce,
+        )

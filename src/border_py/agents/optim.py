@@ -129,8 +129,8 @@ class Adam:
         """Restore :meth:`state_dict` (or a ``torch.optim.Adam``'s, of one parameter group).
 
         Raises:
-            ValueError: the saved parameters differ in number or shape from these, or the state
-                names a parameter that its group lacks.
+            ValueError: the saved parameters differ in number from these, their moments in shape
+                (:func:`check_moments`), or the state names a parameter that its group lacks.
         """
         (group,) = state["param_groups"]
         if len(group["params"]) != len(self.params):
@@ -145,11 +145,7 @@ class Adam:
                 raise ValueError(f"state for parameter {position}, which the saved group lacks")
             index = index_of[position]
             p = self.params[index]
-            if saved["exp_avg"].shape != p.shape:
-                raise ValueError(
-                    f"saved optimizer state of shape {tuple(saved['exp_avg'].shape)} for a"
-                    f" parameter of shape {tuple(p.shape)}"
-                )
+            check_moments(saved, p)
             restored[index] = {
                 "step": torch.as_tensor(saved["step"], dtype=torch.float32).to(p.device).clone(),
                 "exp_avg": saved["exp_avg"].to(p.device, p.dtype).clone(),
@@ -158,6 +154,33 @@ class Adam:
         self.lr, self.eps = float(group["lr"]), float(group["eps"])
         self.betas = (float(group["betas"][0]), float(group["betas"][1]))
         self.state = restored
+
+
+def check_moments(saved: Mapping[str, Any], p: torch.Tensor) -> None:
+    """Refuse a parameter's saved Adam state that does not fit ``p`` before anything is copied:
+    its moments must be tensors of ``p``'s shape and its step one number (a saved tensor of
+    another shape would be copied whole first).
+
+    Raises:
+        ValueError: naming the entry, its shape and the parameter's.
+    """
+    for key in ("exp_avg", "exp_avg_sq"):
+        moment = saved[key]
+        if not isinstance(moment, torch.Tensor):
+            raise ValueError(
+                f"saved optimizer {key} of type {type(moment).__name__}, not a tensor of shape"
+                f" {tuple(p.shape)}"
+            )
+        if moment.shape != p.shape:
+            raise ValueError(
+                f"saved optimizer {key} of shape {tuple(moment.shape)} for a parameter of shape"
+                f" {tuple(p.shape)}"
+            )
+    step = saved["step"]
+    if isinstance(step, torch.Tensor) and step.numel() != 1:
+        raise ValueError(f"saved optimizer step of shape {tuple(step.shape)}, not one number")
+    if not isinstance(step, (torch.Tensor, int, float)) or isinstance(step, bool):
+        raise ValueError(f"saved optimizer step of type {type(step).__name__}, not one number")
 
 
 class Optimizers(dict[str, Adam]):

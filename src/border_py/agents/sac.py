@@ -205,7 +205,7 @@ class SAC(Checkpointed):
         "opt_steps": Count("opt_steps"),
         "rng": RandomState("rng"),  # random steps and exploration noise
         "generator": RandomState("generator"),  # the update's action samples
-        "noise": OptionalArray("noise"),  # checkpoints before noise_correlation have none
+        "noise": OptionalArray("noise", "act_dim"),  # none before noise_correlation existed
     }
 
     @configured_by(SACArgs)

@@ -3,7 +3,8 @@
 For a run dir the ``best`` checkpoint is used (the newest periodic one if there is no best).
 Overrides (``key=value``) apply to the ``eval`` settings below and to the run's ``env`` config,
 e.g. ``eval.n_episodes=20 eval.seed=7 eval.video=true env.kwargs.render_mode=...``; ``trust=[my_pkg]``
-lets the saved config import the user's own code (see :mod:`border_py.runs.trust`).
+lets the saved config import the user's own code (see :mod:`border_py.runs.trust`);
+``check_resources=false`` builds networks larger than the memory available anyway.
 """
 
 from __future__ import annotations
@@ -52,7 +53,9 @@ writes eval_<timestamp>.json next to the checkpoint (eval.out=<dir>: there inste
 Overrides: eval.<key>=value (defaults:
 {", ".join(f"{k}={v}" for k, v in EVAL_DEFAULTS.items())}), env.<key>=value, and
 trust=[my_pkg]: the packages, modules or classes of your own that the run's config may import
-(a run dir is data: border imports only its own and gymnasium's components unless you trust more).
+(a run dir is data: border imports only its own and gymnasium's components unless you trust more);
+check_resources=false: build the policy's networks even when they look larger than the memory
+available.
 """
 
 
@@ -63,7 +66,8 @@ def eval_settings(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, Any
         ConfigError: a bad override, or a saved config importing what the command does not
             trust (see :mod:`border_py.runs.trust`).
     """
-    settings = OmegaConf.create({"eval": EVAL_DEFAULTS, "env": literal(checkpoint.config["env"])})
+    env = literal(checkpoint.config["env"])
+    settings = OmegaConf.create({"eval": EVAL_DEFAULTS, "env": env, "check_resources": True})
     typed = OmegaConf.create({})  # what this command names itself
     for ov in parse_overrides(overrides):
         key = ov.key_or_group
@@ -71,8 +75,13 @@ def eval_settings(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, Any
         if key == "trust":
             set_key(typed, key, ov.value(), add=True)
             continue
+        if key == "check_resources":  # the command's own, never the saved config's
+            set_key(settings, key, ov.value(), add=False)
+            continue
         if top not in ("eval", "env") or not rest:
-            raise ConfigError(f"{key}: border eval takes eval.*, env.* and trust overrides only")
+            raise ConfigError(
+                f"{key}: border eval takes eval.*, env.*, trust and check_resources overrides only"
+            )
         if top == "eval" and rest not in EVAL_DEFAULTS:
             raise ConfigError(
                 f"{key}: unknown key{closest(rest, EVAL_DEFAULTS)}; valid: {', '.join(EVAL_DEFAULTS)}"
@@ -83,6 +92,7 @@ def eval_settings(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, Any
     plain = to_plain(settings)
     saved = {k: v for k, v in checkpoint.config.items() if k != "env"} | {"env": plain["env"]}
     Trust.of(to_plain(typed)).check_imports(saved, checkpoint.path / CONFIG)
+    flag("check_resources", plain["check_resources"])
     cfg = plain["eval"]
     positive("eval.n_episodes", cfg["n_episodes"], int)
     many = cfg["n_episodes"] <= MAX_EVAL_EPISODES
@@ -112,7 +122,9 @@ def evaluate_checkpoint(
     settings = eval_settings(checkpoint, overrides)
     cfg = settings["eval"]
     config = checkpoint.config | {"env": settings["env"]}
-    env_factory, _, agent = build_policy_agent(checkpoint, config)
+    env_factory, _, agent = build_policy_agent(
+        checkpoint, config, enforce=settings["check_resources"]
+    )
     stamp = time.strftime("%Y%m%d-%H%M%S")
     out_dir = Path(cfg["out"]).expanduser().absolute() if cfg["out"] else checkpoint.path
     video_dir = out_dir / f"videos_{stamp}" if cfg["video"] else None

@@ -7,12 +7,13 @@ import argparse
 from typing import NoReturn
 
 from border_py.cli.errors import fail
+from border_py.config import flag
 from border_py.deploy.export import FORMATS, export_policy
 from border_py.errors import ConfigError, RunError
 from border_py.overrides import parse_overrides
 
 EXPORT_USAGE = f"""\
-usage: border export <run dir | checkpoint dir> --format {{{",".join(FORMATS)}}} -o PATH [--force] [trust=[my_pkg]]
+usage: border export <run dir | checkpoint dir> --format {{{",".join(FORMATS)}}} -o PATH [--force] [trust=[my_pkg]] [check_resources=false]
 
 Writes the greedy policy (a run dir: its best checkpoint, else its newest) as a model mapping a
 batch of observations to (action, values), checked against the policy before it is published:
@@ -22,7 +23,8 @@ batch of observations to (action, values), checked against the policy before it 
 preprocessing.json (the env, its wrappers, the observations and actions) goes beside the model:
 <file>.preprocessing.json beside a file, inside the numpy dir. An existing output is replaced only
 with --force (an earlier export; never a symlink). trust=[my_pkg]: the packages, modules or classes
-of your own that the run's config may import (a run dir is data).
+of your own that the run's config may import (a run dir is data). check_resources=false: build the
+policy's networks even when they look larger than the memory available.
 """
 
 
@@ -34,10 +36,12 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parse(args: list[str]) -> tuple[argparse.Namespace, object]:
-    """The parsed arguments and the ``trust`` override's value (None without one).
+    """The parsed arguments (``check_resources`` among them: true unless overridden) and the
+    ``trust`` override's value (None without one).
 
     Raises:
-        ConfigError: a missing or unknown argument, or an override other than ``trust``.
+        ConfigError: a missing or unknown argument, or an override other than ``trust`` and
+            ``check_resources``.
     """
     parser = _Parser(prog="border export", add_help=False)
     parser.add_argument("path")
@@ -46,10 +50,16 @@ def parse(args: list[str]) -> tuple[argparse.Namespace, object]:
     parser.add_argument("--force", action="store_true")
     parsed, rest = parser.parse_known_args(args)
     trust: object = None
+    parsed.check_resources = True
     for override in parse_overrides(rest):
+        if override.key_or_group == "check_resources":
+            parsed.check_resources = override.value()
+            flag("check_resources", parsed.check_resources)
+            continue
         if override.key_or_group != "trust":
             raise ConfigError(
-                f"{override.key_or_group}: border export takes --format, -o, --force and trust=[...]"
+                f"{override.key_or_group}: border export takes --format, -o, --force, trust=[...]"
+                " and check_resources=false"
             )
         trust = override.value()
     return parsed, trust
@@ -62,7 +72,14 @@ def export_command(args: list[str]) -> int:
         return 0 if args else 2
     try:
         parsed, trust = parse(args)
-        out = export_policy(parsed.path, parsed.fmt, parsed.out, trust=trust, force=parsed.force)
+        out = export_policy(
+            parsed.path,
+            parsed.fmt,
+            parsed.out,
+            trust=trust,
+            force=parsed.force,
+            check_resources=parsed.check_resources,
+        )
     except ConfigError as exc:
         return fail(str(exc))
     except RunError as exc:

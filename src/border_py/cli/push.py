@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from border_py.cli.errors import fail
+from border_py.config import flag
 from border_py.errors import ConfigError, RunError
 from border_py.hub.card import pull_dir
 from border_py.hub.folder import FORMATS, PushSettings
@@ -30,14 +31,23 @@ class _Parser(argparse.ArgumentParser):
         raise ConfigError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
-def _trust(overrides: list[str], prog: str) -> tuple[str, ...]:
-    """The ``trust=[...]`` of the command line (the only override these commands take)."""
+def _overrides(overrides: list[str], prog: str) -> tuple[tuple[str, ...], bool]:
+    """The ``trust=[...]`` and ``check_resources`` of the command line (the only overrides it
+    takes)."""
     trusted: tuple[str, ...] = ()
+    check = True
     for ov in parse_overrides(overrides):
-        if ov.key_or_group != "trust":
-            raise ConfigError(f"{ov.key_or_group}: {prog} takes trust=[...] only as an override")
-        trusted += check_trust_list(ov.value())
-    return trusted
+        if ov.key_or_group == "check_resources":
+            value = ov.value()
+            flag("check_resources", value)
+            check = value is True
+        elif ov.key_or_group == "trust":
+            trusted += check_trust_list(ov.value())
+        else:
+            raise ConfigError(
+                f"{ov.key_or_group}: {prog} takes trust=[...] and check_resources only as overrides"
+            )
+    return trusted, check
 
 
 @contextlib.contextmanager
@@ -67,7 +77,11 @@ def push_command(args: list[str]) -> int:
         epilog="example: border push outputs/<date>/<time> --repo your-name/cartpole-dqn",
     )
     parser.add_argument("run", help="a run dir (its best checkpoint, else its newest)")
-    parser.add_argument("overrides", nargs="*", help="trust=[my_pkg]: code the run may import")
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        help="trust=[my_pkg]: code the run may import; check_resources=false: sizes only warn",
+    )
     parser.add_argument("--repo", required=True, help="the Hub repo: <owner>/<name>")
     parser.add_argument(
         "--dry-run",
@@ -81,9 +95,8 @@ def push_command(args: list[str]) -> int:
     parser.add_argument("--format", choices=FORMATS, default="numpy", help="the export (numpy)")
     try:
         parsed = parser.parse_intermixed_args(args)
-        settings = PushSettings(
-            parsed.repo, parsed.episodes, parsed.format, _trust(parsed.overrides, parser.prog)
-        )
+        trust, check_resources = _overrides(parsed.overrides, parser.prog)
+        settings = PushSettings(parsed.repo, parsed.episodes, parsed.format, trust, check_resources)
         with _console_log():
             facts, where = push(parsed.run, settings, parsed.dry_run)
     except (ConfigError, RunError, OSError) as exc:

@@ -256,7 +256,12 @@ def publish_dir(files: dict[str, Any], out: Path, check: Callable[[Path], None])
 
 
 def export_policy(
-    path: str | Path, fmt: str, out: str | Path, trust: Any = None, force: bool = False
+    path: str | Path,
+    fmt: str,
+    out: str | Path,
+    trust: Any = None,
+    force: bool = False,
+    check_resources: bool = True,
 ) -> Path:
     """Export the greedy policy of a run dir (its best checkpoint, else its newest) or of a
     checkpoint dir as ``fmt`` to ``out``; return ``out``.
@@ -267,13 +272,12 @@ def export_policy(
         out: the model file, or the numpy export's dir.
         trust: what the run's config may import beyond border's own (see ``load_policy``).
         force: replace an existing export at ``out`` (and its ``preprocessing.json``).
+        check_resources: False: networks larger than the memory available only warn.
 
     Raises:
-        ConfigError: one line: an unknown format, an output that exists (without ``force``) or
-            is a symlink, a missing ``export`` extra, a run that cannot be loaded or an agent or
-            layer the format cannot take.
-        RunError: the model could not be written, or the written model does not reproduce the
-            policy.
+        ConfigError: one line: an unknown format, an existing output (without ``force``) or a
+            symlink, no ``export`` extra, an unloadable run, an agent or layer the format lacks.
+        RunError: the model could not be written, or does not reproduce the policy.
     """
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt}: unknown; formats: {', '.join(FORMATS)}")
@@ -281,7 +285,7 @@ def export_policy(
     check_outputs(out, fmt, force)
     if fmt == "onnx":
         check_onnx()
-    policy = load_policy(path, trust=trust)
+    policy = load_policy(path, trust=trust, check_resources=check_resources)
     module = greedy_module(policy.agent, policy.action_space)
     description = describe(policy, fmt)
     sample = sample_observations(policy.observation_space, CHECK_ROWS)

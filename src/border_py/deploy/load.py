@@ -17,7 +17,7 @@ import numpy as np
 
 from border_py.agents.base import Agent, ExplorationPosition
 from border_py.agents.factory import build_agent
-from border_py.agents.footprint import check_agent_memory
+from border_py.agents.footprint import check_agent_weights
 from border_py.agents.networks import resolve_device
 from border_py.deploy.numpy_policy import as_batch
 from border_py.envs.factory import GymEnvFactory, build_env_factory
@@ -29,21 +29,23 @@ from border_py.secrets import refuse_redacted
 
 
 def build_policy_agent(
-    checkpoint: Checkpoint, config: dict[str, Any], device: str = "cpu"
+    checkpoint: Checkpoint, config: dict[str, Any], device: str = "cpu", enforce: bool = True
 ) -> tuple[GymEnvFactory, tuple[gym.Space, gym.Space], Agent]:
-    """The env factory, its (observation, action) spaces and the agent of ``config`` (the checkpoint's, or it with the caller's
-    env overrides), the agent holding the checkpoint's policy weights. The caller has checked
-    ``config`` against its trust.
+    """The env factory, its (observation, action) spaces and the agent of ``config`` (the
+    checkpoint's, or it with the caller's env overrides), the agent holding the checkpoint's
+    policy weights. The caller has checked ``config`` against its trust. The agent's networks are
+    bounded before they are built (:func:`~border_py.agents.footprint.check_agent_weights`);
+    ``enforce`` is the caller's own ``check_resources``, never the saved config's.
 
     Raises:
         ConfigError: one line: a secret the run was given (saved redacted) and not given again,
-            a bad env or agent config, an agent larger than the memory available, or weights
-            that do not fit the agent built.
+            a bad env or agent config, an agent larger than the memory available (with
+            ``enforce``), or weights that do not fit the agent built.
     """
     refuse_redacted({"env": config["env"]})  # a secret the run was given must be given again
     env_factory = build_env_factory(config)
     spaces = env_factory.spaces()
-    check_agent_memory(config["agent"], spaces, enforce=True)  # a saved config sized it
+    check_agent_weights(config["agent"], spaces, enforce)
     agent = build_agent(config, spaces, device)
     try:
         agent.load_policy_state(checkpoint.policy)
@@ -124,7 +126,9 @@ def trust_of(trust: Any) -> Trust:
     return Trust(entries=check_trust_list([] if trust is None else trust))
 
 
-def load_policy(path: str | Path, trust: Any = None, device: str = "cpu") -> Policy:
+def load_policy(
+    path: str | Path, trust: Any = None, device: str = "cpu", check_resources: bool = True
+) -> Policy:
     """The trained policy of a run dir (its ``best`` checkpoint, else its newest: as
     ``border eval`` picks) or of a checkpoint dir.
 
@@ -133,16 +137,19 @@ def load_policy(path: str | Path, trust: Any = None, device: str = "cpu") -> Pol
         trust: packages, modules or classes of your own that the run's config may import
             (``["my_pkg"]``; see :mod:`border_py.runs.trust`): a run dir is data.
         device: where the policy's networks live (``cpu``, ``cuda``, ``cuda:<index>``).
+        check_resources: False: networks larger than the memory available (or beyond border's
+            ranges) are a warning, not an error (a saved config's ``check_resources`` is not
+            used).
 
     Raises:
         ConfigError: one line: not a run or checkpoint dir, an untrusted import in its config,
-            weights that do not fit, a bad device.
+            networks larger than the memory available, weights that do not fit, a bad device.
     """
     resolve_device(device)  # a device this machine lacks is one line, before anything loads
     checkpoint = pick_checkpoint(str(path))
     trust_of(trust).check_imports(checkpoint.config, checkpoint.path / CONFIG)
     env_factory, (obs_space, act_space), agent = build_policy_agent(
-        checkpoint, checkpoint.config, device
+        checkpoint, checkpoint.config, device, check_resources
     )
     env_steps = checkpoint.meta.get("env_steps")
     env_steps = env_steps if isinstance(env_steps, int) else None

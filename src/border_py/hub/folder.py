@@ -82,12 +82,15 @@ class PushSettings:
         episodes: episodes of the fresh evaluation.
         fmt: the export's format (one of :data:`FORMATS`).
         trust: what the run's config may import beyond border-py's and gymnasium's components.
+        check_resources: False: a size beyond a bound (the policy's networks, the saved
+            ``trainer.eval_max_steps``) is a warning, not an error.
     """
 
     repo_id: str
     episodes: int = 100
     fmt: str = "numpy"
     trust: tuple[str, ...] = ()
+    check_resources: bool = True
 
     def __post_init__(self) -> None:
         n = self.episodes
@@ -225,13 +228,15 @@ def build(run: str | Path, folder: Path, settings: PushSettings) -> CardFacts:
     seed = checkpoint.config["seed"]
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ConfigError(f"seed={seed!r} in {checkpoint.path / CONFIG}: not a run's root seed")
-    policy = load_policy(checkpoint.path, trust=list(settings.trust))
+    trust, check = list(settings.trust), settings.check_resources
+    policy = load_policy(checkpoint.path, trust=trust, check_resources=check)
     copy_policy_files(checkpoint.path, folder / CHECKPOINT)
-    exported = export_policy(
-        checkpoint.path, settings.fmt, export_target(folder, settings.fmt), list(settings.trust)
-    )
+    target = export_target(folder, settings.fmt)
+    exported = export_policy(checkpoint.path, settings.fmt, target, trust, check_resources=check)
     log.info("fresh evaluation: %d episodes of %s", settings.episodes, env_id)
-    score = fresh_score(policy.agent, policy.env_factory, checkpoint.config, settings.episodes)
+    score = fresh_score(
+        policy.agent, policy.env_factory, checkpoint.config, settings.episodes, check
+    )
     files = {
         CARD: "this card",
         f"{CHECKPOINT}/": "the policy's checkpoint: weights, config, meta (for `load_policy`)",

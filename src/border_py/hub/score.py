@@ -14,10 +14,9 @@ from typing import Any
 
 from border_py.agents.base import Agent
 from border_py.envs.factory import GymEnvFactory
-from border_py.errors import ConfigError
 from border_py.evaluation.evaluator import EvalResult, Evaluator
 from border_py.evaluation.seeds import fresh_seeds
-from border_py.resources import MAX_EPISODE_STEPS
+from border_py.resources import MAX_EPISODE_STEPS, at_most
 
 DEFAULT_MAX_STEPS = 10000  # an evaluation episode's step cap when the run's config has none
 
@@ -63,31 +62,37 @@ class Score:
         }
 
 
-def eval_max_steps(config: dict[str, Any]) -> int:
+def eval_max_steps(config: dict[str, Any], enforce: bool = True) -> int:
     """The run's own step cap of an evaluation episode (``trainer.eval_max_steps``), else
-    :data:`DEFAULT_MAX_STEPS`; a saved value that is not a positive int is not used.
+    :data:`DEFAULT_MAX_STEPS`; a saved value that is not a positive int is not used. It is
+    bounded by :data:`~border_py.resources.MAX_EPISODE_STEPS`, as a run's own is
+    (:func:`~border_py.resources.at_most`; ``enforce``: the command's ``check_resources``).
 
     Raises:
-        ConfigError: the saved value is above
-            :data:`~border_py.resources.MAX_EPISODE_STEPS` (one line).
+        ConfigError: the saved value is above the bound, with ``enforce`` (one line).
     """
     trainer = config.get("trainer")
     value = trainer.get("eval_max_steps") if isinstance(trainer, dict) else None
-    ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
-    if ok and value > MAX_EPISODE_STEPS:  # type: ignore[operator]
-        raise ConfigError(
-            f"trainer.eval_max_steps={value} in the run's config: more than"
-            f" {MAX_EPISODE_STEPS:,} steps per evaluation episode, which the card's evaluation"
-            " would play; not a run to push"
-        )
-    return value if ok else DEFAULT_MAX_STEPS  # type: ignore[return-value]
+    if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+        return DEFAULT_MAX_STEPS
+    at_most(
+        "trainer.eval_max_steps",
+        value,
+        MAX_EPISODE_STEPS,
+        "steps per evaluation episode in the run's config, which the card's evaluation plays",
+        enforce,
+    )
+    return value
 
 
-def fresh_score(agent: Agent, env_factory: GymEnvFactory, config: dict[str, Any], n: int) -> Score:
+def fresh_score(
+    agent: Agent, env_factory: GymEnvFactory, config: dict[str, Any], n: int, enforce: bool = True
+) -> Score:
     """Play ``n`` greedy episodes (the env's evaluation epsilon, as ``border eval`` does) on
-    :func:`card_seeds` of the run whose saved config is ``config``."""
+    :func:`card_seeds` of the run whose saved config is ``config`` (its episodes' step cap
+    bounded by :func:`eval_max_steps`, ``enforce``: the command's ``check_resources``)."""
     seeds = card_seeds(config["seed"], n)
-    max_steps = eval_max_steps(config)
+    max_steps = eval_max_steps(config, enforce)
     epsilon = env_factory.eval_epsilon
     evaluator = Evaluator(env_factory, n, seeds.start, max_steps, epsilon=epsilon)
     try:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
+import stat
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -22,6 +25,8 @@ from border_py.agents.inference import native_bfloat16
 from border_py.config import build, coerce_counts, require, resolve_target
 from border_py.envs.factory import GymEnvFactory, build_env_factory
 from border_py.errors import ConfigError
+from border_py.files import read_json
+from border_py.layout import BEST, CHECKPOINTS, META
 from border_py.replay.base import ReplayBuffer
 from border_py.resources import (
     MAX_ENVS_PER_ACTOR,
@@ -30,6 +35,7 @@ from border_py.resources import (
     enforced,
     memory,
 )
+from border_py.runs.checkpoint import is_complete, periodic_checkpoints
 from border_py.seeding import derive_seed
 
 log = logging.getLogger(__name__)
@@ -97,6 +103,50 @@ def checkpoint_nbytes(config: dict[str, Any], parts: Components, replay: bool) -
     weights = 0 if parts.footprint is None else parts.footprint.checkpoint
     found = replay_nbytes(config["replay_buffer"], parts.env_factory.spaces()) if replay else None
     return weights, 0 if found is None else found[1]
+
+
+def tree_nbytes(path: Path) -> int:
+    """Bytes of the regular files under ``path`` (links neither followed nor counted)."""
+    total = 0
+    for top, _, files in os.walk(path):
+        for name in files:
+            found = os.lstat(os.path.join(top, name))
+            total += found.st_size if stat.S_ISREG(found.st_mode) else 0
+    return total
+
+
+def saved_at(checkpoint: Path) -> int | None:
+    """The opt steps ``checkpoint``'s ``meta.json`` says it was saved at (None: it does not)."""
+    try:
+        steps = read_json(checkpoint / META).get("opt_steps")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return steps if isinstance(steps, int) and not isinstance(steps, bool) else None
+
+
+def reclaimed_nbytes(config: dict[str, Any], kept: int, each: int, best: int) -> int:
+    """Bytes of a resumed run's own checkpoints that its saving frees as it goes (0 for a fresh
+    run): the newest ``kept`` periodic ones of ``checkpoints/`` up to the checkpoint it resumes
+    (newer ones are set aside, not freed), each counted up to ``each`` bytes (a new checkpoint's
+    size), and ``best`` when it was not saved later, up to ``best`` bytes.
+
+    A new checkpoint is written before the oldest is pruned, so while the run saves, each old
+    checkpoint still on disk holds the place of a new one; counting each up to a new one's size
+    never credits more room than the run will find (a larger old one frees its excess only once
+    pruned, a smaller one is counted as it is).
+    """
+    resume = config.get("resume")
+    step = saved_at(Path(resume)) if resume else None
+    if step is None:
+        return 0
+    root = Path(config["run_dir"]) / CHECKPOINTS
+    older = [path for path in periodic_checkpoints(root) if int(path.name) <= step]
+    newest = older[max(0, len(older) - kept) :] if kept > 0 else []
+    freed = sum(min(tree_nbytes(path), each) for path in newest)
+    later = saved_at(root / BEST)
+    if is_complete(root / BEST) and later is not None and later <= step:
+        freed += min(tree_nbytes(root / BEST), best)
+    return freed
 
 
 def check_policy_dtype(agent: Agent, dtype: str) -> None:

@@ -15,7 +15,7 @@ from border_py.actors.backend import ActorBackend
 from border_py.config import flag, fraction, non_negative, positive, require
 from border_py.evaluation.service import EvalService
 from border_py.resources import MAX_EPISODE_STEPS, MAX_PREFETCH, at_most, disk, enforced, size_text
-from border_py.trainers.components import Components, checkpoint_nbytes
+from border_py.trainers.components import Components, checkpoint_nbytes, reclaimed_nbytes
 
 if TYPE_CHECKING:
     from border_py.runs.state import TrainerState
@@ -197,7 +197,9 @@ class LoopSettings:
     def check_sizes(self, config: dict[str, Any], parts: Components) -> None:
         """Bound the sizes these settings ask for (see :mod:`border_py.resources`): the batches
         sampled ahead, an evaluation episode's steps, and the checkpoints kept (periodic ones, one
-        more while the newest is written, and ``best``) against the disk free in the run dir."""
+        more while the newest is written, and ``best``) against the disk free in the run dir; a
+        resumed run's own checkpoints, which its new ones replace, are credited
+        (:func:`~border_py.trainers.components.reclaimed_nbytes`)."""
         enforce = enforced(config)
         at_most(
             "trainer.prefetch",
@@ -221,10 +223,15 @@ class LoopSettings:
         if self.save_replay_buffer:
             setting += " x save_replay_buffer=true"
             each += f" and the replay buffer's ~{size_text(replay)}"
+        what = f"{copies:,} checkpoints of {each} each, and best,"
+        # a resumed run replaces its own checkpoints: pruning frees them as it saves new ones
+        freed = reclaimed_nbytes(config, copies - 1, weights + replay, weights)
+        if freed:
+            what += f" less the ~{size_text(freed)} of the run's own that they replace,"
         disk(
             setting,
-            f"{copies:,} checkpoints of {each} each, and best,",
-            copies * (weights + replay) + 2 * weights,
+            what,
+            copies * (weights + replay) + 2 * weights - freed,
             Path(config.get("run_dir") or "."),
             enforce,
         )
