@@ -92,6 +92,76 @@ def open_regular(path: Path) -> BinaryIO:
     return handle
 
 
+class NotRegular(ConfigError):
+    """An entry border reads or writes that is a symbolic link, or not a regular file (or dir).
+
+    Attributes:
+        path: the entry.
+        link: it is a symbolic link.
+    """
+
+    def __init__(self, path: Path | str, link: bool, message: str) -> None:
+        super().__init__(message)
+        self.path, self.link = Path(path), link
+
+
+def present(path: Path, directory: bool = False) -> bool:
+    """Whether ``path`` is there, looked at without following a link: False when it is absent,
+    True when it is a regular file (``directory``: a dir).
+
+    Raises:
+        NotRegular: ``path`` is a symbolic link, or an entry of another kind (a FIFO, a device, a
+            dir where a file is expected); one line naming it.
+    """
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return False
+    if stat.S_ISLNK(mode):
+        raise NotRegular(path, True, str(link_refusal(path)))
+    if not (stat.S_ISDIR(mode) if directory else stat.S_ISREG(mode)):
+        raise NotRegular(
+            path,
+            False,
+            f"{path}: not a {'dir' if directory else 'regular file'}; border reads and writes only"
+            " regular files and dirs in a run, sweep or study dir",
+        )
+    return True
+
+
+def refuse_links_in(
+    root: Path, allowed: Callable[[Path], bool] | None = None, own: bool = True
+) -> None:
+    """Refuse a symlink, or anything but a regular file or a dir, anywhere under ``root`` (``root``
+    itself is not looked at); links are never followed, nor linked dirs descended into.
+
+    Args:
+        root: the dir (absent: nothing to refuse).
+        allowed: the links accepted (by path), if any; every other link is refused.
+        own: look at every level below (False: ``root``'s own entries only).
+
+    Raises:
+        NotRegular: one line naming the entry (a link's target is left as it is).
+    """
+    for top, dirs, files in os.walk(root):  # never descends into a linked dir
+        names = sorted(dirs + files)
+        if not own:
+            dirs[:] = []
+        for name in names:
+            path = Path(top, name)
+            mode = os.lstat(path).st_mode
+            if stat.S_ISLNK(mode):
+                if allowed is None or not allowed(path):
+                    raise NotRegular(path, True, str(link_refusal(path)))
+            elif not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                raise NotRegular(
+                    path,
+                    False,
+                    f"{path}: neither a file nor a dir (a FIFO, socket or device); border reads"
+                    " only files and dirs there",
+                )
+
+
 def read_record(path: Path, limit: int = RECORD_LIMIT) -> bytes:
     """The bytes of a record file of a run (``result.json``, a checkpoint's ``config.json``, ...):
     a regular file (see :func:`open_regular`) of at most ``limit`` bytes.

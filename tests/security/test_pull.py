@@ -173,6 +173,45 @@ def test_text_the_pull_prints_from_the_config_is_plain(tmp_path, monkeypatch, ca
     assert "my_pkg.Agent\\x1b]0;PWNED-TITLE\\x07\\x1b[2J\\x1bc" in line
 
 
+@pytest.mark.parametrize(
+    ("link", "to"),
+    [
+        ("wandb/latest-run", "dir"),  # a name a run dir's walk accepts (W&B's own link)
+        ("wandb/debug.log", "file"),
+        ("checkpoint/policy.pt", "file"),
+        ("notes", "dir"),
+    ],
+)
+def test_a_link_anywhere_in_the_download_refuses_the_whole_pull(
+    tmp_path, monkeypatch, capsys, link, to
+):
+    source, where, secret = tmp_path / "repo", tmp_path / "user", tmp_path / "secret"
+    where.mkdir()
+    secret.mkdir()
+    (secret / "id_rsa").write_text("the user's key\n")
+    minimal_repo(source)
+
+    def fetch(repo_id, revision, local_dir):
+        for path in source.rglob("*"):
+            if path.is_file():
+                to_path = local_dir / path.relative_to(source)
+                to_path.parent.mkdir(parents=True, exist_ok=True)
+                to_path.write_bytes(path.read_bytes())
+        planted = local_dir / link
+        planted.parent.mkdir(parents=True, exist_ok=True)
+        planted.unlink(missing_ok=True)
+        planted.symlink_to(secret if to == "dir" else secret / "id_rsa")
+
+    status, out, err = border_pull(where, fetch, monkeypatch, capsys, "me/pol", "-o", "p")
+    assert status == 2 and out == ""
+    assert err.strip().splitlines() == [
+        f"border: error: me/pol: {link} in the download is a symbolic link; a pull refuses a"
+        " download holding one (nothing was kept)"
+    ]
+    assert list(where.iterdir()) == []
+    assert [p.name for p in secret.iterdir()] == ["id_rsa"]
+
+
 @pytest.fixture(scope="module")
 def pushed(trained, tmp_path_factory) -> Path:
     """``border push --dry-run`` of the tiny run as :data:`REPO`: a genuine folder."""

@@ -2,7 +2,8 @@
 keeps its artifacts at ``http://`` gets no request (and so never the user's MLflow credentials),
 whether the run is resumed (``resume=<dir>``, ``resume=auto``) or fresh; a file under ``wandb/`` is
 never uploaded, and a link there is refused; a fresh run refuses a dir another user can write in.
-Every sink is an HTTP server on 127.0.0.1."""
+Every sink is an HTTP server on 127.0.0.1 (more: ``test_mlflow_stores.py``, W&B's settings:
+``test_wandb_settings.py``)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,7 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -24,57 +22,21 @@ from border_py.recorders.mlflow_store import Found, inspect, local_under
 from border_py.runs.links import refuse_links
 from border_py.runs.run_dir import claim
 
-from ..conftest import BORDER, make_config, run_border
+from ..conftest import make_config, run_border
 from .crafted import TINY, copy_run, tree
+from .sink import CREDENTIALS, TOKEN, Requests, plant_store, serving
 
 mlflow = pytest.importorskip("mlflow", reason="the [mlflow] extra is not installed")
 
-TOKEN = "victims-real-mlflow-token"
-CREDENTIALS = {
-    "MLFLOW_TRACKING_TOKEN": TOKEN,
-    "MLFLOW_TRACKING_USERNAME": "alice",
-    "MLFLOW_TRACKING_PASSWORD": "alices-password",
-}
 MARKER = b"-----BEGIN OPENSSH PRIVATE KEY----- marker 4f1c2e\n"
 REFUSED = "is a symbolic link; border never follows links"
 
 
 @pytest.fixture
-def sink() -> Iterator[tuple[str, list[tuple[str, str, dict[str, str], bytes]]]]:
-    """(its URL, the requests it got): an HTTP server on 127.0.0.1 that answers 200 to anything
-    and records each request's method, path, headers and body."""
-    got: list[tuple[str, str, dict[str, str], bytes]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def _any(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            got.append((self.command, self.path, dict(self.headers), self.rfile.read(length)))
-            self.send_response(200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        do_GET = do_PUT = do_POST = do_PATCH = do_DELETE = do_HEAD = _any
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}/exfil", got
-    server.shutdown()
-    server.server_close()
-    thread.join()
-
-
-def plant_store(where: Path, url: str, name: str = "mlflow.db") -> str:
-    """A store at ``where/name`` whose experiment ``border-py`` keeps its artifacts at ``url``;
-    return the id of a run planted in it (its artifacts at ``url`` too)."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=f"sqlite:///{where / name}")
-    experiment = client.create_experiment("border-py", artifact_location=url)
-    return client.create_run(experiment).info.run_id
+def sink() -> Iterator[tuple[str, Requests]]:
+    """See :func:`.sink.serving`."""
+    with serving() as served:
+        yield served
 
 
 def _one_line(out, exit_status: int = 2) -> str:
@@ -454,31 +416,3 @@ def test_a_sweep_shares_its_own_store_and_refuses_a_planted_one(tmp_path, sink):
         " another dir, or continue its jobs with resume=auto"
     )
     assert got == [] and sorted(p.name for p in planted.iterdir()) == ["mlflow.db"]
-
-
-@pytest.mark.slow
-def test_wandb_settings_in_a_run_dir_border_runs_from_are_refused(tmp_path, sink):
-    """W&B reads ``wandb/settings`` in the working dir: resumed from inside a crafted run dir,
-    its ``base_url`` would get the user's API key. Refused in one line; the sink gets nothing."""
-    pytest.importorskip("wandb", reason="the [wandb] extra is not installed")
-    url, got = sink
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WANDB_")}
-    args = ["train", *TINY, "recorder=[tensorboard,wandb]", f"run_dir={tmp_path / 'source'}"]
-    out = run_border(args, tmp_path, env=env | {"WANDB_MODE": "offline"})
-    assert out.returncode == 0, out.stderr
-    run = copy_run(tmp_path / "source", tmp_path / "crafted")
-    host = url.removesuffix("/exfil")
-    (run / "wandb" / "settings").write_text(f"[default]\nbase_url = {host}\nmode = online\n")
-    secret = {"WANDB_API_KEY": "k" * 40, "WANDB_INIT_TIMEOUT": "20"}
-    out = subprocess.run(
-        [*BORDER, "train", "resume=.", "trainer.max_opts=400"],
-        cwd=run,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env=env | secret,
-    )
-    last = out.stderr.strip().splitlines()[-1]  # when the recorder opens: after the log's start
-    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
-    assert last.startswith(f"border: error: {run / 'wandb' / 'settings'}: W&B would take its")
-    assert got == []

@@ -27,9 +27,8 @@ from border_py.cli.errors import fail
 from border_py.errors import ConfigError
 from border_py.files import write_file
 from border_py.layout import HYDRA, HYDRA_RECORDS, MULTIRUN
-from border_py.runs.links import refuse_links
 from border_py.runs.results import read_result
-from border_py.runs.run_dir import check_fresh, fresh_dir, holds_run, refuse_shared, run_files
+from border_py.runs.run_dir import check_fresh, check_sweep, fresh_dir, holds_run
 from border_py.secrets import redact
 
 
@@ -94,30 +93,11 @@ class RunDirs(Callback):
             )
         sweep_dir = Path(str(config.hydra.sweep.dir)).expanduser().resolve()
         if _explicit(config, "hydra.sweep.dir"):
-            if sweep_dir.exists():
-                try:  # the jobs' recorders share stores in it (MLflow's mlflow.db)
-                    refuse_shared(sweep_dir, "hydra.sweep.dir")
+            if sweep_dir.exists():  # the jobs' recorders share stores in it (MLflow's mlflow.db)
+                try:  # before Hydra writes multirun.yaml, and .hydra/ in its jobs
+                    check_sweep(sweep_dir, fresh=config.get("resume") != "auto")
                 except ConfigError as exc:
                     _refuse(exc)
-            if config.get("resume") == "auto":  # each job continues or starts in its own dir
-                _refuse_links_in_sweep(sweep_dir)  # before Hydra writes .hydra/ in its jobs
-                return
-            held = run_files(sweep_dir) if sweep_dir.is_dir() else []  # its recorders' stores
-            jobs = sweep_dir.is_dir() and any(
-                holds_run(p) for p in sweep_dir.iterdir() if p.is_dir()
-            )
-            if held or jobs:
-                what = (
-                    f"an earlier sweep's {', '.join(held)}"
-                    if held
-                    else "the jobs of an earlier sweep"
-                )
-                _refuse(
-                    ConfigError(
-                        f"hydra.sweep.dir={sweep_dir}: holds {what}; choose another dir, or"
-                        " continue its jobs with resume=auto"
-                    )
-                )
             return
         unique = fresh_dir(sweep_dir)
         with read_write(config.hydra):
@@ -152,19 +132,6 @@ class RunDirs(Callback):
 
 
 OK_STATUSES = ("completed", "interrupted")
-
-
-def _refuse_links_in_sweep(sweep_dir: Path) -> None:
-    """End ``border train`` in one line if the sweep dir or one of its job dirs holds a symlink
-    (or a FIFO): Hydra writes ``multirun.yaml``, each job's ``.hydra/`` and ``train.log`` by plain
-    ``open`` before any of border's code runs in the job."""
-    try:
-        refuse_links(sweep_dir, own=False)
-        for job in sorted(sweep_dir.iterdir()) if sweep_dir.is_dir() else []:
-            if job.is_dir():
-                refuse_links(job)
-    except ConfigError as exc:
-        _refuse(exc)
 
 
 def _redact_record(path: Path) -> None:

@@ -17,7 +17,7 @@ from typing import NoReturn
 from border_py.cli.errors import fail
 from border_py.config import flag
 from border_py.errors import ConfigError, RunError
-from border_py.hub.card import pull_dir
+from border_py.hub.contents import pull_dir
 from border_py.hub.folder import FORMATS, PushSettings
 from border_py.hub.remote import pull, push
 from border_py.overrides import parse_overrides

@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from border_py.errors import printable
+from border_py.hub.contents import pull_dir
 from border_py.hub.score import Score
 from border_py.secrets import redact
 
@@ -35,7 +36,6 @@ EXPORT_IS_CODE = (
     " programs; ONNX: a graph its runtime executes): trust a downloaded one as you would any"
     " downloaded code."
 )
-PULLED = "-policy"  # border pull's default dir: the repo's name with this, never a module's name
 
 
 @dataclass(frozen=True)
@@ -131,12 +131,6 @@ def version(value: Any) -> str:
     """``value`` if it reads as a version (``0.2.0``, ``0.3.0.dev1+g1a2b3c``), else
     ``unknown``: a ``meta.json`` holds what its writer put there."""
     return value if isinstance(value, str) and VERSION.fullmatch(value) else "unknown"
-
-
-def pull_dir(repo_id: str) -> str:
-    """The dir ``border pull`` writes ``repo_id`` to by default, which the card's snippets name:
-    the repo's name and :data:`PULLED` (a name no ``import`` can take for a module)."""
-    return f"{repo_id.rpartition('/')[2]}{PULLED}"
 
 
 def _number(value: Any, unit: str = "") -> str:

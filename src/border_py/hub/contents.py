@@ -13,17 +13,24 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import stat
 import sys
 from pathlib import Path
 
 from border_py._version import __version__
 from border_py.deploy.export import DESCRIPTION, NUMPY_FILES, policy_source
 from border_py.errors import ConfigError, printable
-from border_py.files import make_dir
-from border_py.hub.folder import CARD, CHECKPOINT, CURVE, EXPORT, EXPORT_FILES, REPLAY, RESULTS
+from border_py.files import NotRegular, make_dir, present
 from border_py.runs.checkpoint import POLICY_FILES
 
+# the folder border push uploads (see border_py.hub.folder), by name
+CARD = "README.md"
+CHECKPOINT = "checkpoint"
+EXPORT = "export"
+CURVE = "learning_curve.png"
+REPLAY = "replay.mp4"
+RESULTS = "results.json"
+EXPORT_FILES = {"torchscript": "policy.torchscript.pt", "onnx": "policy.onnx"}  # numpy: a dir
+PULLED = "-policy"  # border pull's default dir: the repo's name with this, never a module's name
 POLICY_PY = f"{EXPORT}/policy.py"
 KEPT = frozenset(
     {
@@ -40,6 +47,12 @@ KEPT = frozenset(
 HUB_FILES = (".gitattributes",)  # the Hub writes it into every repo: left out without a word
 HUB_CACHE = ".cache/huggingface/"  # huggingface_hub's own records of a download into a dir
 NAMED = 2000  # characters of left-out names the line holds; the rest are counted
+
+
+def pull_dir(repo_id: str) -> str:
+    """The dir ``border pull`` writes ``repo_id`` to by default, which the card's snippets name:
+    the repo's name and :data:`PULLED` (a name no ``import`` can take for a module)."""
+    return f"{repo_id.rpartition('/')[2]}{PULLED}"
 
 
 def check_not_a_module(dest: Path, option: str) -> None:
@@ -63,7 +76,11 @@ def check_not_a_module(dest: Path, option: str) -> None:
 
 def _refusal(rel: str, path: Path) -> str | None:
     """Why the downloaded file ``path`` (at ``rel`` in the repo) is not kept; None: kept."""
-    if rel not in KEPT or not stat.S_ISREG(os.lstat(path).st_mode):
+    try:
+        regular = present(path)
+    except NotRegular:  # a link or a FIFO (the pull refuses a download holding one)
+        regular = False
+    if rel not in KEPT or not regular:
         return rel
     if rel == POLICY_PY:
         source = policy_source()

@@ -48,7 +48,17 @@ from border_py.files import (
     open_regular,
     write_file,
 )
-from border_py.hub.card import CardFacts, card, fenced, pull_dir, version
+from border_py.hub.card import CardFacts, card, fenced, version
+from border_py.hub.contents import (
+    CARD,
+    CHECKPOINT,
+    CURVE,
+    EXPORT,
+    EXPORT_FILES,
+    REPLAY,
+    RESULTS,
+    pull_dir,
+)
 from border_py.hub.score import Score, fresh_score
 from border_py.layout import CHECKPOINTS, CONFIG, META, POLICY
 from border_py.reports.aggregate import group_runs
@@ -61,14 +71,7 @@ from border_py.secrets import redact
 
 log = logging.getLogger(__name__)
 
-CARD = "README.md"
-CHECKPOINT = "checkpoint"
-EXPORT = "export"
-CURVE = "learning_curve.png"
-REPLAY = "replay.mp4"
-RESULTS = "results.json"
 FORMATS = ("numpy", "torchscript", "onnx")
-EXPORT_FILES = {"torchscript": "policy.torchscript.pt", "onnx": "policy.onnx"}  # numpy: a dir
 ENV_ID = re.compile(r"^[A-Za-z0-9_.:/-]{1,200}$")
 ALGORITHM = re.compile(r"^[A-Za-z_]\w{0,99}$")
 

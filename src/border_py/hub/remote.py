@@ -18,13 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from border_py.errors import ConfigError, RunError, first_line, printable
-from border_py.files import make_dir, read_json
+from border_py.files import NotRegular, make_dir, read_json, refuse_links_in
 from border_py.hub.card import CardFacts
-from border_py.hub.contents import check_not_a_module, keep, left_out_line
-from border_py.hub.folder import CARD, CHECKPOINT, PushSettings, build, publish
+from border_py.hub.contents import CARD, CHECKPOINT, check_not_a_module, keep, left_out_line
+from border_py.hub.folder import PushSettings, build, publish
 from border_py.layout import CONFIG
 from border_py.runs.checkpoint import holds_policy
-from border_py.runs.links import refuse_links
 from border_py.runs.trust import Trust
 
 log = logging.getLogger(__name__)
@@ -106,7 +105,14 @@ def _fetch_into(fetch: Fetch, repo_id: str, revision: str | None) -> Callable[[P
         except Exception as exc:  # huggingface_hub's HTTP errors, or no network at all
             at = f" at {revision}" if revision else ""
             raise RunError(f"pull of {repo_id}{at} failed: {first_line(exc)}") from None
-        refuse_links(download)
+        try:
+            refuse_links_in(download)  # no link is W&B's there
+        except NotRegular as exc:
+            what = "a symbolic link" if exc.link else "neither a file nor a dir"
+            raise ConfigError(
+                f"{repo_id}: {printable(exc.path.relative_to(download).as_posix())} in the"
+                f" download is {what}; a pull refuses a download holding one (nothing was kept)"
+            ) from None
         left_out = keep(download, folder)
         shutil.rmtree(download)
         if not (folder / CARD).is_file() or not holds_policy(folder / CHECKPOINT):

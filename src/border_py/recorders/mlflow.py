@@ -38,6 +38,7 @@ from border_py.recorders.mlflow_store import (
     artifact_roots,
     choose_store,
     inspect,
+    moved_from,
     own_artifacts,
     store_named,
     store_uri,
@@ -49,6 +50,7 @@ STATUS = {"completed": "FINISHED", "interrupted": "KILLED", "failed": "FAILED"}
 BATCH = 100  # MLflow's limit on params per log_batch call
 BEST_DIR = Path(CHECKPOINTS) / BEST  # in the run dir: the best policy's checkpoint
 NOT_VIDEOS = (WANDB, MLFLOW_ARTIFACTS)  # dirs of the run that other tools fill: never uploaded
+MLFLOW_DEFAULT = "Default"  # the experiment MLflow makes in every store, its artifacts in ./mlruns
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +80,8 @@ class MlflowRecorder:
     Args:
         tracking_uri: an MLflow tracking URI (``http://...``, ``sqlite:///...``); null: a SQLite
             store ``mlflow.db`` in the run dir (in the sweep dir for the jobs of a multirun).
-        experiment_name: the MLflow experiment the run belongs to.
+        experiment_name: the MLflow experiment the run belongs to (not MLflow's own
+            ``Default`` in border's own store: its artifacts are in the working dir).
         run_name: the MLflow run name (null: the run dir's name).
     """
 
@@ -100,6 +103,14 @@ class MlflowRecorder:
             "a non-empty string",
             experiment_name,
         )
+        require(
+            "experiment_name",
+            tracking_uri is not None or experiment_name != MLFLOW_DEFAULT,
+            "another name than MLflow's own experiment when border keeps the store (MLflow makes"
+            " Default with its artifacts in mlruns/ of the working dir, outside the run): e.g."
+            " border-py, or name a store with recorder.mlflow.tracking_uri=...",
+            experiment_name,
+        )
         try:
             from mlflow.tracking import MlflowClient  # noqa: F401
         except ImportError:
@@ -117,74 +128,83 @@ class MlflowRecorder:
         self.roots: tuple[Path, ...] = ()  # where the run's artifacts may go (none: anywhere)
 
     def open(self, run_dir: Path, config: dict[str, Any], resume_step: int | None) -> None:
-        """Connect, then create the MLflow run, or reopen it when the run is resumed.
+        """Connect, then create the MLflow run, or reopen it when the run is resumed. When a
+        resumed run's MLflow run is not continued, or a store found is left alone, one line says
+        why and where the new MLflow run records.
 
         Raises:
             ConfigError: border's own store's experiment keeps its artifacts elsewhere than under
                 the run or store dir (see :mod:`border_py.recorders.mlflow_store`).
+            RunError: a store found stayed locked by another process (see
+                :func:`~border_py.recorders.mlflow_store.inspect`).
         """
         for name in ("alembic", "mlflow.store.db.utils"):  # schema creation chatter
             logging.getLogger(name).setLevel(logging.WARNING)
-        run_dir = Path(run_dir).absolute()
+        run_dir = Path(run_dir).resolve()  # as store_dir: paths are compared resolved
         self.run_dir, self.config = run_dir, config
         self.last_step = resume_step or 0
         store_dir = default_store(run_dir)
         saved = _saved_run(run_dir / RUN_ID_FILE) if resume_step is not None else None
-        client = self._reopen(saved, run_dir, store_dir) if saved is not None else None
-        if client is None:
-            if self.tracking_uri is None:
-                store = choose_store(store_dir, run_dir, self.experiment_name)
-                uri, self.roots = store_uri(store), artifact_roots(run_dir, store_dir)
-            else:
-                uri = self.tracking_uri
-            store_dir.mkdir(parents=True, exist_ok=True)
-            client = self._new_run(uri, store_dir / MLFLOW_ARTIFACTS)
-            record = {"tracking_uri": redact_text(uri), "run_id": self.run_id}
-            write_file(run_dir / RUN_ID_FILE, json.dumps(record).encode())
-        self.client = client
+        client, why = self._reopen(saved, run_dir, store_dir) if saved else (None, None)
+        if client is not None:
+            self.client = client
+            return
+        aside = None
+        if self.tracking_uri is None:
+            store, aside = choose_store(store_dir, run_dir, self.experiment_name)
+            uri, self.roots = store_uri(store), artifact_roots(run_dir, store_dir)
+        else:
+            uri = self.tracking_uri
+        said = [reason for reason in (why, aside) if reason is not None]
+        if said:
+            log.warning(
+                "%s; recording to a new MLflow run in %s", "; ".join(said), redact_text(uri)
+            )
+        store_dir.mkdir(parents=True, exist_ok=True)
+        self.client = self._new_run(uri, store_dir / MLFLOW_ARTIFACTS)
+        record = {"tracking_uri": redact_text(uri), "run_id": self.run_id}
+        write_file(run_dir / RUN_ID_FILE, json.dumps(record).encode())
 
-    def _reopen(self, saved: dict[str, str], run_dir: Path, store_dir: Path) -> Any:
+    def _reopen(
+        self, saved: dict[str, str], run_dir: Path, store_dir: Path
+    ) -> tuple[Any, str | None]:
         """The client of the MLflow run ``mlflow_run.json`` names (``saved``), reopened, when it
         is in the store this command records to: the one the command names, else border's own
         store of the run (or of its sweep) it names, holding the run with its artifacts there.
-        None, with one line saying why, when it is not."""
+        Else None, with why (None: :func:`choose_store` says it, of the same store)."""
         from mlflow.tracking import MlflowClient
 
         run_id, named = saved["run_id"], saved["tracking_uri"]
+        id_file = run_dir / RUN_ID_FILE
         if self.tracking_uri is not None:
             uri = self.tracking_uri
             if named != redact_text(uri):
-                return self._not_reopened(named, redact_text(uri))
+                mine = redact_text(uri)
+                return None, f"{id_file} names the store {printable(named)}, not this run's {mine}"
         else:
             dirs = tuple(dict.fromkeys((run_dir, store_dir, run_dir.parent)))
             store = store_named(named, dirs)
             if store is None:
-                return self._not_reopened(named, f"a store in {run_dir} or {store_dir}")
+                old = moved_from(named, dirs)
+                if old is not None:
+                    return None, (
+                        f"{id_file} names the MLflow store in {printable(str(old))}: the run was"
+                        " moved or copied from there"
+                    )
+                mine = f"a store in {run_dir} or {store_dir}"
+                return None, f"{id_file} names the store {printable(named)}, not this run's {mine}"
             roots = artifact_roots(run_dir, store.parent)
             found = inspect(store, self.experiment_name, run_id, roots)
             if found.foreign is not None or not found.has_run:
-                if found.foreign is None or store != store_dir / MLFLOW_STORE:
-                    log.warning(
-                        "%s: not border's own MLflow store of this run (%s); recording to a new"
-                        " MLflow run",
-                        store,
-                        found.foreign or f"it holds no run {printable(run_id)}",
-                    )
-                return None  # a foreign default store: choose_store's one line says so
+                if found.foreign is not None and store == store_dir / MLFLOW_STORE:
+                    return None, None  # choose_store's reason names it
+                why = found.foreign or f"it holds no run {printable(run_id)}"
+                return None, f"{store}: not border's own MLflow store of this run ({why})"
             uri, self.roots = store_uri(store), roots
         client = MlflowClient(tracking_uri=uri)
         client.update_run(run_id, status="RUNNING")
         self.run_id = run_id
-        return client
-
-    def _not_reopened(self, named: str, mine: str) -> None:
-        """Say that ``mlflow_run.json`` names the store ``named``, not ``mine``."""
-        log.warning(
-            "%s names the store %s, not this run's %s: recording to a new MLflow run",
-            self.run_dir / RUN_ID_FILE,
-            printable(named),
-            mine,
-        )
+        return client, None
 
     def _new_run(self, uri: str, artifacts: Path) -> Any:
         """Connect to ``uri``, create the MLflow run (and its experiment, its artifacts in

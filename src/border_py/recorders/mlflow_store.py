@@ -15,25 +15,22 @@ What border sends is checked again where it is sent (:func:`own_artifacts`).
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import re
 import sqlite3
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from border_py.errors import ConfigError, printable
-from border_py.files import link_refusal
+from border_py.errors import ConfigError, RunError, printable
+from border_py.files import NotRegular, link_refusal, present, refuse_links_in
 from border_py.layout import MLFLOW_ARTIFACTS, MLFLOW_STORE
 from border_py.secrets import redact_text
-
-log = logging.getLogger(__name__)
 
 SQLITE = "sqlite:///"
 STORE_NAME = re.compile(r"mlflow(-[1-9][0-9]{0,2})?\.db")  # mlflow.db, mlflow-2.db, ...
 BESIDE = 100  # how many store names border tries in one dir
+LOCKED_WAIT_SECONDS = 60.0  # how long a store's reader waits out another process's write lock
 
 
 def artifact_roots(run_dir: Path, store_dir: Path) -> tuple[Path, ...]:
@@ -50,12 +47,31 @@ def store_uri(path: Path) -> str:
 
 def store_named(uri: str, dirs: tuple[Path, ...]) -> Path | None:
     """The store file a saved tracking URI names, when it is one of border's own store names
-    (:data:`STORE_NAME`) in one of ``dirs``; else None."""
+    (:data:`STORE_NAME`) in one of ``dirs`` (compared resolved: a path through a symlinked parent
+    names the same dir); else None. The path returned is the name in that dir of ``dirs``."""
     if not uri.startswith(SQLITE):
         return None
     path = Path(uri.removeprefix(SQLITE))
-    if STORE_NAME.fullmatch(path.name) and path.parent in dirs:
-        return path
+    if not (STORE_NAME.fullmatch(path.name) and path.is_absolute()):
+        return None
+    for d in dirs:
+        if d.resolve() == path.parent.resolve():
+            return d / path.name
+    return None
+
+
+def moved_from(uri: str, dirs: tuple[Path, ...]) -> Path | None:
+    """The dir a run's store was in when the saved tracking URI ``uri`` names a store of the
+    same name in a dir of the same name elsewhere, and ``dirs`` hold that store (the run, or its
+    sweep, was moved or copied there); else None."""
+    if not uri.startswith(SQLITE):
+        return None
+    path = Path(uri.removeprefix(SQLITE))
+    if not STORE_NAME.fullmatch(path.name):
+        return None
+    for d in dirs:
+        if d.name == path.parent.name and os.path.lexists(d / path.name):
+            return path.parent
     return None
 
 
@@ -91,17 +107,23 @@ def inspect(path: Path, experiment: str, run_id: str | None, roots: tuple[Path, 
     location of ``experiment`` (and of the run ``run_id``, if given) under ``roots``?
 
     A store without MLflow's tables yet (a sweep's, being created by its first job) holds
-    nothing foreign; a link, or a file that is not a SQLite database, is foreign.
+    nothing foreign; a link, or a file that is not a SQLite database, is foreign. A store another
+    process holds locked (a sweep's job creating its tables) is waited for, up to
+    :data:`LOCKED_WAIT_SECONDS`.
+
+    Raises:
+        RunError: the store stayed locked that long.
     """
     try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return Found(None)
-    if not stat.S_ISREG(mode):
-        return Found("it is a symbolic link" if stat.S_ISLNK(mode) else "it is not a file")
-    try:
-        read_only = f"{path.absolute().as_uri()}?mode=ro"
-        with contextlib.closing(sqlite3.connect(read_only, uri=True)) as db:
+        if not present(path):
+            return Found(None)
+    except NotRegular as exc:
+        return Found("it is a symbolic link" if exc.link else "it is not a file")
+    read_only = f"{path.absolute().as_uri()}?mode=ro"
+    try:  # a sweep's job creating the store's tables holds its write lock for seconds: waited out
+        with contextlib.closing(
+            sqlite3.connect(read_only, uri=True, timeout=LOCKED_WAIT_SECONDS)
+        ) as db:
             db.execute("PRAGMA trusted_schema = OFF")  # its views and triggers call no function
             rows = db.execute(
                 "SELECT artifact_location FROM experiments WHERE name = ?", (experiment,)
@@ -114,6 +136,11 @@ def inspect(path: Path, experiment: str, run_id: str | None, roots: tuple[Path, 
     except sqlite3.OperationalError as exc:
         if "no such table" in str(exc):
             return Found(None)
+        if "locked" in str(exc):  # still, after the wait: neither border's own nor foreign
+            raise RunError(
+                f"recorder.mlflow: {path} stayed locked for {LOCKED_WAIT_SECONDS:g} s (another"
+                " process writes it); try again when it is done"
+            ) from None
         return Found(f"it cannot be read ({exc})")
     except sqlite3.DatabaseError as exc:
         return Found(f"it is not an MLflow store ({exc})")
@@ -123,10 +150,10 @@ def inspect(path: Path, experiment: str, run_id: str | None, roots: tuple[Path, 
     return Found(None, bool(runs))
 
 
-def choose_store(store_dir: Path, run_dir: Path, experiment: str) -> Path:
+def choose_store(store_dir: Path, run_dir: Path, experiment: str) -> tuple[Path, str | None]:
     """The store a new MLflow run records to in ``store_dir``: ``mlflow.db`` if it is absent or
     border's own (:func:`inspect`), else the first of ``mlflow-2.db``, ``mlflow-3.db``, ... that
-    is, with one line naming the store left alone.
+    is; with why ``mlflow.db`` was left alone (None: it was not), for the recorder's one line.
 
     Raises:
         ConfigError: none of :data:`BESIDE` names is free.
@@ -135,19 +162,15 @@ def choose_store(store_dir: Path, run_dir: Path, experiment: str) -> Path:
     roots = artifact_roots(run_dir, store_dir)
     reason = inspect(first, experiment, None, roots).foreign
     if reason is None:
-        return first
+        return first, None
     for n in range(2, BESIDE + 1):
         path = store_dir / f"mlflow-{n}.db"
         if inspect(path, experiment, None, roots).foreign is None:
-            log.warning(
-                "%s: not border's own MLflow store (%s); recording to %s instead (to record"
-                " there, name it: recorder.mlflow.tracking_uri=%s)",
-                first,
-                reason,
-                path,
-                store_uri(first),
+            why = (
+                f"{first}: not border's own MLflow store ({reason}; to record there, name it:"
+                f" recorder.mlflow.tracking_uri={store_uri(first)})"
             )
-            return path
+            return path, why
     raise ConfigError(
         f"recorder.mlflow: {store_dir} holds no MLflow store border may use ({first} to"
         f" mlflow-{BESIDE}.db are others'); name one with recorder.mlflow.tracking_uri=..."
@@ -156,8 +179,8 @@ def choose_store(store_dir: Path, run_dir: Path, experiment: str) -> Path:
 
 def own_artifacts(uri: str, roots: tuple[Path, ...], what: str) -> None:
     """Refuse to log to ``what`` (an MLflow run or experiment) whose artifact URI ``uri`` is not
-    under ``roots`` (see :func:`local_under`), or whose root holds a symlink (MLflow's local
-    artifact store writes through links).
+    under ``roots`` (see :func:`local_under`), or whose root is or holds a symlink, FIFO or device
+    (MLflow's local artifact store writes through links).
 
     Raises:
         ConfigError: one line naming the URI, or the link.
@@ -171,10 +194,7 @@ def own_artifacts(uri: str, roots: tuple[Path, ...], what: str) -> None:
     for root in roots:
         if os.path.islink(root):
             raise link_refusal(root)
-        for top, dirs, files in os.walk(root):  # never descends into a linked dir
-            for name in dirs + files:
-                if os.path.islink(os.path.join(top, name)):
-                    raise link_refusal(os.path.join(top, name))
+        refuse_links_in(root)
 
 
 def _shown(value: object) -> str:

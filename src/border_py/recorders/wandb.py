@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 from pathlib import Path
 from typing import Any, Literal
@@ -17,6 +16,7 @@ from border_py.errors import ConfigError, RunError, first_line
 from border_py.files import read_json, write_file
 from border_py.layout import WANDB, WANDB_RUN
 from border_py.recorders.base import NOT_HPARAMS
+from border_py.recorders.wandb_settings import pinned, refuse_workspace_settings
 from border_py.secrets import redact, redact_override
 
 log = logging.getLogger(__name__)
@@ -38,29 +38,6 @@ def sweep_group() -> str | None:
     """``<date>/<time>`` of the sweep dir for the jobs of a multirun (their W&B group), else None."""
     sweep = sweep_dir()
     return None if sweep is None else f"{sweep.parent.name}/{sweep.name}"
-
-
-def refuse_run_dir_settings(run_dir: Path) -> None:
-    """Refuse W&B's workspace settings when they would be read from the run (or sweep) dir.
-
-    W&B reads ``wandb/settings`` (or ``.wandb/settings``) in the working dir when it starts: its
-    ``base_url`` is where W&B sends the run, with the user's API key. Run from inside a run dir,
-    that file is the run dir's: data, which chooses nothing.
-
-    Raises:
-        ConfigError: one line naming the file.
-    """
-    cwd = Path.cwd().resolve()
-    handed = [d.resolve() for d in (run_dir, sweep_dir()) if d is not None]
-    if not any(cwd.is_relative_to(d) for d in handed):
-        return
-    for name in (".wandb", WANDB):
-        settings = cwd / name / "settings"
-        if os.path.lexists(settings):
-            raise ConfigError(
-                f"{settings}: W&B would take its settings (where it sends the run, with your API"
-                " key) from this file of the run dir; start border from another dir"
-            )
 
 
 class WandbRecorder:
@@ -110,17 +87,25 @@ class WandbRecorder:
     def open(self, run_dir: Path, config: dict[str, Any], resume_step: int | None) -> None:
         """Start the W&B run, or continue it when the run is resumed.
 
+        W&B is given the user's own settings of where the run goes
+        (:func:`~border_py.recorders.wandb_settings.pinned`), over any workspace file's.
+
         Raises:
-            ConfigError: W&B would read its settings from the run dir
-                (:func:`refuse_run_dir_settings`).
+            ConfigError: W&B would read settings from a workspace file that is data or sets more
+                than W&B's own commands do
+                (:func:`~border_py.recorders.wandb_settings.refuse_workspace_settings`); the
+                user's settings are not valid ones.
             RunError: W&B did not start.
         """
         import wandb
 
         run_dir = Path(run_dir)
-        refuse_run_dir_settings(run_dir)
+        refuse_workspace_settings(run_dir, sweep_dir())
         id_file = run_dir / RUN_ID_FILE
-        settings = wandb.Settings(console="off")  # the rich console stays ours
+        try:  # the rich console stays ours
+            settings = wandb.Settings(console="off", **pinned())
+        except ValueError as exc:  # pydantic's, of a value of the user's
+            raise ConfigError(f"recorder.wandb: your W&B settings: {first_line(exc)}") from None
         hparams = redact({k: v for k, v in config.items() if k not in NOT_HPARAMS})
         resume: Literal["allow"] | None = None
         where: dict[str, Any] = {"project": self.project, "entity": self.entity}  # this config's

@@ -15,12 +15,9 @@ any other name, or at any other place, is refused.
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 
-from border_py.errors import ConfigError
-from border_py.files import link_refusal
+from border_py.files import refuse_links_in
 from border_py.layout import WANDB
 
 # W&B's links in its dir: to the latest run and its logs (at the top), and each run's link to the
@@ -43,25 +40,14 @@ def refuse_links(run_dir: Path, own: bool = True) -> None:
     Args:
         run_dir: the dir.
         own: look at every level below (False: ``run_dir``'s own entries only, e.g. a sweep
-            dir's, whose job dirs are runs of their own).
+            dir's, whose job dirs are runs of their own; a job dir that is a link is refused).
 
     Raises:
         ConfigError: one line naming the entry (a link's target is left as it is).
     """
     wandb_dir = Path(run_dir) / WANDB
-    for top, dirs, files in os.walk(run_dir):  # never descends into a linked dir
-        if Path(top) == Path(run_dir) and not own:
-            dirs[:] = []
-        for name in sorted(dirs + files):
-            path = Path(top, name)
-            mode = os.lstat(path).st_mode
-            if stat.S_ISLNK(mode):
-                inside = path.is_relative_to(wandb_dir)
-                if not (inside and wandb_link(path.relative_to(wandb_dir).parts)):
-                    raise link_refusal(path)
-                continue
-            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-                raise ConfigError(
-                    f"{path}: neither a file nor a dir (a FIFO, socket or device); a run dir"
-                    " holds only its own files"
-                )
+
+    def made_by_wandb(path: Path) -> bool:
+        return path.is_relative_to(wandb_dir) and wandb_link(path.relative_to(wandb_dir).parts)
+
+    refuse_links_in(run_dir, made_by_wandb, own)

@@ -3,10 +3,10 @@
 A fresh run claims its dir by creating :data:`CLAIM` in it (an exclusive create: two runs cannot
 both claim one dir); a dir that holds an earlier run (or a recorder's store: :data:`RUN_FILES`) is
 refused with a line that says how to continue it instead (``resume=<dir>``, or ``resume=auto``),
-and so is a dir another user can write in (:func:`refuse_shared`): what is found in it would be
-taken for the run's own. ``resume=auto`` continues the run in
-the dir if it holds a complete checkpoint, and otherwise starts fresh there after moving whatever
-an earlier attempt left (its log, TensorBoard files, result) into ``attempts/<n>/``: nothing of an
+and so is a dir there before the command that another user can write in (:func:`refuse_shared`):
+what is found in it would be taken for the run's own. ``resume=auto`` continues the run in the dir
+if it holds a complete checkpoint, and otherwise starts fresh there after moving whatever an
+earlier attempt left (its log, TensorBoard files, result) into ``attempts/<n>/``: nothing of an
 earlier run is ever deleted or replaced.
 
 A session holds its run dir for as long as it trains (:func:`session_lock`): a resume started
@@ -29,6 +29,8 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
 
 from border_py.errors import ConfigError
 from border_py.files import create_file, fsync_dir, link_refusal, make_dir, read_json
@@ -128,29 +130,57 @@ def refuse_shared(path: Path, key: str = "run_dir") -> None:
         )
 
 
-def check_fresh(run_dir: Path, key: str = "run_dir") -> None:
+def check_fresh(run_dir: Path, key: str = "run_dir", existed: bool = True) -> None:
     """Refuse ``run_dir`` (an existing dir) for a fresh run: another user can write in it
-    (:func:`refuse_shared`), it holds a symlink (:func:`~border_py.runs.links.refuse_links`), or
-    an earlier run's files (:func:`refusal`).
+    (:func:`refuse_shared`, asked only when it ``existed`` before the command), it holds a symlink
+    (:func:`~border_py.runs.links.refuse_links`), or an earlier run's files (:func:`refusal`).
 
     Raises:
         ConfigError: one line naming the dir and what was found.
     """
-    refuse_shared(run_dir, key)
+    if existed:
+        refuse_shared(run_dir, key)
     refuse_links(run_dir)
     if holds_run(run_dir):
         raise refusal(run_dir, key)
 
 
-def claim(run_dir: Path, overrides: list[str] | None = None) -> None:
-    """Make ``run_dir`` this run's (creating it), or raise the refusal (:func:`check_fresh`).
+def check_sweep(sweep_dir: Path, fresh: bool, key: str = "hydra.sweep.dir") -> None:
+    """Refuse the existing ``sweep_dir`` for a sweep before Hydra writes into it (plain ``open``):
+    another user can write in it or a job dir (:func:`refuse_shared`), a link or FIFO among its
+    entries (a job dir too) or in a job dir, or, for a new sweep (``fresh``), an earlier sweep's.
 
-    The claim records the run's command-line ``overrides`` once, at its start: what a resume
-    compares its own with (Hydra rewrites ``.hydra/`` at each attempt of a sweep job), secrets
-    redacted.
+    Raises:
+        ConfigError: one line naming the dir or entry and what was found.
     """
+    refuse_shared(sweep_dir, key)
+    refuse_links(sweep_dir, own=False)  # multirun.yaml, and the job dirs themselves
+    jobs = sorted(p for p in sweep_dir.iterdir() if p.is_dir()) if sweep_dir.is_dir() else []
+    for job in jobs:  # no link among them now
+        refuse_shared(job, key)
+        refuse_links(job)
+    held = run_files(sweep_dir)  # its recorders' stores
+    if fresh and (held or any(holds_run(job) for job in jobs)):
+        what = f"an earlier sweep's {', '.join(held)}" if held else "the jobs of an earlier sweep"
+        raise ConfigError(
+            f"{key}={sweep_dir}: holds {what}; choose another dir, or continue its jobs with"
+            " resume=auto"
+        )
+
+
+def claim(run_dir: Path, overrides: list[str] | None = None) -> None:
+    """Make ``run_dir`` this run's (creating it), or raise the refusal (:func:`check_fresh`; who
+    else can write in it is asked only of a dir there before the command, not of one made here or
+    by Hydra for this job). The claim records the run's command-line ``overrides`` once, at its
+    start: what a resume compares its own with (Hydra rewrites ``.hydra/`` at each attempt of a
+    sweep job), secrets redacted."""
+    made_for_job = (  # Hydra's: border train's callbacks looked at it before Hydra made or used it
+        HydraConfig.initialized()
+        and Path(HydraConfig.get().runtime.output_dir).resolve() == run_dir.resolve()
+    )
+    existed = run_dir.exists() and not made_for_job
     run_dir.mkdir(parents=True, exist_ok=True)
-    check_fresh(run_dir)
+    check_fresh(run_dir, existed=existed)
     overrides = [redact_override(o) for o in overrides or []]
     record = {"pid": os.getpid(), "started": time.time(), "overrides": overrides}
     try:
@@ -241,11 +271,9 @@ def fresh_dir(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     for n in range(1, 10_000):
         candidate = path if n == 1 else path.with_name(f"{path.name}-{n}")
-        try:
+        with contextlib.suppress(FileExistsError):  # taken: the next name
             candidate.mkdir()
             return candidate
-        except FileExistsError:
-            continue
     raise ConfigError(f"{path}: no free run dir name next to it")
 
 

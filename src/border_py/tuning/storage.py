@@ -6,7 +6,7 @@ storage (``--storage``: a database URL or a journal file path).
 A study dir is the user's, but its files may have come from elsewhere: the journal and the SQLite
 file there are never opened through a link (Optuna appends to the journal with a plain ``open``),
 nor when they are anything but a regular file (a FIFO would block the read); see
-:func:`refuse_planted`.
+:func:`~border_py.files.present`.
 
 Neither storage is given heartbeats: the ``border tune`` that starts a trial's process marks the
 trial FAIL when the process ends without recording an outcome (:mod:`.tuner`).
@@ -14,13 +14,11 @@ trial FAIL when the process ends without recording an outcome (:mod:`.tuner`).
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
 from typing import Any
 
 from border_py.errors import ConfigError, first_line
-from border_py.files import link_refusal
+from border_py.files import present
 from border_py.secrets import redact_text
 
 JOURNAL_FILE = "journal.log"  # the study dir's journal (the default storage)
@@ -59,32 +57,11 @@ def locate(study_dir: Path, given: str | None) -> str:
                 " (sqlite:///study.db, postgresql://...)"
             )
         return str(path)
-    for name in (JOURNAL_FILE, SQLITE_FILE):
-        refuse_planted(study_dir / name)
-    older = study_dir / SQLITE_FILE
-    if older.is_file() and not (study_dir / JOURNAL_FILE).exists():
+    journal, older = study_dir / JOURNAL_FILE, study_dir / SQLITE_FILE
+    has_journal, has_older = present(journal), present(older)  # both looked at
+    if has_older and not has_journal:
         return f"sqlite:///{older}"
-    return str(study_dir / JOURNAL_FILE)
-
-
-def refuse_planted(path: Path, directory: bool = False) -> None:
-    """Refuse an entry of a study dir unless it is absent, or a regular file (``directory``: a
-    dir); a link is refused, never followed.
-
-    Raises:
-        ConfigError: one line naming ``path``.
-    """
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return
-    if stat.S_ISLNK(mode):
-        raise link_refusal(path)
-    if not (stat.S_ISDIR(mode) if directory else stat.S_ISREG(mode)):
-        raise ConfigError(
-            f"{path}: not a {'dir' if directory else 'regular file'}; a study dir holds only the"
-            " study's own files and dirs"
-        )
+    return str(journal)
 
 
 def open_storage(location: str) -> Any:

@@ -16,7 +16,7 @@ import yaml
 
 from border_py.config import positive
 from border_py.errors import ConfigError
-from border_py.files import make_dir, write_file
+from border_py.files import make_dir, present, write_file
 from border_py.processes.signals import StopSignals
 from border_py.resources import usable_cores
 from border_py.secrets import redact_text
@@ -30,7 +30,7 @@ from border_py.tuning.space import (
     override,
     search_path,
 )
-from border_py.tuning.storage import locate, open_storage, refuse_planted
+from border_py.tuning.storage import locate, open_storage
 from border_py.tuning.trial import INTERRUPTED, TrialTask, run_trial
 
 log = logging.getLogger("border_py.tune")
@@ -92,7 +92,7 @@ class Tuner:
                 usable_cores(),
             )
         self.storage = locate(study_dir, storage)
-        refuse_planted(study_dir / TRIALS, directory=True)  # trial dirs never made through a link
+        present(study_dir / TRIALS, directory=True)  # trial dirs never made through a link
 
     def run(self) -> int:
         """Run the trials; return the exit status (0, or 130 when stopped by a signal).

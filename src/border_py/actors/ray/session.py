@@ -150,7 +150,8 @@ def leave(owner: str | None) -> None:
 def start_local_ray(num_cpus: int, object_store_memory: int | None = None) -> None:
     """Start a Ray of this machine for this process, listening on the loopback interface only
     (no dashboard), its files in a private dir (:func:`private_temp_dir`, removed by
-    :func:`leave`); a warning if Ray still chose another address.
+    :func:`leave`, or here when Ray does not start); a warning if Ray still chose another
+    address.
 
     Args:
         num_cpus: CPUs the Ray node advertises.
@@ -159,16 +160,22 @@ def start_local_ray(num_cpus: int, object_store_memory: int | None = None) -> No
     import ray
 
     temp_dir = private_temp_dir()
+    try:
+        with loopback_ray(), own_sessions():
+            ray.init(
+                address="local",
+                num_cpus=num_cpus,
+                object_store_memory=object_store_memory,
+                include_dashboard=False,
+                _node_ip_address=LOOPBACK[0],
+                _temp_dir=str(temp_dir / "ray"),
+            )
+    except BaseException:  # what it started is stopped, and its dir goes with it
+        with contextlib.suppress(Exception):  # the error that stopped ray.init is the one said
+            ray.shutdown(wait_for_processes=True)
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        raise
     _temp_dirs.append(temp_dir)
-    with loopback_ray(), own_sessions():
-        ray.init(
-            address="local",
-            num_cpus=num_cpus,
-            object_store_memory=object_store_memory,
-            include_dashboard=False,
-            _node_ip_address=LOOPBACK[0],
-            _temp_dir=str(temp_dir / "ray"),
-        )
     ip = ray.util.get_node_ip_address()
     if ip not in LOOPBACK:
         log.warning("the local Ray took the address %s: it may listen beyond this machine", ip)
