@@ -27,7 +27,7 @@ from border_py.runs.checkpoint import (
 from border_py.runs.run_dir import session_lock
 from border_py.trainers.train import prepare
 
-from ..conftest import BORDER, make_config, run_border, scalar_tags
+from ..conftest import BORDER, TINY, make_config, run_border, scalar_tags
 
 SERIAL = [
     "trainer=serial",
@@ -396,3 +396,17 @@ def test_the_trainer_state_is_typed_and_keeps_its_saved_format():
     older["actors"] = older.pop("sampler")
     state = TrainerState.from_dict(older)
     assert not state.serial and state.env_intervals == {} and state.seconds == 0.0
+
+
+@pytest.mark.slow
+def test_a_run_dir_named_like_a_number_resumes_by_its_name(tmp_path):
+    # a sweep's job dirs are 0, 1, ...: from the sweep dir, resume=0 names one (Hydra alone would
+    # read it as the int 0, and the resume would be taken for a fresh run into a used dir)
+    first = run_border(
+        ["train", *TINY, "trainer=serial", "trainer.save_interval=100", "run_dir=0"], tmp_path
+    )
+    assert first.returncode == 0, first.stderr
+    second = run_border(["train", "resume=0", "trainer.max_opts=400"], tmp_path)
+    assert second.returncode == 0, second.stderr
+    assert periodic_checkpoints(tmp_path / "0" / "checkpoints")[-1].name == "000000400"
+    assert json.loads((tmp_path / "0" / "result.json").read_text())["summary"]["opt_steps"] == 400

@@ -57,11 +57,21 @@ def _refuse(error: ConfigError) -> None:
     raise SystemExit(fail(str(error)))
 
 
+def _paths_as_text(config: DictConfig) -> None:
+    """``run_dir`` and ``resume`` as the paths they name: Hydra reads ``run_dir=0`` (a sweep's
+    job dirs are named 0, 1, ...) as the int 0, which would read as no dir at all."""
+    for key in ("run_dir", "resume"):
+        value = config.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            config[key] = str(value)
+
+
 class RunDirs(Callback):
     """See the module docstring."""
 
     def on_run_start(self, config: DictConfig, **kwargs: Any) -> None:
         """Make ``run_dir`` and Hydra's run dir one dir, and never an earlier run's."""
+        _paths_as_text(config)
         if config.get("resume"):  # the run continues in its own dir (set by border train)
             return
         with read_write(config.hydra):
