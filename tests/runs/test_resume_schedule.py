@@ -57,7 +57,11 @@ def test_a_resume_with_an_added_actor_does_not_redo_sacs_random_phase(tmp_path):
     sac = ["agent=sac", "env=pendulum", "agent.random_steps=300", "agent.batch_size=32"]
     _train([*FIRST, *sac, "trainer.max_env_steps=600", f"run_dir={run_dir}"], tmp_path)
     stopped_at = _env_steps(run_dir)
-    _train([f"resume={run_dir}", "actor_manager.n_actors=2", "trainer.max_env_steps=900"], tmp_path)
+    # 600 env steps after the stop: the resume collects warmup_period (200) anew before its first
+    # opt step (no saved buffer), and the opt steps after it must leave records under any load
+    _train(
+        [f"resume={run_dir}", "actor_manager.n_actors=2", "trainer.max_env_steps=1200"], tmp_path
+    )
     phase = scalar_tags(run_dir)["train/random_phase"]
     assert max(v for s, v in phase if s < 300) == 1.0, phase  # uniform actions, the first 300
     after = [v for s, v in phase if s > stopped_at]
