@@ -57,7 +57,8 @@ FRAME_SKIP = 4  # ALE frames per env step in env=atari
 def gpu_tests(device: str, out: Path) -> dict[str, Any]:
     """Part 1: ``pytest -m gpu`` (tests/gpu/ and every test marked ``gpu``) with ``device`` as
     the only CUDA device it sees: each test's outcome and the figures it records (the parity
-    tests' relative differences), with the counts. Without a CUDA device every test is skipped."""
+    tests' relative differences), with the counts, read from pytest's JUnit report (written
+    beside ``out``). Without a CUDA device every test is skipped."""
     env = dict(os.environ)
     if device.startswith("cuda:"):
         env["CUDA_VISIBLE_DEVICES"] = device.removeprefix("cuda:")
