@@ -5,10 +5,10 @@
 
 Five parts, printed as they finish and written to ``--out`` (JSON), then one ``RESULT {json}``:
 
-1. **parity**: one update of DQN (an MLP, and the dueling Nature CNN on Atari shapes), IQN and
-   SAC from the same weights and batch, on the CPU and on ``--device`` (TF32 off, the same
-   random draws): the relative difference of the loss and of the parameter update (norm of the
-   difference over the norm of the CPU's update). Each must be <= 1e-4.
+1. **gpu_tests**: ``pytest -m gpu`` (tests/gpu/: an update of each agent on the device equals the
+   CPU's, ``check_agent`` there, prefetch through pinned memory, bfloat16 acting) with
+   ``--device`` as the only CUDA device the tests see: each test's outcome and the figures it
+   records (the parity tests' ``loss_rel`` and ``update_rel``). Every test is skipped on CPU.
 2. **learner**: Nature-CNN DQN opt/s from a prioritized replay of Atari frames at batch 32, 64
    and 256, with ``trainer.prefetch`` on and off, over a bare loop of updates on batches already
    on the device.
@@ -20,7 +20,7 @@ Five parts, printed as they finish and written to ``--out`` (JSON), then one ``R
    time. The actors act in ``--policy-dtype`` (``auto``: bfloat16 where the CPU has AMX, else
    float32; ``actor_manager.policy_dtype``).
 
-Exit status 1 when a parity figure is above its tolerance or the training run fails.
+Exit status 1 when a gpu test fails or the training run fails.
 """
 
 from __future__ import annotations
@@ -38,103 +38,61 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import gymnasium as gym
 import numpy as np
 import torch
 
-from border_py.agents.dqn import DQN
 from border_py.agents.inference import native_bfloat16
-from border_py.agents.iqn import IQN
-from border_py.agents.sac import SAC
-from border_py.transitions import Transitions
 
-TOLERANCE = 1e-4
+REPO = Path(__file__).resolve().parents[1]
 ATARI_OBS = gym.spaces.Box(0, 255, (4, 84, 84), np.uint8)
 FRAME_SKIP = 4  # ALE frames per env step in env=atari
 
 
-# -- 1. parity ---------------------------------------------------------------------------------
+# -- 1. the gpu tests ---------------------------------------------------------------------------
 
 
-def _batch(obs_space: gym.Space, action_space: gym.Space, n: int = 32) -> Transitions:
-    """A batch of ``n`` random transitions of the spaces' shapes (the same for every call)."""
-    assert isinstance(obs_space, gym.spaces.Box)
-    rng = np.random.default_rng(3)
-    shape = (n, *obs_space.shape)
-
-    def obs() -> np.ndarray:
-        if obs_space.dtype == np.uint8:
-            return rng.integers(0, 256, shape, dtype=np.uint8)
-        return rng.normal(size=shape).astype(np.float32)
-
-    if isinstance(action_space, gym.spaces.Discrete):
-        action = rng.integers(0, int(action_space.n), n)
-    else:
-        action = rng.uniform(-1, 1, (n, *action_space.shape)).astype(np.float32)
-    reward = rng.normal(size=n).astype(np.float32)
-    return Transitions(obs(), action, reward, obs(), np.full(n, 0.97, np.float32))
-
-
-def _learned(agent: Any) -> list[torch.Tensor]:
-    """Every tensor the agent's update changes: its networks' parameters and SAC's log-alpha."""
-    tensors = [
-        p for m in vars(agent).values() if isinstance(m, torch.nn.Module) for p in m.parameters()
-    ]
-    return tensors + [t for t in vars(agent).values() if isinstance(t, torch.Tensor)]
+def gpu_tests(device: str, out: Path) -> dict[str, Any]:
+    """Part 1: ``pytest -m gpu`` (tests/gpu/ and every test marked ``gpu``) with ``device`` as
+    the only CUDA device it sees: each test's outcome and the figures it records (the parity
+    tests' relative differences), with the counts, read from pytest's JUnit report (written
+    beside ``out``). Without a CUDA device every test is skipped."""
+    env = dict(os.environ)
+    if device.startswith("cuda:"):
+        env["CUDA_VISIBLE_DEVICES"] = device.removeprefix("cuda:")
+    elif not device.startswith("cuda"):
+        env["CUDA_VISIBLE_DEVICES"] = ""  # --device cpu: the tier's skips
+    report = out.with_name(out.stem + "_pytest.xml")
+    command = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-rs", "-p", "no:cacheprovider"]
+    done = subprocess.run(
+        [*command, f"--junitxml={report}", "tests"], cwd=REPO, env=env, capture_output=True
+    )
+    tests, counts = _junit(report) if report.exists() else ({}, {})
+    return {"exit_code": done.returncode, **counts, "tests": tests}
 
 
-def _same_draws(agent: Any, seed: int) -> None:
-    """Make the update's random draws come from one CPU generator, whatever the device."""
-    generator = torch.Generator().manual_seed(seed)
-    device = agent.device
-    if isinstance(agent, IQN):
-        agent._sample_taus = lambda b, n: torch.rand(b, n, generator=generator).to(device)
-    if isinstance(agent, SAC):
-        agent.standard_normal = lambda shape, dtype: torch.randn(
-            shape, generator=generator, dtype=dtype
-        ).to(device)
+def _junit(report: Path) -> tuple[dict[str, dict[str, Any]], dict[str, int]]:
+    """Each test case's outcome and recorded properties, and the counts, from a JUnit XML file."""
+    tests: dict[str, dict[str, Any]] = {}
+    for case in ElementTree.parse(report).iter("testcase"):
+        outcome = "passed"
+        for kind in ("failure", "error", "skipped"):
+            if case.find(kind) is not None:
+                outcome = {"failure": "failed", "error": "error", "skipped": "skipped"}[kind]
+        properties = {p.get("name"): _number(p.get("value")) for p in case.iter("property")}
+        tests[f"{case.get('classname')}::{case.get('name')}"] = {"outcome": outcome, **properties}
+    outcomes = [t["outcome"] for t in tests.values()]
+    counts = {k: outcomes.count(k) for k in ("passed", "failed", "error", "skipped")}
+    return tests, counts
 
 
-def _one_update(make: Callable[[str], Any], batch: Transitions, device: str) -> tuple[float, list]:
-    """The loss and the parameter update of one ``update(batch)`` of a fresh agent on ``device``."""
-    agent = make(device)
-    _same_draws(agent, 7)
-    before = [t.detach().cpu().clone() for t in _learned(agent)]
-    metrics = agent.update(batch)
-    after = [t.detach().cpu() for t in _learned(agent)]
-    loss = float(next(v for k, v in metrics.items() if "loss" in k))
-    return loss, [a - b for a, b in zip(after, before, strict=True)]
-
-
-def parity(device: str) -> dict[str, dict[str, float]]:
-    """Part 1: the relative differences of each agent's loss and update, CPU against ``device``."""
-    torch.backends.cuda.matmul.allow_tf32 = False  # full float32 on both sides
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cudnn.deterministic = True
-    vector, two = gym.spaces.Box(-1, 1, (4,)), gym.spaces.Discrete(2)
-    six = gym.spaces.Discrete(6)
-    pendulum = (gym.spaces.Box(-8, 8, (3,)), gym.spaces.Box(-2, 2, (1,)))
-    cases: dict[str, tuple[Callable[[str], Any], Transitions]] = {
-        "dqn_mlp": (lambda d: DQN(vector, two, d, hidden_sizes=[64, 64]), _batch(vector, two)),
-        "dqn_nature_cnn": (
-            lambda d: DQN(ATARI_OBS, six, d, hidden_sizes=[512], dueling=True),
-            _batch(ATARI_OBS, six),
-        ),
-        "iqn": (lambda d: IQN(vector, two, d, hidden_sizes=[64]), _batch(vector, two)),
-        "sac": (lambda d: SAC(*pendulum, d, hidden_sizes=[64, 64]), _batch(*pendulum)),
-    }
-    out = {}
-    for name, (make, batch) in cases.items():
-        loss_cpu, step_cpu = _one_update(make, batch, "cpu")
-        loss_dev, step_dev = _one_update(make, batch, device)
-        diff = sum(float((a - b).norm() ** 2) for a, b in zip(step_cpu, step_dev, strict=True))
-        norm = sum(float(a.norm() ** 2) for a in step_cpu)
-        out[name] = {
-            "loss_rel": abs(loss_cpu - loss_dev) / max(abs(loss_cpu), 1e-12),
-            "update_rel": (diff / max(norm, 1e-30)) ** 0.5,
-        }
-    return out
+def _number(text: str | None) -> float | str | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return text
 
 
 # -- 2. learner --------------------------------------------------------------------------------
@@ -358,21 +316,20 @@ def main() -> int:
         figures[name] = run()
         print(f"{name} ({time.perf_counter() - start:.0f} s): {json.dumps(figures[name])}")
 
-    part("parity", lambda: parity(args.device))
+    part("gpu_tests", lambda: gpu_tests(args.device, args.out))
     part("learner", lambda: learner(args.device, args.tiny))
     part("h2d", lambda: h2d(args.device))
     with tempfile.TemporaryDirectory(prefix="gpu_check_") as tmp:
         seconds = 90.0 if args.tiny else args.minutes * 60  # tiny: its own budget ends it
         run_dir = Path(tmp) / "run"
         part("pong", lambda: pong(args.device, seconds, args.tiny, run_dir, args.policy_dtype))
-    worst = max(v for agent in figures["parity"].values() for v in agent.values())
-    figures["parity_ok"] = worst <= TOLERANCE
+    figures["gpu_tests_ok"] = figures["gpu_tests"]["exit_code"] == 0
     figures["pong_ok"] = figures["pong"]["exit_code"] in (0, 130) and bool(
         figures["pong"]["opt_per_sec"]
     )
     args.out.write_text(json.dumps(figures, indent=2) + "\n")
     print("RESULT " + json.dumps(figures))
-    return 0 if figures["parity_ok"] and figures["pong_ok"] else 1
+    return 0 if figures["gpu_tests_ok"] and figures["pong_ok"] else 1
 
 
 if __name__ == "__main__":

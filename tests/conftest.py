@@ -10,6 +10,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -25,14 +26,25 @@ TINY = ("debug=tiny", "agent.hidden_sizes=[16]")
 # ~1.5 s a test, and this 2-core machine, shared and loaded, runs one several times slower; the
 # limit catches a test that belongs in the slow tier (or a hang) without failing a loaded run.
 FAST_TIER_TIMEOUT = 15
+# A ``gpu`` test's limit: its first CUDA call starts the device's context and loads its kernels.
+GPU_TIMEOUT = 120
+NO_CUDA = "needs a CUDA device (torch.cuda.is_available() is False): pytest -m gpu on a GPU machine"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Give every test not marked ``slow`` the fast tier's time limit (a test's own
-    ``@pytest.mark.timeout`` wins); ``timeout`` in pyproject.toml bounds the slow ones."""
+    ``@pytest.mark.timeout`` wins; a ``gpu`` test gets :data:`GPU_TIMEOUT`); ``timeout`` in
+    pyproject.toml bounds the slow ones. Skip the ``gpu`` tests where there is no CUDA device."""
+    cuda: bool | None = None  # asked once, and only when a gpu test was collected
     for item in items:
+        limit = FAST_TIER_TIMEOUT
+        if item.get_closest_marker("gpu") is not None:
+            cuda = torch.cuda.is_available() if cuda is None else cuda
+            if not cuda:
+                item.add_marker(pytest.mark.skip(reason=NO_CUDA))
+            limit = GPU_TIMEOUT
         if item.get_closest_marker("slow") is None and item.get_closest_marker("timeout") is None:
-            item.add_marker(pytest.mark.timeout(FAST_TIER_TIMEOUT))
+            item.add_marker(pytest.mark.timeout(limit))
 
 
 def make_config(tmp_path: Path, *overrides: str):

@@ -28,7 +28,6 @@ from border_py.transitions import Transitions
 
 RAM = gym.spaces.Box(0, 255, (128,), np.uint8)
 SIX = gym.spaces.Discrete(6)
-CUDA = torch.cuda.is_available()
 
 
 def _ram_batch(n: int = 8, continuous: bool = False) -> Transitions:
@@ -100,7 +99,7 @@ def test_every_agent_acts_and_learns_on_uint8_vectors():
 
 @pytest.mark.parametrize(
     "device",
-    ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not CUDA, reason="no CUDA device"))],
+    ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)],
 )
 def test_published_weights_are_an_independent_cpu_copy_of_every_tensor(device):
     module = torch.nn.Sequential(torch.nn.Conv2d(4, 8, 3), torch.nn.BatchNorm2d(8)).to(device)

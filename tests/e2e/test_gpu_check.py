@@ -1,5 +1,6 @@
 """benchmarks/gpu_check.py, the one command for a GPU machine, runs on the CPU at its tiny size in
-CI so that it never rots: every part reports, the parity holds, and the Pong run trains."""
+CI so that it never rots: every part reports, the gpu tier runs (its tests skipped here), and the
+Pong run trains."""
 
 from __future__ import annotations
 
@@ -29,8 +30,12 @@ def test_gpu_check_runs_on_cpu_at_its_tiny_size(tmp_path):
     assert last.startswith("RESULT ")
     figures = json.loads(last.removeprefix("RESULT "))
     assert figures == json.loads(out.read_text())
-    assert set(figures["parity"]) == {"dqn_mlp", "dqn_nature_cnn", "iqn", "sac"}
-    assert figures["parity_ok"] and figures["pong_ok"]
+    tests = figures["gpu_tests"]  # pytest -m gpu: on CPU, every gpu test skipped with a reason
+    assert tests["exit_code"] == 0 and tests["failed"] == tests["error"] == 0
+    assert tests["skipped"] == len(tests["tests"]) >= 15
+    parity = [name for name in tests["tests"] if "test_one_update_on_cuda_equals_the_cpus" in name]
+    assert len(parity) == 4
+    assert figures["gpu_tests_ok"] and figures["pong_ok"]
     for batch in ("batch_32", "batch_64", "batch_256"):
         rates = figures["learner"][batch]
         assert rates["bare_opt_per_sec"] > 0 and rates["prefetch_2_opt_per_sec"] > 0

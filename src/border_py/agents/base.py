@@ -192,8 +192,12 @@ def declared_spaces(agent_class: type) -> Accepts | None:
 
 
 def missing_members(agent: Any) -> list[str]:
-    """The attributes and methods of :class:`Agent` that ``agent`` lacks (for an error message)."""
-    members = set(Agent.__annotations__) | {
+    """The attributes and methods of :class:`Agent` that ``agent`` lacks (for an error message);
+    a method set to None is lacking, as ``isinstance`` takes it."""
+    methods = {
         name for name, value in vars(Agent).items() if callable(value) and not name.startswith("_")
     }
-    return sorted(members - set(dir(agent)))
+    present = {
+        name for name in dir(agent) if name not in methods or getattr(agent, name) is not None
+    }
+    return sorted((set(Agent.__annotations__) | methods) - present)
