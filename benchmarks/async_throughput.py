@@ -46,9 +46,9 @@ import torch
 from cli_args import parse_with_overrides
 from hydra import compose, initialize_config_dir
 
-from border_py.actors.backend import ActorBackend, Launch
 from border_py.actors.clock import LocalClock
 from border_py.actors.process import ActorSpec, build_sampler
+from border_py.actors.runtime import Launch
 from border_py.agents.dqn import DQN
 from border_py.config import build, config_dir
 from border_py.overrides import to_plain
@@ -97,8 +97,7 @@ def sampling_rate(config: dict, n_actors: int, n_envs: int, seconds: float) -> t
         },
     }
     parts = build_components(config, 0)
-    manager = parts.actors
-    assert isinstance(manager, ActorBackend)
+    manager = parts.actors.runtime()
     policy = parts.agent.policy_state()
     manager.start(Launch(config, parts.env_factory.spaces(), parts.agent, policy, 0))
     latencies: list[float] = []

@@ -9,8 +9,8 @@ import time
 import psutil
 import pytest
 
-from border_py.actors.backend import Launch
-from border_py.actors.local import ActorManager
+from border_py.actors.local import LocalActors, LocalActorSettings
+from border_py.actors.runtime import Launch
 from border_py.config import build
 from border_py.overrides import to_plain
 from border_py.trainers.components import build_components
@@ -20,7 +20,7 @@ from ..conftest import make_config
 
 def _actor_with_env_subprocesses(
     tmp_path, *env: str
-) -> tuple[ActorManager, psutil.Process, list[int]]:
+) -> tuple[LocalActors, psutil.Process, list[int]]:
     """One actor of 2 envs (CartPole, or ``env`` overrides) in subprocesses, sending;
     (manager, actor, env pids)."""
     config = to_plain(
@@ -35,8 +35,9 @@ def _actor_with_env_subprocesses(
         )
     )
     parts = build_components(config, 0)
-    manager = build("actor_manager", config["actor_manager"])
-    assert isinstance(manager, ActorManager)
+    settings = build("actor_manager", config["actor_manager"])
+    assert isinstance(settings, LocalActorSettings)
+    manager = settings.runtime()
     agent = parts.agent
     manager.start(Launch(config, parts.env_factory.spaces(), agent, agent.policy_state(), 0))
     running = manager._running[0]

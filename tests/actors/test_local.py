@@ -1,4 +1,4 @@
-"""The local actor manager: what the learner takes from an actor that is already gone."""
+"""Local actors: what the learner takes from an actor that is already gone."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import time
 
 import psutil
 
-from border_py.actors.backend import Launch
-from border_py.actors.local import ActorManager
+from border_py.actors.local import LocalActors, LocalActorSettings
+from border_py.actors.runtime import Launch
 from border_py.config import build
 from border_py.overrides import to_plain
 from border_py.trainers.components import build_components
@@ -19,7 +19,7 @@ from ..conftest import make_config
 
 def _one_crashing_actor(
     tmp_path, *env_kwargs: str, env_id: str = "tests.crash_env:CrashAfter-v0"
-) -> ActorManager:
+) -> LocalActors:
     """An actor manager with one actor of ``env_id`` (``+env.kwargs.<key>=<value>``
     overrides), started with the run's initial weights."""
     config = to_plain(
@@ -35,8 +35,9 @@ def _one_crashing_actor(
         )
     )
     parts = build_components(config, 0)
-    manager = build("actor_manager", config["actor_manager"])
-    assert isinstance(manager, ActorManager)
+    settings = build("actor_manager", config["actor_manager"])
+    assert isinstance(settings, LocalActorSettings)
+    manager = settings.runtime()
     agent = parts.agent
     manager.start(Launch(config, parts.env_factory.spaces(), agent, agent.policy_state(), 0))
     return manager

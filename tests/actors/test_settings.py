@@ -1,4 +1,4 @@
-"""What every actor backend shares: the settings, and the spec each incarnation starts from."""
+"""What every kind of actors shares: the settings, and the spec each incarnation starts from."""
 
 from __future__ import annotations
 
@@ -6,13 +6,8 @@ import logging
 
 import pytest
 
-from border_py.actors.backend import (
-    ActorRecord,
-    ActorSettings,
-    accounting_of,
-    apex_epsilons,
-    slots_state,
-)
+from border_py.actors.runtime import ActorRecord, accounting_of, slots_state
+from border_py.actors.settings import ActorSettings, apex_epsilons
 
 
 def test_an_incarnation_continues_its_slot_with_its_own_epsilons():
