@@ -207,7 +207,7 @@ def test_the_settings_groups_build_settings_named_settings():
 
 def test_the_settings_test_tells_settings_from_what_runs():
     @dataclasses.dataclass
-    class MyTrainer:  # the keys of conf/trainer/serial.yaml as fields: settings, whatever its name
+    class MyTrainer:  # no keys of an option: not settings (a dataclass with them is, by any name)
         pass
 
     keys = _option_keys()[0]
