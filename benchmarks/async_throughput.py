@@ -46,9 +46,9 @@ import torch
 from cli_args import parse_with_overrides
 from hydra import compose, initialize_config_dir
 
-from border_py.actors.backend import ActorBackend, Launch
 from border_py.actors.clock import LocalClock
 from border_py.actors.process import ActorSpec, build_sampler
+from border_py.actors.runtime import Launch
 from border_py.agents.dqn import DQN
 from border_py.config import build, config_dir
 from border_py.overrides import to_plain
@@ -97,10 +97,9 @@ def sampling_rate(config: dict, n_actors: int, n_envs: int, seconds: float) -> t
         },
     }
     parts = build_components(config, 0)
-    manager = parts.actors
-    assert isinstance(manager, ActorBackend)
+    actors = parts.actors.runtime()
     policy = parts.agent.policy_state()
-    manager.start(Launch(config, parts.env_factory.spaces(), parts.agent, policy, 0))
+    actors.start(Launch(config, parts.env_factory.spaces(), parts.agent, policy, 0))
     latencies: list[float] = []
     received = [0]
     senders: set[int] = set()
@@ -117,21 +116,21 @@ def sampling_rate(config: dict, n_actors: int, n_envs: int, seconds: float) -> t
     try:
         deadline = time.monotonic() + 120
         while len(senders) < n_actors and time.monotonic() < deadline:  # every actor started
-            manager.poll(0.1, drain)
+            actors.poll(0.1, drain)
         settle = time.monotonic() + 0.5  # and sampling at its pace
         while time.monotonic() < settle:
-            manager.poll(0.1, drain)
+            actors.poll(0.1, drain)
         start, counted = time.perf_counter(), received[0]
         next_publish = start + 0.25
         while (now := time.perf_counter()) < start + seconds:
             if published_at is None and now >= next_publish:
                 version += 1
-                manager.publish(policy, version)
+                actors.publish(policy, version)
                 published_at, next_publish = time.time(), now + 0.25
-            manager.poll(0.01, drain)
+            actors.poll(0.01, drain)
         rate = (received[0] - counted) / (time.perf_counter() - start)
     finally:
-        manager.stop()
+        actors.stop()
     return rate, 1000 * statistics.median(latencies) if latencies else float("nan")
 
 

@@ -5,8 +5,8 @@ Prints three tables, all from one invocation:
 1. sampling: transitions/s reaching a learner that only drains (it pushes every batch into its
    replay buffer), the learner's main-thread CPU time per batch (its ingest cost: polling,
    deserializing, pushing), and the publish->use latency (from ``publish`` to the actor loading
-   those weights), for the local backend and for Ray (a local Ray started by the backend);
-2. learner efficiency: opt steps/s of ``train`` with each backend (the learner never waits for
+   those weights), for local actors and for Ray actors (a local Ray started by the actors);
+2. learner efficiency: opt steps/s of ``train`` with each kind of actors (the learner never waits for
    data: ``trainer.replay_ratio=null``), next to a bare loop of the same agent, buffer and batch;
 3. scale on paper: measured per batch or per publication here (Ray's object-store put/get of a
    batch and of Nature-CNN-sized weights, one node), then an extrapolation to N actors: the
@@ -33,7 +33,7 @@ import numpy as np
 import torch
 from hydra import compose, initialize_config_dir
 
-from border_py.actors.backend import Launch
+from border_py.actors.runtime import Launch
 from border_py.agents.factory import build_agent
 from border_py.config import build, config_dir
 from border_py.overrides import to_plain
@@ -55,11 +55,11 @@ def load_config(overrides: list[str]) -> dict[str, Any]:
 
 
 def drain(config: dict[str, Any], seconds: float) -> dict[str, float]:
-    """Run the config's actor backend while the learner only drains; publish new weights every
+    """Run the config's actors while the learner only drains; publish new weights every
     0.25 s. Returns transitions/s, batches/s, main-thread CPU ms per batch, median publish->use ms,
     bytes per batch."""
     parts = build_components(config, 0)
-    backend = build("actor_manager", config["actor_manager"])
+    backend = build("actor_manager", config["actor_manager"]).runtime()
     agent = parts.agent
     arrived: list[Any] = []  # batches with transitions, in arrival order
 

@@ -205,7 +205,7 @@ def save_child(root: str, transitions: int) -> dict:
         "000000001",
         policy={},
         agent_state={},
-        trainer_state=state.to_dict(),
+        state=state,
         config=config,
         meta={"replay_buffer": True, "border_py": __version__},
         buffer=buffer.arrays(),

@@ -1,15 +1,25 @@
 """The package's shape, checked by tool so that it cannot drift unseen: no import cycle among
 border_py's modules (imports under ``TYPE_CHECKING`` and inside functions included), the run's
-layout named in one module, no module over 400 lines and no function over 60, and an exception's
-first line taken by ``border_py.errors.first_line`` only."""
+layout named in one module, no module over 400 lines and no function over 60, an exception's
+first line taken by ``border_py.errors.first_line`` only, and settings named settings (no class
+named for what runs, a ``...Trainer`` or ``...Actors``, is a settings dataclass)."""
 
 from __future__ import annotations
 
 import ast
+import dataclasses
+import functools
+import importlib
 import re
 from pathlib import Path
 
 import grimp
+from hydra import compose, initialize_config_dir
+
+from border_py.actors.local import LocalActors, LocalActorSettings
+from border_py.actors.settings import ActorSettings
+from border_py.config import config_dir, group_options, resolve_target
+from border_py.trainers.settings import LoopSettings
 
 
 def _cycles(graph: grimp.ImportGraph) -> list[list[str]]:
@@ -138,3 +148,70 @@ def test_the_first_line_of_a_message_is_taken_by_first_line_only():
     ]
     assert inline == []
     assert INLINE_FIRST_LINE.search("(str(exc).splitlines() or [type(exc).__name__])[0]")
+
+
+# what a runtime's or a trainer's name ends in: such a class runs something, so it is never the
+# settings it runs with
+RUNNING = ("Trainer", "Actors")
+SETTINGS_GROUPS = ("trainer", "actor_manager")  # the groups whose options build settings
+
+
+@functools.cache
+def _option_keys() -> list[set[str]]:
+    """The keys of every option of :data:`SETTINGS_GROUPS` as composed (its ``_target_`` aside)."""
+    with initialize_config_dir(version_base="1.3", config_dir=str(config_dir())):
+        return [
+            set(compose("train", overrides=[f"{group}={option}"])[group]) - {"_target_"}
+            for group in SETTINGS_GROUPS
+            for option in group_options(group)
+        ]
+
+
+def _is_settings(cls: type) -> bool:
+    """A settings dataclass: a subclass of the trainers' or the actors' settings, or a dataclass
+    whose fields hold the keys of an option of their groups."""
+    if not dataclasses.is_dataclass(cls):
+        return False
+    if issubclass(cls, (LoopSettings, ActorSettings)):
+        return True
+    names = {field.name for field in dataclasses.fields(cls)}
+    return any(keys <= names for keys in _option_keys())
+
+
+def test_no_trainer_or_actors_class_is_a_settings_dataclass():
+    """Settings are named settings; what runs is named for what it runs (``Trainer`` has its
+    ``LoopSettings``, ``LocalActors`` its ``LocalActorSettings``)."""
+    found = [
+        (path, node.name)
+        for path in _sources()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef) and node.name.endswith(RUNNING)
+    ]
+    assert {"Trainer", "LocalActors", "RayActors", "InlineActors"} <= {name for _, name in found}
+    lying = []
+    for path, name in found:
+        module = ".".join(("border_py", *path.relative_to(SRC).with_suffix("").parts))
+        if _is_settings(getattr(importlib.import_module(module), name)):
+            lying.append(f"{module}.{name}")
+    assert lying == []
+
+
+def test_the_settings_groups_build_settings_named_settings():
+    with initialize_config_dir(version_base="1.3", config_dir=str(config_dir())):
+        for group in SETTINGS_GROUPS:
+            for option in group_options(group):
+                target = compose("train", overrides=[f"{group}={option}"])[group]["_target_"]
+                cls = resolve_target(target)
+                assert target.endswith("Settings") and _is_settings(cls), (group, option, target)
+
+
+def test_the_settings_test_tells_settings_from_what_runs():
+    @dataclasses.dataclass
+    class MyTrainer:  # no keys of an option: not settings (a dataclass with them is, by any name)
+        pass
+
+    keys = _option_keys()[0]
+    fields = [(key, object, dataclasses.field(default=None)) for key in keys]
+    settings_like = dataclasses.make_dataclass("MyTrainer", fields)
+    assert _is_settings(settings_like) and _is_settings(LocalActorSettings)
+    assert not _is_settings(MyTrainer) and not _is_settings(LocalActors)

@@ -9,8 +9,8 @@ import time
 import psutil
 import pytest
 
-from border_py.actors.backend import Launch
-from border_py.actors.local import ActorManager
+from border_py.actors.local import LocalActors, LocalActorSettings
+from border_py.actors.runtime import Launch
 from border_py.config import build
 from border_py.overrides import to_plain
 from border_py.trainers.components import build_components
@@ -20,9 +20,9 @@ from ..conftest import make_config
 
 def _actor_with_env_subprocesses(
     tmp_path, *env: str
-) -> tuple[ActorManager, psutil.Process, list[int]]:
+) -> tuple[LocalActors, psutil.Process, list[int]]:
     """One actor of 2 envs (CartPole, or ``env`` overrides) in subprocesses, sending;
-    (manager, actor, env pids)."""
+    (actors, actor, env pids)."""
     config = to_plain(
         make_config(
             tmp_path,
@@ -35,20 +35,21 @@ def _actor_with_env_subprocesses(
         )
     )
     parts = build_components(config, 0)
-    manager = build("actor_manager", config["actor_manager"])
-    assert isinstance(manager, ActorManager)
+    settings = build("actor_manager", config["actor_manager"])
+    assert isinstance(settings, LocalActorSettings)
+    actors = settings.runtime()
     agent = parts.agent
-    manager.start(Launch(config, parts.env_factory.spaces(), agent, agent.policy_state(), 0))
-    running = manager._running[0]
+    actors.start(Launch(config, parts.env_factory.spaces(), agent, agent.policy_state(), 0))
+    running = actors._running[0]
     assert running is not None
     actor = psutil.Process(running.process.pid)
     deadline = time.monotonic() + 60
-    while manager.records[0].received == 0 and time.monotonic() < deadline:
-        manager.poll(0.1, lambda batch: None)
-    assert manager.records[0].received > 0, "the actor sent nothing"
+    while actors.records[0].received == 0 and time.monotonic() < deadline:
+        actors.poll(0.1, lambda batch: None)
+    assert actors.records[0].received > 0, "the actor sent nothing"
     envs = [p.pid for p in actor.children(recursive=True)]
     assert len(envs) >= 2  # the env subprocesses (and spawn's resource tracker)
-    return manager, actor, envs
+    return actors, actor, envs
 
 
 def _gone(pids: list[int], within: float = 10.0) -> list[int]:
@@ -64,15 +65,15 @@ def _gone(pids: list[int], within: float = 10.0) -> list[int]:
 
 
 def test_a_stopped_actor_leaves_no_env_subprocess(tmp_path):
-    manager, _, envs = _actor_with_env_subprocesses(tmp_path)
-    manager.stop()
+    actors, _, envs = _actor_with_env_subprocesses(tmp_path)
+    actors.stop()
     assert _gone(envs) == []
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="POSIX only")
 def test_a_killed_actor_leaves_no_env_subprocess_even_one_stuck_in_a_step(tmp_path):
     flag = tmp_path / "hung"
-    manager, actor, envs = _actor_with_env_subprocesses(
+    actors, actor, envs = _actor_with_env_subprocesses(
         tmp_path,
         "env=gym",
         "env.id=tests.hang_env:HangOnce-v0",
@@ -87,4 +88,4 @@ def test_a_killed_actor_leaves_no_env_subprocess_even_one_stuck_in_a_step(tmp_pa
         os.kill(actor.pid, signal.SIGKILL)
         assert _gone(envs) == []
     finally:
-        manager.stop(drain_timeout=0)
+        actors.stop(drain_timeout=0)

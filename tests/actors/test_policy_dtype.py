@@ -11,10 +11,10 @@ import torch
 from omegaconf import OmegaConf
 
 from border_py import train
-from border_py.actors.backend import ActorSettings
 from border_py.actors.clock import LocalClock
 from border_py.actors.process import ActorSpec, build_sampler
 from border_py.actors.sampler import SampleStats
+from border_py.actors.settings import ActorSettings
 from border_py.agents.inference import ConvInference
 from border_py.errors import ConfigError
 from border_py.trainers.components import build_components

@@ -10,8 +10,8 @@ import psutil
 import pytest
 
 from border_py import train
-from border_py.actors.backend import ActorBackend, Launch
 from border_py.actors.ray.session import LOCAL, leave, start_local_ray
+from border_py.actors.runtime import Actors, Launch
 from border_py.config import build
 from border_py.errors import ConfigError
 from border_py.overrides import to_plain
@@ -87,8 +87,8 @@ def _started(tmp_path, *overrides: str):
     """A started backend of the composed config, with the learner-side components."""
     config = to_plain(make_config(tmp_path, *SMALL, *overrides))
     parts = build_components(config, 0)
-    backend = build("actor_manager", config["actor_manager"])
-    assert isinstance(backend, ActorBackend)
+    backend = build("actor_manager", config["actor_manager"]).runtime()
+    assert isinstance(backend, Actors)
     agent = parts.agent
     backend.start(Launch(config, parts.env_factory.spaces(), agent, agent.policy_state(), 0))
     return backend, parts
@@ -219,7 +219,7 @@ def test_actors_beyond_eight_per_cluster_cpu_are_refused_before_any_starts(tmp_p
         )
     )
     parts = build_components(config, 0)
-    backend = build("actor_manager", config["actor_manager"])
+    backend = build("actor_manager", config["actor_manager"]).runtime()
     agent = parts.agent
     launch = Launch(config, parts.env_factory.spaces(), agent, agent.policy_state(), 0)
     with pytest.raises(ConfigError) as refused:

@@ -23,8 +23,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from border_py.actors.backend import Launch
 from border_py.actors.ray.session import loopback_ray
+from border_py.actors.runtime import Launch
 from border_py.config import build
 from border_py.overrides import to_plain
 from border_py.trainers.components import build_components
@@ -68,7 +68,7 @@ def test_actors_spread_over_two_nodes_and_survive_losing_one(tmp_path):
         assert beyond_loopback(found) == []
         config = to_plain(make_config(tmp_path, *SMALL, "actor_manager.n_actors=2"))
         parts = build_components(config, 0)
-        backend = build("actor_manager", config["actor_manager"])
+        backend = build("actor_manager", config["actor_manager"]).runtime()
         agent = parts.agent
         backend.start(Launch(config, parts.env_factory.spaces(), agent, agent.policy_state(), 0))
         batches = []

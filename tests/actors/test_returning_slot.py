@@ -16,10 +16,11 @@ import pytest
 
 from border_py import train
 from border_py._version import __version__
-from border_py.actors.backend import ActorSettings, accounting_of, slots_state
 from border_py.actors.clock import LocalClock
 from border_py.actors.process import build_sampler
+from border_py.actors.runtime import accounting_of, slots_state
 from border_py.actors.sampler import SampleStats
+from border_py.actors.settings import ActorSettings
 from border_py.overrides import to_plain
 from border_py.replay.uniform import UniformReplayBuffer
 from border_py.runs.checkpoint import load_checkpoint, save_checkpoint, step_name
@@ -56,7 +57,7 @@ class Session:
         self.settings = ActorSettings(n_actors=n_actors, n_envs_per_actor=2)
         saved = load_checkpoint(resume) if resume is not None else None
         self.records, self.kept, _ = self.settings.slots(
-            saved.state.backend if saved is not None else None
+            saved.state.actors if saved is not None else None
         )
         self.buffer = UniformReplayBuffer(CAPACITY, seed=0, frame_stack=STACK)
         if saved is not None:
@@ -97,7 +98,7 @@ class Session:
             step_name(opt_steps),
             policy={},
             agent_state={},
-            trainer_state=state.to_dict(),
+            state=state,
             config={"seed": 0, "env": {}, "agent": {}},
             meta={"replay_buffer": True, "border_py": __version__},
             buffer=self.buffer.arrays(),
@@ -164,15 +165,15 @@ def test_an_async_run_resumed_with_fewer_then_more_actors_keeps_every_row_sample
         "progress=false",
     ]
     train(make_config(tmp_path, *base))
-    first = load_checkpoint(run).trainer_state["actors"]
+    first = load_checkpoint(run).state.actors["actors"]
     for n_actors in (1, 2):
-        budget = load_checkpoint(run).trainer_state["env_steps"] + 1500
+        budget = load_checkpoint(run).state.env_steps + 1500
         overrides = [f"actor_manager.n_actors={n_actors}", f"trainer.max_env_steps={budget}"]
         train(
             make_config(tmp_path, f"resume={run}", "trust=[tests.frame_env]"), overrides=overrides
         )
     saved = load_checkpoint(run)
-    last = saved.trainer_state["actors"]
+    last = saved.state.actors["actors"]
     assert len(last) == 2 and last[1]["incarnation"] > first[1]["incarnation"]
     assert last[1]["received"] > first[1]["received"]  # the returning slot delivered
     buffer = build_components(saved.config, 0).buffer

@@ -74,7 +74,7 @@ def test_every_overlay_composes_and_validates(group, option):
 def test_the_composed_default_config_has_every_group(tmp_path):
     cfg = make_config(tmp_path)
     assert cfg.agent._target_.endswith("DQN") and cfg.env.id == "CartPole-v1"
-    assert cfg.trainer._target_.endswith("AsyncTrainer")
+    assert cfg.trainer._target_.endswith("AsyncSettings")
     assert cfg.seed == 0 and cfg.device == "cpu"
 
 

@@ -79,7 +79,7 @@ def test_a_2x2_multirun_runs_four_async_jobs_and_leaves_no_process(tmp_path):
         )  # async, torn down
         hparams, ends = _hparams(job)
         seen.add((hparams["seed"], hparams["agent.lr"]))
-        assert hparams["trainer._target_"].endswith("AsyncTrainer")
+        assert hparams["trainer._target_"].endswith("AsyncSettings")
         assert ends == [1]  # STATUS_SUCCESS
         assert "hparams/best_return" in scalar_tags(job)
     assert seen == {(0.0, 1e-3), (0.0, 3e-4), (1.0, 1e-3), (1.0, 3e-4)}

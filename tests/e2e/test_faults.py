@@ -446,7 +446,7 @@ def test_a_failing_checkpoint_write_ends_the_run_in_one_line_and_keeps_earlier_o
     assert json.loads((run / "result.json").read_text())["status"] == "failed"
     from border_py.runs.checkpoint import load_checkpoint
 
-    assert load_checkpoint(checkpoints / "000001000").trainer_state["opt_steps"] == 1000
+    assert load_checkpoint(checkpoints / "000001000").state.opt_steps == 1000
 
 
 LAUNCHERS = {

@@ -224,8 +224,8 @@ def test_dqn_pong_async_runs_end_to_end_and_resumes(tmp_path):
     out = run_border(["train", f"resume={run_dir}", "trainer.max_opts=60"], tmp_path, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     ckpt = load_checkpoint(run_dir)  # a resumed run continues in its own run dir
-    assert ckpt.trainer_state["opt_steps"] == 60
-    assert ckpt.trainer_state["env_steps"] > meta["env_steps"]
+    assert ckpt.state.opt_steps == 60
+    assert ckpt.state.env_steps > meta["env_steps"]
     steps = [s for s, _ in scalar_tags(run_dir)["train/loss"]]
     assert steps == [10, 20, 30, 40, 50, 60]  # TensorBoard continued, no step twice
 

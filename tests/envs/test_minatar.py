@@ -110,7 +110,7 @@ def test_plain_env_minatar_looks_the_breakout_recipe_up():
 def test_the_breakout_recipe_trains_end_to_end(tiny_config, tmp_path):
     cfg = tiny_config(*RECIPE, "trainer.eval_episodes=2")
     assert cfg.agent.network == "minatar" and cfg.env.id == "MinAtar/Breakout-v1"
-    assert cfg.trainer._target_.endswith("SerialTrainer")
+    assert cfg.trainer._target_.endswith("SerialSettings")
     summary = train(cfg)
     run_dir = tmp_path / "run"
     assert summary["opt_steps"] == 300

@@ -524,7 +524,7 @@ def test_serial_resume_with_prioritized_replay_is_exact(tmp_path, extra):
     train(make_config(part, *SERIAL, *extra, "trainer.max_opts=300"))
     ckpt = load_checkpoint(part / "run")
     buffer = ckpt.buffer()
-    assert "priority" in buffer and ckpt.trainer_state["replay"]["samples"] == 300
+    assert "priority" in buffer and ckpt.state.replay["samples"] == 300
     resumed = train(  # the test's own env (tests.frame_env) is trusted: a run dir is data
         make_config(part, "resume=" + str(part / "run"), "trust=[tests]"),
         overrides=["trainer.max_opts=600"],
@@ -541,10 +541,10 @@ def test_resume_without_a_saved_buffer_continues_beta_and_refuses_sampler_change
     base = [*SERIAL, "replay_buffer=prioritized", "trainer.save_replay_buffer=false"]
     train(make_config(tmp_path, *base, "trainer.max_opts=300"))
     run = str(tmp_path / "run")
-    assert load_checkpoint(run).trainer_state["replay"]["samples"] == 300
+    assert load_checkpoint(run).state.replay["samples"] == 300
     train(make_config(tmp_path, "resume=" + run), overrides=["trainer.max_opts=400"])
     # beta's annealing went on from 300 samples, not from beta_start again
-    assert load_checkpoint(run).trainer_state["replay"]["samples"] == 400
+    assert load_checkpoint(run).state.replay["samples"] == 400
     with pytest.raises(ConfigError) as err:
         prepare(
             make_config(tmp_path, "resume=" + run),
@@ -592,7 +592,7 @@ def test_actor_priorities_reach_the_buffer_in_an_async_run(tmp_path, extra):
     ckpt = load_checkpoint(tmp_path / "run")
     parts = build_components(ckpt.config, 0)  # a fresh learner agent: the initial weights
     buf = parts.buffer
-    buf.load(ckpt.trainer_state["replay"], ckpt.buffer())
+    buf.load(ckpt.state.replay, ckpt.buffer())
     stored = buf._gather(np.arange(len(buf)))
     if extra:
         check_pattern_stacks(stored, n_step=3, gamma=0.99)  # 2 actors x 2 envs interleaved

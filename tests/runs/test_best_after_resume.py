@@ -28,7 +28,7 @@ from border_py.layout import ABANDONED, BEST, CHECKPOINTS, META
 from border_py.overrides import to_plain
 from border_py.runs.checkpoint import load_checkpoint, save_checkpoint, step_name
 from border_py.runs.state import TrainerState
-from border_py.trainers.final import best_weights
+from border_py.trainers.final import best_snapshot
 from border_py.trainers.run_book import RunBook
 
 from ..conftest import TINY, make_config
@@ -64,7 +64,7 @@ class Run:
             step_name(opt_steps),
             policy={"w": torch.zeros(2)},
             agent_state={},
-            trainer_state=_state(opt_steps, best_return).to_dict(),
+            state=_state(opt_steps, best_return),
             config=self.config,
             meta={
                 "opt_steps": opt_steps,
@@ -93,7 +93,7 @@ def test_a_resume_that_sets_best_aside_starts_the_best_return_afresh(tmp_path, c
     resumed.on_eval(_outcome(1100, 5.0))  # below the vanished 10: still the timeline's best
     resumed.close("completed")
     assert run.best()["opt_steps"] == 1100 and run.best()["best_return"] == 5.0
-    weights = best_weights(run.checkpoints / BEST)
+    weights = best_snapshot(run.checkpoints / BEST)
     assert weights is not None and weights.opt_steps == 1100  # what best_eval re-evaluates
     assert resumed.returns()["best_return"] == 5.0
 

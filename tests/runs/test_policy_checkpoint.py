@@ -21,7 +21,7 @@ def test_a_checkpoint_of_policy_config_and_meta_loads_its_policy_only(tmp_path):
         "best",
         policy={"w": torch.arange(3.0)},
         agent_state={"optimizer": torch.zeros(2)},
-        trainer_state=state.to_dict(),
+        state=state,
         config={"seed": 0, "env": {"id": "CartPole-v1"}, "agent": {}},
         meta={"opt_steps": 100, "border_py": __version__},
     )

@@ -76,7 +76,7 @@ def save(root: Path, buffer: UniformReplayBuffer | None, name: str = "000000100"
         name,
         policy={},
         agent_state={},
-        trainer_state=state.to_dict(),
+        state=state,
         config={"seed": 0, "env": {}, "agent": {}},
         meta={"replay_buffer": buffer is not None, "border_py": __version__},
         buffer=None if buffer is None else buffer.arrays(),

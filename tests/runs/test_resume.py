@@ -54,13 +54,13 @@ def test_checkpoints_hold_the_full_state_and_load_without_pickle(tmp_path):
     assert sorted(p.name for p in root.iterdir()) == ["000000300", "best"]  # keep 1 + best
     ckpt = load_checkpoint(root / "000000300")
     assert set(ckpt.agent_state) >= {"q", "q_target", "optimizer", "env_steps", "opt_steps", "rng"}
-    state = ckpt.trainer_state
-    assert state["opt_steps"] == 300 and state["env_steps"] == summary["env_steps"]
-    assert set(state["rng"]) == {"python", "numpy", "torch"}
-    assert state["best_return"] == summary["best_return"]
+    state = ckpt.state
+    assert state.opt_steps == 300 and state.env_steps == summary["env_steps"]
+    assert set(state.rng) == {"python", "numpy", "torch"}
+    assert state.best_return == summary["best_return"]
     assert ckpt.config["trainer"]["max_opts"] == 300
     buffer = ckpt.buffer()
-    assert buffer is not None and len(buffer["reward"]) == state["replay"]["size"]
+    assert buffer is not None and len(buffer["reward"]) == state.replay["size"]
     names = {"obs", "action", "reward", "next_obs", "discount"}
     assert set(buffer) == names
     for name in names:  # numpy's own files, mapped without pickle
@@ -77,7 +77,7 @@ def test_a_resume_trains_with_the_lr_and_eps_it_was_given(tmp_path, caplog):
             overrides=["trainer.max_opts=300", "agent.lr=3e-4", "agent.adam_eps=1.5e-4"],
         )
     group = load_checkpoint(tmp_path / "run").agent_state["optimizer"]["param_groups"][0]
-    assert load_checkpoint(tmp_path / "run").trainer_state["opt_steps"] == 300
+    assert load_checkpoint(tmp_path / "run").state.opt_steps == 300
     assert (group["lr"], group["eps"]) == (3e-4, 1.5e-4)  # what the resumed session trained with
     assert "optimizer q: lr 0.001 -> 0.0003 (the config's)" in caplog.text
 
@@ -111,8 +111,8 @@ def test_async_resume_continues_counters_epsilon_and_tensorboard(tmp_path):
     ]
     first = train(make_config(tmp_path, *base, "trainer.max_opts=400"))
     ckpt = load_checkpoint(tmp_path / "run")
-    assert ckpt.trainer_state["opt_steps"] == 400
-    saved_actors = ckpt.trainer_state["actors"]
+    assert ckpt.state.opt_steps == 400
+    saved_actors = ckpt.state.actors["actors"]
     second = train(
         make_config(tmp_path, "resume=" + str(tmp_path / "run")), overrides=["trainer.max_opts=800"]
     )
@@ -126,7 +126,7 @@ def test_async_resume_continues_counters_epsilon_and_tensorboard(tmp_path):
     after = [v for s, v in eps if s > 400]
     # each actor's schedule continued from its saved position (a restart would log ~1.0 again)
     assert max(after) <= max(before) + 1e-9 < 1.0
-    final = load_checkpoint(tmp_path / "run").trainer_state["actors"]
+    final = load_checkpoint(tmp_path / "run").state.actors["actors"]
     assert all(a["env_steps"] > b["env_steps"] for a, b in zip(final, saved_actors, strict=True))
     assert all(
         a["incarnation"] == b["incarnation"] + 1 for a, b in zip(final, saved_actors, strict=True)
@@ -176,7 +176,7 @@ def test_a_live_run_refuses_a_resume_and_after_its_kill_9_resumes_from_its_newes
         if proc.poll() is None:
             proc.kill()
     newest = find_checkpoint(run_dir)
-    done = load_checkpoint(newest).trainer_state["opt_steps"]
+    done = load_checkpoint(newest).state.opt_steps
     out = run_border(["train", f"resume={run_dir}", f"trainer.max_opts={done + 200}"], tmp_path)
     assert out.returncode == 0, out.stderr
     assert len(list((tmp_path / "outputs").glob("*/*"))) == 1  # same run dir, no new one
@@ -350,7 +350,7 @@ def test_a_run_saved_by_0_1_is_refused_in_one_line_but_its_policy_still_evaluate
     with pytest.raises(ConfigError) as err:
         train(make_config(tmp_path, "resume=" + str(run)), overrides=["trainer.max_opts=300"])
     (line,) = str(err.value).splitlines()
-    assert "saved by border-py 0.1.0, whose runs 0.2 cannot resume" in line
+    assert "saved by border-py 0.1.0, whose runs later versions cannot resume" in line
     out = run_border(["eval", str(run), "eval.n_episodes=2"], tmp_path)
     assert out.returncode == 0, out.stderr
 
@@ -369,7 +369,7 @@ def test_resume_auto_starts_a_run_then_finds_it_completed(tmp_path):
 
 def test_the_trainer_state_is_typed_and_keeps_its_saved_format():
     """``trainer.pt`` stays one flat mapping (checkpoints of earlier versions load); the code
-    reads it as a TrainerState, the serial trainer's told by its backend's keys."""
+    reads it as a TrainerState, the serial trainer's told by its actors' keys."""
     from border_py.runs.state import TrainerState
 
     saved = {
@@ -387,7 +387,7 @@ def test_the_trainer_state_is_typed_and_keeps_its_saved_format():
         "seconds": 4.25,
     }
     state = TrainerState.from_dict(saved)
-    assert state.serial and state.backend == {"sampler": {"envs": []}, "actor": {"received": 3}}
+    assert state.serial and state.actors == {"sampler": {"envs": []}, "actor": {"received": 3}}
     assert (state.opt_steps, state.best_return, state.eval_returns) == (300, 9.5, [1.0, 9.5])
     assert state.to_dict() == saved
     older = {

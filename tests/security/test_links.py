@@ -18,6 +18,7 @@ from border_py.reports.collect import find_runs
 from border_py.runs.checkpoint import load_checkpoint, save_checkpoint, set_aside_newer
 from border_py.runs.results import write_result
 from border_py.runs.run_dir import claim, session_lock, set_aside_attempt
+from border_py.runs.state import TrainerState
 from border_py.trainers.train import run_log
 
 from ..conftest import make_config, run_border
@@ -190,7 +191,7 @@ def _checkpoint(root: Path, name: str, opt_steps: int, value: float) -> None:
         name,
         policy={"w": torch.full((2,), value)},
         agent_state={},
-        trainer_state={"opt_steps": opt_steps, "best_return": value},
+        state=TrainerState(opt_steps, 0, 0, {}, {}, {}, {}, best_return=value),
         config={"seed": 0},
         meta={"opt_steps": opt_steps, "best_return": value},
     )
@@ -213,7 +214,7 @@ def test_a_best_abandoned_twice_keeps_both(tmp_path):
 
 def test_resuming_an_older_checkpoint_keeps_the_later_best_byte_identical(run, tmp_path):
     root = run / "checkpoints"
-    assert math.isinf(load_checkpoint(root / "000000100").trainer_state["best_return"])
+    assert math.isinf(load_checkpoint(root / "000000100").state.best_return)
     assert json.loads((root / "best" / "meta.json").read_text())["opt_steps"] > 100
     best = tree(root / "best")
     # the resumed timeline's first evaluation (at 150) beats its best so far (none): a new best

@@ -24,6 +24,7 @@ from border_py.agents.sac import SAC
 from border_py.errors import ConfigError
 from border_py.runs.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from border_py.runs.session import restore_agent
+from border_py.runs.state import TrainerState
 from border_py.transitions import Transitions
 
 from ..conftest import run_border
@@ -162,7 +163,7 @@ def test_genuine_checkpoints_of_every_agent_load_and_fit_their_estimate(
         "000000001",
         policy=built.policy_state(),
         agent_state=built.state_dict(),
-        trainer_state={},
+        state=TrainerState(0, 0, 0, {}, {}, {}, {}),
         config={"seed": 0, "env": {}, "agent": {}},
         meta={"opt_steps": 1},
     )
@@ -378,7 +379,7 @@ def test_adams_saved_state_must_fit_the_agents_parameters(key, saved, error):
     agent = updated(DQN, CARTPOLE, hidden_sizes=[16], batch_size=8)
     state = agent.state_dict()
     state["optimizer"]["state"][0][key] = saved  # the first layer's
-    checkpoint = Checkpoint(Path("ckpt"), {}, state, {}, {}, {})
+    checkpoint = Checkpoint(Path("ckpt"), {}, state, None, {}, {})
     with pytest.raises(ConfigError) as refused:
         restore_agent(checkpoint, DQN(*CARTPOLE, hidden_sizes=[16], batch_size=8), CARTPOLE)
     assert str(refused.value).startswith(f"ckpt: does not fit the agent config ({error}")
@@ -408,7 +409,7 @@ def test_sacs_saved_tensors_must_fit_the_agent(key, saved, error):
     agent.act(np.zeros((8, 3), np.float32), explore=True)
     state = agent.state_dict()
     state[key] = saved
-    checkpoint = Checkpoint(Path("ckpt"), {}, state, {}, {}, {})
+    checkpoint = Checkpoint(Path("ckpt"), {}, state, None, {}, {})
     with pytest.raises(ConfigError) as refused:
         restore_agent(checkpoint, SAC(*PENDULUM, hidden_sizes=[16], batch_size=8), PENDULUM)
     assert str(refused.value).startswith(f"ckpt: does not fit the agent config ({error}")

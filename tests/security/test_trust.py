@@ -235,7 +235,7 @@ def test_the_border_command_refuses_a_crafted_run_in_one_line(trained, tmp_path,
 def _checkpoint(run: Path) -> Checkpoint:
     path = sorted(run.glob("checkpoints/0*"))[-1]
     config = json.loads((path / "config.json").read_text())
-    return Checkpoint(path, {}, {}, {}, config, {})
+    return Checkpoint(path, {}, {}, None, config, {})
 
 
 def test_python_s_standard_library_is_never_trusted(trained, tmp_path, capsys):

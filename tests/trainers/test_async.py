@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from border_py import train
-from border_py.actors.backend import apex_epsilons
+from border_py.actors.settings import apex_epsilons
 from border_py.transport.weights import SharedWeights
 
 from ..conftest import BORDER, REPO, make_config, run_border, scalar_tags

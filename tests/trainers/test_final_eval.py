@@ -23,7 +23,7 @@ from border_py.evaluation.evaluator import Evaluator
 from border_py.evaluation.seeds import run_eval_seeds, selection_seed
 from border_py.evaluation.service import InlineEvaluation
 from border_py.runs.checkpoint import is_complete
-from border_py.trainers.final import Weights, final_scores, final_seeds
+from border_py.trainers.final import PolicySnapshot, final_scores, final_seeds
 from border_py.trainers.train import prepare
 
 from ..conftest import BORDER, REPO, TINY, make_config, processes_with_marker
@@ -142,13 +142,15 @@ class CountingDQN(DQN):
         return super().act(obs, explore)
 
 
-def _in_process(agent: DQN) -> tuple[InlineEvaluation, Weights, Weights]:
+def _in_process(agent: DQN) -> tuple[InlineEvaluation, PolicySnapshot, PolicySnapshot]:
     """The serial trainer's evaluation service with ``agent``; its final weights (the agent's own)
     and other weights as best/'s."""
     cartpole = GymEnvFactory("CartPole-v1")
     service = InlineEvaluation(Evaluator(cartpole, 2, 7, 200), agent)
-    final = Weights(300, 900, {k: v.clone() for k, v in agent.policy_state().items()})
-    best = Weights(150, 450, DQN(*cartpole.spaces(), hidden_sizes=[8], seed=4).policy_state())
+    final = PolicySnapshot(300, 900, {k: v.clone() for k, v in agent.policy_state().items()})
+    best = PolicySnapshot(
+        150, 450, DQN(*cartpole.spaces(), hidden_sizes=[8], seed=4).policy_state()
+    )
     return service, final, best
 
 

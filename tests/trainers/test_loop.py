@@ -9,7 +9,7 @@ import time
 import pytest
 
 from border_py import train
-from border_py.actors.backend import apex_epsilons
+from border_py.actors.settings import apex_epsilons
 from border_py.runs.checkpoint import load_checkpoint
 
 from ..conftest import make_config, scalar_tags
@@ -137,7 +137,7 @@ def test_a_resume_counts_rates_and_transitions_per_session_and_keeps_the_overrid
         "trainer.max_opts=200",
         "(resume) trainer.max_opts=400",
     ]
-    assert load_checkpoint(tmp_path / "run").trainer_state["opt_steps"] == 400
+    assert load_checkpoint(tmp_path / "run").state.opt_steps == 400
 
 
 def test_train_from_python_writes_the_runs_log_into_its_run_dir(tmp_path):
@@ -200,8 +200,8 @@ def test_env_step_budget_and_intervals_continue_across_a_resume(tmp_path):
         make_config(tmp_path, "resume=" + str(tmp_path / "run")),
         overrides=["trainer.max_env_steps=1400"],
     )
-    resumed = load_checkpoint(tmp_path / "run").trainer_state
-    assert resumed["env_steps"] == 1400
+    resumed = load_checkpoint(tmp_path / "run").state
+    assert resumed.env_steps == 1400
     evals2 = [int(v) for _, v in scalar_tags(tmp_path / "run")["eval/env_steps"]]
     assert evals2[:3] == evals  # the first session's, then the stretches 3 and 4 and the end
     assert [e // 300 for e in evals2[3:-1]] == [3, 4] and evals2[-1] == 1400

@@ -5,8 +5,8 @@ from __future__ import annotations
 from omegaconf import OmegaConf
 
 from border_py.config import build
-from border_py.trainers.async_trainer import AsyncTrainer
-from border_py.trainers.serial import SerialTrainer
+from border_py.trainers.async_trainer import AsyncSettings
+from border_py.trainers.serial import SerialSettings
 
 from ..conftest import make_config
 
@@ -21,11 +21,11 @@ def _trainer_and_batch(tmp_path, trainer: str) -> tuple[object, int]:
 
 def test_experiment_none_gives_both_trainers_one_replay_ratio(tmp_path):
     serial, batch = _trainer_and_batch(tmp_path, "serial")
-    assert isinstance(serial, SerialTrainer)
+    assert isinstance(serial, SerialSettings)
     # what the serial schedule holds: opt steps x batch size per env step
     assert batch / serial.env_steps_per_opt(batch) == DEFAULT_RATIO
     asynchronous, async_batch = _trainer_and_batch(tmp_path, "async")
-    assert isinstance(asynchronous, AsyncTrainer) and async_batch == batch
+    assert isinstance(asynchronous, AsyncSettings) and async_batch == batch
     # the async gates then come from the ratio alone (the per-opt sample keys stay unset)
     assert asynchronous.replay_ratio == DEFAULT_RATIO
     assert asynchronous.min_samples_per_opt == 0 and asynchronous.max_samples_per_opt is None

@@ -9,7 +9,7 @@ actors and the serial trainer act with the same epsilon at the same total env st
 resumed with more actors goes on where it stood (the clock starts at the env steps its checkpoint
 counted).
 
-Three clocks, one per kind of actor backend:
+Three clocks, one per kind of actors:
 
 - :class:`LocalClock`: one counter in the actor's own process (the serial trainer's actor; a Ray
   actor, whose counter the learner sets with each call).

@@ -1,8 +1,8 @@
-"""One actor inside the learner's process: the serial trainer's actor backend.
+"""One actor inside the learner's process: the serial trainer's actors.
 
 It steps its vector env with the learner's own agent (so weights need no copying:
 :class:`~border_py.transport.weights.InlineWeights`; the exploration schedule is the agent's), one
-vector step per :meth:`InlineActor.poll`, and checkpoints its envs exactly (their current episodes
+vector step per :meth:`InlineActors.poll`, and checkpoints its envs exactly (their current episodes
 are replayed on resume): on CPU with a fixed seed, a serial run is exactly reproducible, across a
 stop and a resume too.
 """
@@ -14,15 +14,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from border_py.actors.backend import (
-    ActorRecord,
-    ActorSettings,
-    Deliver,
-    Launch,
-    accounting_of,
-)
 from border_py.actors.clock import LocalClock
+from border_py.actors.runtime import ActorRecord, Deliver, Launch, accounting_of
 from border_py.actors.sampler import Sampler, SampleStats, sampler_options
+from border_py.actors.settings import ActorSettings
 from border_py.agents.base import FixedEpsilon
 from border_py.envs.factory import build_env_factory
 from border_py.seeding import derive_seed
@@ -30,8 +25,9 @@ from border_py.transport.batch import ReceivedBatch
 from border_py.transport.weights import InlineWeights
 
 
-class InlineActor:
-    """The serial trainer's single, in-process actor.
+class InlineActors:
+    """The serial trainer's actors: one, in the learner's process (an
+    :class:`~border_py.actors.runtime.Actors`).
 
     Args:
         settings: the ``actor_manager`` group (``n_envs_per_actor`` and the exploration keys

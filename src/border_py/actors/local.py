@@ -1,10 +1,11 @@
 """The default ``actor_manager``: actor processes on the learner's machine.
 
-:class:`ActorManager` starts ``n_actors`` actor processes from one multiprocessing context, each
-with its own channel (:mod:`border_py.transport.channel`: shared-memory slots, a notices pipe and
-a credits pipe) and a heartbeat. It hands batches to the learner as they are announced, restarts
-an actor that died or went silent for ``heartbeat_timeout`` seconds (a hung env, a deadlock) with
-a fresh incarnation, ends the run in one line when a restart cannot help
+:class:`LocalActorSettings` are their settings, :class:`LocalActors` their runtime: it starts
+``n_actors`` actor processes from one multiprocessing context, each with its own channel
+(:mod:`border_py.transport.channel`: shared-memory slots, a notices pipe and a credits pipe) and a
+heartbeat. It hands batches to the learner as they are announced, restarts an actor that died or
+went silent for ``heartbeat_timeout`` seconds (a hung env, a deadlock) with a fresh incarnation,
+ends the run in one line when a restart cannot help
 (:class:`~border_py.processes.supervision.RestartPolicy`), and shuts the actors down in stages.
 """
 
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import multiprocessing as mp
-import multiprocessing.connection
 import select
 import time
 from dataclasses import dataclass
@@ -22,19 +22,19 @@ from typing import Any, cast
 import gymnasium as gym
 import torch
 
-from border_py.actors.backend import (
-    ActorRecord,
-    ActorSettings,
-    Deliver,
-    Launch,
-    accounting_of,
-    slots_state,
-)
 from border_py.actors.clock import SharedClock
 from border_py.actors.process import ActorLinks, actor_main
+from border_py.actors.runtime import ActorRecord, Deliver, Launch, accounting_of, slots_state
 from border_py.actors.sampler import sampler_options
+from border_py.actors.settings import ActorSettings
 from border_py.config import require
-from border_py.processes.children import Context, forkserver_context, lower_priority, start_process
+from border_py.processes.children import (
+    Context,
+    end_in_stages,
+    forkserver_context,
+    lower_priority,
+    start_process,
+)
 from border_py.processes.supervision import Heartbeats, RestartPolicy, exit_cause
 from border_py.resources import (
     actors_per_core,
@@ -76,16 +76,17 @@ class _Incarnation:
         self.readable = Readable(self.notices)
 
 
-@dataclass(eq=False)
-class ActorManager(ActorSettings):
-    """Actor processes on this machine (the ``actor_manager=default`` option).
+@dataclass
+class LocalActorSettings(ActorSettings):
+    """Actor processes on this machine (the ``actor_manager=default`` option); their runtime is
+    :class:`LocalActors`.
 
     Args:
         nice: niceness increment of the actor processes (Unix), so that on a machine with few
             cores the learner keeps its share of CPU however many actors run (0: same priority).
         start_method: ``forkserver`` (children fork from a server that imported border-py once:
             fast starts, fast restarts) or ``spawn`` (every child imports everything anew).
-        Others: see :class:`~border_py.actors.backend.ActorSettings`.
+        Others: see :class:`~border_py.actors.settings.ActorSettings`.
     """
 
     nice: int = 10
@@ -103,24 +104,16 @@ class ActorManager(ActorSettings):
             "an int in [0, 19]",
             self.nice,
         )
-        self.records: list[ActorRecord] = []
-        self.kept: list[ActorRecord] = []  # slots a resume dropped (see ActorSettings.slots)
-        self._running: list[_Incarnation | None] = []
-        self._policies: list[RestartPolicy] = []
-        self._ctx: Context | None = None
-        self._stopped = False
-        self._halted = False  # the budget is reached: the actors are ending
-        self._poller = select.poll()  # the notices pipes of self._polled (see poll)
-        self._polled: dict[Connection, int] = {}
-        self._by_fd: dict[int, int] = {}
+
+    def runtime(self) -> LocalActors:
+        """The actor processes these settings configure (none started yet)."""
+        return LocalActors(self)
 
     def context(self) -> Context:
         """The multiprocessing context every child of the run starts from."""
         if self.start_method == "forkserver":  # each child is a cheap fork of a preloaded server
             return forkserver_context()
         return cast(Context, mp.get_context(self.start_method))
-
-    # -- start and weights -------------------------------------------------------------------
 
     def layout(
         self, config: dict[str, Any], spaces: tuple[gym.Space, gym.Space], n_step: int
@@ -154,39 +147,64 @@ class ActorManager(ActorSettings):
             enforce,
         )
 
+
+class LocalActors:
+    """The actor processes of a run on this machine, as :class:`LocalActorSettings` configure
+    them (an :class:`~border_py.actors.runtime.Actors`).
+
+    Args:
+        settings: the ``actor_manager`` group.
+    """
+
+    def __init__(self, settings: LocalActorSettings) -> None:
+        self.settings = settings
+        self.records: list[ActorRecord] = []
+        self.kept: list[ActorRecord] = []  # slots a resume dropped (see ActorSettings.slots)
+        self._running: list[_Incarnation | None] = []
+        self._policies: list[RestartPolicy] = []
+        self._ctx: Context | None = None
+        self._stopped = False
+        self._halted = False  # the budget is reached: the actors are ending
+        self._poller = select.poll()  # the notices pipes of self._polled (see poll)
+        self._polled: dict[Connection, int] = {}
+        self._by_fd: dict[int, int] = {}
+
+    # -- start and weights -------------------------------------------------------------------
+
     def start(self, launch: Launch) -> None:
         """Allocate the channels and weights, then start every actor (they wait for weights)."""
-        ctx = self._ctx = self.context()
+        settings, n = self.settings, self.settings.n_actors
+        ctx = self._ctx = settings.context()
         self._config = launch.config
-        if self.n_actors > (cores := usable_cores()):
+        if n > (cores := usable_cores()):
             log.warning(
                 "%d actors on %d CPU cores: actors, learner and evaluator share them (the actors"
                 " run at nice %d, so the learner keeps its share); for more samples: a fast env,"
                 " more envs per actor (or env.backend=envpool for Atari); a slow env (its step"
                 " waits, e.g. a simulator), env.backend=gymnasium_async (an actor's envs step one"
                 " after another otherwise)",
-                self.n_actors,
+                n,
                 cores,
-                self.nice,
+                settings.nice,
             )
-        layout = self.layout(launch.config, launch.spaces, launch.agent.n_step)
-        self.rings = [SlotRing.create(ctx, layout, self.queue_size) for _ in range(self.n_actors)]
+        layout = settings.layout(launch.config, launch.spaces, launch.agent.n_step)
+        self.rings = [SlotRing.create(ctx, layout, settings.queue_size) for _ in range(n)]
         self.weights = SharedWeights.create(ctx, launch.policy)
         self.weights.publish(launch.policy, launch.opt_steps)
-        self.heartbeats = Heartbeats.create(ctx, self.n_actors)
+        self.heartbeats = Heartbeats.create(ctx, n)
         self.stopping = ctx.RawValue("b", 0)
-        self.clock = SharedClock.create(ctx, self.n_actors, launch.env_steps)
-        self.records, self.kept, self._policies = self.slots(launch.resume)
-        self._running = [None] * self.n_actors
-        for index in range(self.n_actors):
+        self.clock = SharedClock.create(ctx, n, launch.env_steps)
+        self.records, self.kept, self._policies = settings.slots(launch.resume)
+        self._running = [None] * n
+        for index in range(n):
             self._spawn(index)
-        log.info("started %d actors x %d envs", self.n_actors, self.n_envs_per_actor)
+        log.info("started %d actors x %d envs", n, settings.n_envs_per_actor)
 
     def _spawn(self, index: int) -> None:
         assert self._ctx is not None
         record = self.records[index]
         record.begin_incarnation()
-        spec = self.spec(index, record)
+        spec = self.settings.spec(index, record)
         notices_r, notices_w = self._ctx.Pipe(duplex=False)
         credits_r, credits_w = self._ctx.Pipe(duplex=False)
         shared = (self.weights, self.heartbeats, self.stopping, self.clock.slot(index))
@@ -199,7 +217,7 @@ class ActorManager(ActorSettings):
         notices_w.close()  # the child holds these ends now: EOF when it exits
         credits_r.close()
         assert process.pid is not None  # started
-        lower_priority(process.pid, self.nice)
+        lower_priority(process.pid, self.settings.nice)
         self._running[index] = _Incarnation(process, notices_r, credits_w, server)
 
     def publish(self, policy: dict[str, torch.Tensor], opt_steps: int) -> None:
@@ -271,13 +289,13 @@ class ActorManager(ActorSettings):
             process = run.process
             if process.is_alive():
                 silent = self.heartbeats.silent_for(index)
-                if silent <= self.heartbeat_timeout:
+                if silent <= self.settings.heartbeat_timeout:
                     continue
                 log.error(
                     "actor %d silent for %.1f s (actor_manager.heartbeat_timeout=%g): killing it",
                     index,
                     silent,
-                    self.heartbeat_timeout,
+                    self.settings.heartbeat_timeout,
                 )
                 process.kill()
                 process.join(timeout=5)
@@ -343,17 +361,7 @@ class ActorManager(ActorSettings):
         processes = [run.process for run in self._running if run is not None]
         # the drain already waited for the goodbyes (or a second Ctrl-C cut it short): an actor
         # that said goodbye exits in well under this; one still alive after it is hung
-        _join_all(processes, EXIT_GRACE_SECONDS)
-        for p in processes:
-            if p.is_alive():
-                log.warning("%s did not exit: terminating", p.name)
-                p.terminate()
-        _join_all(processes, 5.0)
-        for p in processes:
-            if p.is_alive():
-                log.error("%s ignored SIGTERM: killing", p.name)
-                p.kill()
-                p.join(timeout=5)
+        end_in_stages(processes, EXIT_GRACE_SECONDS)
         for index, run in enumerate(self._running):
             if run is None:
                 continue
@@ -382,17 +390,3 @@ class ActorManager(ActorSettings):
     def restarts(self) -> int:
         """Restarts so far, all actors together."""
         return sum(record.restarts for record in self.records)
-
-
-def _join_all(processes: list[Any], timeout: float) -> None:
-    """Wait up to ``timeout`` seconds in total for every process to exit (and reap those that did)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        sentinels = [p.sentinel for p in processes if p.is_alive()]
-        left = deadline - time.monotonic()
-        if not sentinels or left <= 0:
-            break
-        multiprocessing.connection.wait(sentinels, timeout=left)
-    for p in processes:
-        if not p.is_alive():
-            p.join(timeout=0)

@@ -24,6 +24,7 @@ from border_py.hub.contents import CARD, CHECKPOINT, check_not_a_module, keep, l
 from border_py.hub.folder import PushSettings, build, publish
 from border_py.layout import CONFIG
 from border_py.runs.checkpoint import holds_policy
+from border_py.runs.compat import current_targets
 from border_py.runs.trust import Trust
 
 log = logging.getLogger(__name__)
@@ -149,7 +150,7 @@ def pull(repo_id: str, out: Path, revision: str | None = None, fetch: Fetch = sn
         log.warning("%s", left_out_line(dest, left_out))
     checkpoint = dest / CHECKPOINT
     try:
-        Trust().check_imports(read_json(checkpoint / CONFIG), checkpoint / CONFIG)
+        Trust().check_imports(current_targets(read_json(checkpoint / CONFIG)), checkpoint / CONFIG)
     except (OSError, ValueError) as exc:  # ConfigError included: a line, not a refusal here
         log.warning("%s", printable(first_line(exc)))
     return checkpoint

@@ -1,4 +1,5 @@
-"""Starting the run's children, and in every child, hygiene and death with the learner.
+"""Starting the run's children and ending them, and in every child, hygiene and death with the
+learner.
 
 The learner handles SIGINT/SIGTERM (:mod:`border_py.processes.signals`); its children never do. A
 child is started with SIGINT ignored (:func:`start_process`; an ignored signal stays ignored across
@@ -43,6 +44,7 @@ Context = SpawnContext | ForkServerContext
 LEARNER_GONE_EXIT = 3  # exit status of a child whose learner died
 PARENT_GONE_EXIT = 4  # exit status of a child whose parent died before it armed its death signal
 FORKSERVER_LOST_EXIT = 255  # what multiprocessing reads for a child whose forkserver died
+TERMINATE_SECONDS = 5.0  # how long a child may take to exit after SIGTERM before it is killed
 SERVER_EXIT_SECONDS = 1.0  # how long a lost forkserver's exit may take to show (see below)
 
 
@@ -144,6 +146,37 @@ def warm_forkserver() -> None:
     if "forkserver" in multiprocessing.get_all_start_methods():
         forkserver_context()
         _ensure_forkserver()
+
+
+def end_in_stages(processes: list[Any], grace: float) -> None:
+    """End ``processes`` (started children, each asked to stop): wait ``grace`` seconds in all
+    for them to exit, then SIGTERM those left and wait :data:`TERMINATE_SECONDS`, then SIGKILL
+    those that ignored it; every one that exited is reaped."""
+    _join_all(processes, grace)
+    for p in processes:
+        if p.is_alive():
+            log.warning("%s did not exit: terminating", p.name)
+            p.terminate()
+    _join_all(processes, TERMINATE_SECONDS)
+    for p in processes:
+        if p.is_alive():
+            log.error("%s ignored SIGTERM: killing", p.name)
+            p.kill()
+            p.join(timeout=5)
+
+
+def _join_all(processes: list[Any], timeout: float) -> None:
+    """Wait up to ``timeout`` seconds in total for every process to exit (and reap those that did)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        sentinels = [p.sentinel for p in processes if p.is_alive()]
+        left = deadline - time.monotonic()
+        if not sentinels or left <= 0:
+            break
+        multiprocessing.connection.wait(sentinels, timeout=left)
+    for p in processes:
+        if not p.is_alive():
+            p.join(timeout=0)
 
 
 @contextlib.contextmanager

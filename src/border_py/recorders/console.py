@@ -115,7 +115,7 @@ SUMMARY_KEYS = {
     "restarts",
 }
 
-# The actors' transition accounting (ActorBackend.accounting) in words
+# The actors' transition accounting (Actors.accounting) in words
 ACCOUNTING_LABELS = {
     "sent": "sent",
     "received": "received",

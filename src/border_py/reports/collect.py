@@ -24,6 +24,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from border_py.errors import ConfigError, number_text, printable
 from border_py.files import read_json, read_record
 from border_py.layout import BEST, CHECKPOINTS, CONFIG, HYDRA, HYDRA_CONFIG, RESULT, TENSORBOARD
+from border_py.runs.compat import current_targets
 from border_py.runs.links import refuse_links
 from border_py.runs.results import read_result
 from border_py.runs.resume import original_overrides
@@ -203,15 +204,17 @@ def evaluations(
 
 def _config(run_dir: Path) -> dict[str, Any]:
     """The run's config as plain data: Hydra's ``.hydra/config.yaml`` (safe YAML), else its best
-    checkpoint's ``config.json``; empty when neither can be read. Nothing in it is imported."""
+    checkpoint's ``config.json``, its moved ``_target_`` values renamed
+    (:func:`~border_py.runs.compat.current_targets`); empty when neither can be read. Nothing in
+    it is imported."""
     with contextlib.suppress(OSError, yaml.YAMLError, RecursionError):
         saved = yaml.safe_load(read_record(run_dir / HYDRA / HYDRA_CONFIG))
         if isinstance(saved, dict):
-            return saved
+            return current_targets(saved)
     with contextlib.suppress(OSError, ValueError):
         saved = read_json(run_dir / CHECKPOINTS / BEST / CONFIG)
         if isinstance(saved, dict):
-            return saved
+            return current_targets(saved)
     return {}
 
 

@@ -24,7 +24,6 @@ copy of the buffer in memory: the process peaks at about one buffer (plus 64 MiB
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import os
@@ -50,6 +49,7 @@ from border_py.layout import (
     POLICY,
     TRAINER,
 )
+from border_py.runs.compat import current_targets
 from border_py.runs.links import refuse_links
 from border_py.runs.pt_files import load_pt
 from border_py.runs.replay_snapshot import read_snapshot, write_snapshot
@@ -73,7 +73,7 @@ def save_checkpoint(
     *,
     policy: dict[str, torch.Tensor],
     agent_state: dict[str, Any],
-    trainer_state: dict[str, Any],
+    state: TrainerState,
     config: dict[str, Any],
     meta: dict[str, Any],
     buffer: dict[str, np.ndarray] | None = None,
@@ -96,7 +96,7 @@ def save_checkpoint(
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=root))
         create_file(tmp / POLICY, lambda f: torch.save(policy, f))
         create_file(tmp / AGENT, lambda f: torch.save(agent_state, f))
-        create_file(tmp / TRAINER, lambda f: torch.save(trainer_state, f))
+        create_file(tmp / TRAINER, lambda f: torch.save(state.to_dict(), f))
         create_file(tmp / CONFIG, json.dumps(config, indent=2).encode())
         if buffer is not None:
             write_snapshot(tmp, buffer)
@@ -284,19 +284,34 @@ def run_dir_of_checkpoint(checkpoint: Path) -> Path:
 
 @dataclass
 class Checkpoint:
-    """A loaded checkpoint (``trainer_state``: ``trainer.pt`` as saved; :attr:`state`: typed)."""
+    """A loaded checkpoint.
+
+    Attributes:
+        path: its dir.
+        policy: ``policy.pt``, the acting weights.
+        agent_state: ``agent.pt`` (a full load only; else empty).
+        config: ``config.json``, its moved ``_target_`` values renamed
+            (:mod:`border_py.runs.compat`).
+        meta: ``meta.json``.
+    """
 
     path: Path
     policy: dict[str, torch.Tensor]
     agent_state: dict[str, Any]
-    trainer_state: dict[str, Any]
+    _state: TrainerState | None  # trainer.pt (None: loaded for its policy only)
     config: dict[str, Any]
     meta: dict[str, Any]
 
-    @functools.cached_property
+    @property
     def state(self) -> TrainerState:
-        """The run's state at the checkpoint, typed (a full load only)."""
-        return TrainerState.from_dict(self.trainer_state)
+        """``trainer.pt``, typed: the run's state at the checkpoint (a full load only).
+
+        Raises:
+            ValueError: the checkpoint was loaded for its policy only (``full=False``).
+        """
+        if self._state is None:
+            raise ValueError(f"{self.path}: loaded for its policy only, without its trainer state")
+        return self._state
 
     def buffer(self) -> dict[str, np.ndarray] | None:
         """The replay-buffer snapshot (memory-mapped arrays), if the checkpoint has one.
@@ -319,16 +334,6 @@ def _load_json(file: Path, keys: tuple[str, ...] = ()) -> dict[str, Any]:
     return loaded
 
 
-# where 0.1.0 configs name components that moved in 0.2.0 (a policy of 0.1.0 still evaluates)
-MOVED_TARGETS = {
-    "border_py.envs.GymEnvFactory": "border_py.envs.factory.GymEnvFactory",
-    "border_py.atari.AtariEnvFactory": "border_py.envs.atari.AtariEnvFactory",
-    "border_py.actor_manager.ActorManager": "border_py.actors.local.ActorManager",
-    "border_py.replay.UniformReplayBuffer": "border_py.replay.uniform.UniformReplayBuffer",
-    "border_py.replay.PrioritizedReplayBuffer": "border_py.replay.prioritized.PrioritizedReplayBuffer",
-}
-
-
 def saved_by_0_1(meta: dict[str, Any]) -> bool:
     """Whether border-py 0.1 wrote the checkpoint (its trainer state cannot be resumed)."""
     return str(meta.get("border_py", "0.1.0")).startswith("0.1.")
@@ -338,35 +343,42 @@ def load_checkpoint(path: str | Path, full: bool = True) -> Checkpoint:
     """Load the checkpoint :func:`find_checkpoint` picks for ``path`` (``full=False``: policy only,
     from a complete checkpoint or a shared one of :data:`POLICY_FILES`).
 
+    The saved config's moved ``_target_`` values are renamed
+    (:func:`~border_py.runs.compat.current_targets`).
+
     Raises:
-        ConfigError: a full load (to resume) of a checkpoint that border-py 0.1 wrote.
+        ConfigError: a full load (to resume) of a checkpoint that border-py 0.1 wrote; a
+            ``trainer.pt`` that holds no trainer state.
     """
     ckpt = find_checkpoint(path, policy_only=not full)
     meta = _load_json(ckpt / META)
     if full and saved_by_0_1(meta):
         raise ConfigError(
-            f"{ckpt}: saved by border-py {meta.get('border_py', '0.1')}, whose runs 0.2 cannot"
-            " resume (the trainer state changed); border eval still plays its policy"
+            f"{ckpt}: saved by border-py {meta.get('border_py', '0.1')}, whose runs later versions"
+            " cannot resume (the trainer state changed in 0.2); border eval still plays its policy"
         )
-    config = _load_json(ckpt / CONFIG, CONFIG_KEYS)
-    if saved_by_0_1(meta):
-        config = _moved_targets(config)
-    checkpoint = Checkpoint(
+    config = current_targets(_load_json(ckpt / CONFIG, CONFIG_KEYS))
+    return Checkpoint(
         path=ckpt,
         policy=load_pt(ckpt / POLICY),
         agent_state=load_pt(ckpt / AGENT) if full else {},
-        trainer_state=load_pt(ckpt / TRAINER) if full else {},
+        _state=_load_state(ckpt / TRAINER) if full else None,
         config=config,
         meta=meta,
     )
-    if full:
-        try:
-            checkpoint.state  # noqa: B018 (parsed once: a file without the run's state is refused)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConfigError(
-                f"{ckpt / TRAINER}: not a trainer state ({first_line(exc)})"
-            ) from None
-    return checkpoint
+
+
+def _load_state(file: Path) -> TrainerState:
+    """A checkpoint's ``trainer.pt``, typed (a file without the run's state is refused).
+
+    Raises:
+        ConfigError: one line: not a trainer state.
+    """
+    saved = load_pt(file)
+    try:
+        return TrainerState.from_dict(saved)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"{file}: not a trainer state ({first_line(exc)})") from None
 
 
 def pick_checkpoint(path: str | Path) -> Checkpoint:
@@ -375,15 +387,3 @@ def pick_checkpoint(path: str | Path) -> Checkpoint:
     one, or the checkpoint dir named), loaded without the training state (``full=False``)."""
     best = Path(path).expanduser() / CHECKPOINTS / BEST
     return load_checkpoint(best if is_complete(best) else path, full=False)
-
-
-def _moved_targets(node: Any) -> Any:
-    """``node`` with every ``_target_`` that moved in 0.2 renamed."""
-    if isinstance(node, dict):
-        return {
-            k: MOVED_TARGETS.get(v, v) if k == "_target_" else _moved_targets(v)
-            for k, v in node.items()
-        }
-    if isinstance(node, list):
-        return [_moved_targets(v) for v in node]
-    return node

@@ -26,8 +26,8 @@ class TrainerState:
         env_intervals: the env-step interval an evaluation and a checkpoint were last done in.
         replay: the replay buffer's position (its arrays are in ``replay_buffer/``).
         rng: the global RNG states (python, numpy, torch).
-        backend: what the actor backend saved: each actor slot's record (``actors``), or the
-            serial trainer's actor (``sampler``, ``actor``).
+        actors: what the actors saved: each actor slot's record (``actors``), or the serial
+            trainer's actor (``sampler``, ``actor``).
         best_return: the best evaluation so far.
         eval_returns: every evaluation's mean return, in order.
         seconds: training seconds, all sessions.
@@ -39,7 +39,7 @@ class TrainerState:
     gate: dict[str, Any]
     replay: dict[str, Any]
     rng: dict[str, Any]
-    backend: dict[str, Any]
+    actors: dict[str, Any]
     env_intervals: dict[str, int] = field(default_factory=dict)
     best_return: float = -math.inf
     eval_returns: list[float] = field(default_factory=list)
@@ -48,12 +48,12 @@ class TrainerState:
     @property
     def serial(self) -> bool:
         """Whether the serial trainer saved it (its envs are restored one by one on resume)."""
-        return SERIAL_KEY in self.backend
+        return SERIAL_KEY in self.actors
 
     def to_dict(self) -> dict[str, Any]:
-        """The mapping ``trainer.pt`` holds: every field, the backend's keys at the top level."""
-        saved = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "backend"}
-        return saved | self.backend
+        """The mapping ``trainer.pt`` holds: every field, the actors' keys at the top level."""
+        saved = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "actors"}
+        return saved | self.actors
 
     @classmethod
     def from_dict(cls, saved: dict[str, Any]) -> TrainerState:
@@ -62,7 +62,7 @@ class TrainerState:
         Raises:
             KeyError: a key every checkpoint holds is missing.
         """
-        own = {f.name for f in fields(cls)} - {"backend"}
+        own = {f.name for f in fields(cls)} - {"actors"}
         return cls(
             opt_steps=int(saved["opt_steps"]),
             env_steps=int(saved["env_steps"]),
@@ -70,7 +70,7 @@ class TrainerState:
             gate=saved["gate"],
             replay=saved["replay"],
             rng=saved["rng"],
-            backend={k: v for k, v in saved.items() if k not in own},
+            actors={k: v for k, v in saved.items() if k not in own},
             env_intervals=dict(saved.get("env_intervals", {})),
             best_return=float(saved.get("best_return", -math.inf)),
             eval_returns=[float(r) for r in saved.get("eval_returns", [])],

@@ -1,7 +1,7 @@
 """The async trainer: actor processes sample while the learner optimizes, weights flow back.
 
-It runs the learning loop (:mod:`border_py.trainers.loop`) with the ``actor_manager`` backend
-(local actor processes by default) and an evaluator process. The learner never waits on actors
+It runs the learning loop (:mod:`border_py.trainers.loop`) with the actors the ``actor_manager``
+group configures (local actor processes by default) and an evaluator process. The learner never waits on actors
 once warmed up: between optimization steps it takes the batches already announced (without
 blocking), optimizes, publishes weights every ``sync_interval`` opt steps, and hands weights to the
 evaluator every ``eval_interval`` opt steps. Replay-ratio gates keep actors from starving or
@@ -14,9 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from border_py.actors.backend import ActorBackend
 from border_py.config import non_negative, positive, require
-from border_py.errors import ConfigError
 from border_py.evaluation.seeds import selection_seed
 from border_py.evaluation.worker import EvalSettings, EvalWorker
 from border_py.trainers.components import Components
@@ -80,8 +78,8 @@ class SampleGate:
 
 
 @dataclass
-class AsyncTrainer(LoopSettings):
-    """Learner of the async trainer (actors: the ``actor_manager`` group).
+class AsyncSettings(LoopSettings):
+    """The async trainer's settings (its actors': the ``actor_manager`` group).
 
     With ``replay_ratio`` set, the learner holds it for slow and fast envs alike: it waits
     (idle) for ``batch_size / replay_ratio`` new transitions per opt step, and takes no more than
@@ -128,17 +126,14 @@ class AsyncTrainer(LoopSettings):
         parts.actors.check_resources(config, spaces, parts.agent.n_step)
 
     def actors_shown(self, parts: Components) -> int | None:
-        """Every actor of the backend."""
+        """Every actor the settings start."""
         return parts.actors.n_actors
 
     def wiring(self, config: dict[str, Any], parts: Components) -> Wiring:
-        """The actor backend of the config, an evaluator process, the replay-ratio gates."""
+        """The actors the ``actor_manager`` settings configure, an evaluator process, the
+        replay-ratio gates."""
         actors = parts.actors
-        if not isinstance(actors, ActorBackend):
-            raise ConfigError(
-                f"actor_manager: {type(actors).__name__} holds settings only; the async trainer"
-                " needs an actor backend (actor_manager=default)"
-            )
+        runtime = actors.runtime()
         evaluation = EvalWorker(
             actors.context(),
             config,
@@ -161,4 +156,4 @@ class AsyncTrainer(LoopSettings):
             gate = SampleGate(
                 self.warmup_period, batch, self.min_samples_per_opt, self.max_samples_per_opt
             )
-        return Wiring(actors, evaluation, gate, self.sync_interval)
+        return Wiring(runtime, evaluation, gate, self.sync_interval)

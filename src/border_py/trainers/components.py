@@ -11,7 +11,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from border_py.actors.backend import ActorSettings
+from border_py.actors.settings import ActorSettings
 from border_py.agents.base import (
     ActingPrecision,
     Agent,
@@ -48,7 +48,7 @@ class Components:
     env_factory: GymEnvFactory
     agent: Agent
     buffer: ReplayBuffer
-    actors: ActorSettings  # the async trainer's are an ActorBackend too
+    actors: ActorSettings  # the actors' settings (the async trainer builds their runtime)
     footprint: Footprint | None = None  # the agent's sizes, if its class estimates them
 
 
@@ -185,8 +185,8 @@ def build_components(config: dict[str, Any], warmup_period: int) -> Components:
     actors = build("actor_manager", config["actor_manager"])
     if not isinstance(actors, ActorSettings):
         raise ConfigError(
-            f"actor_manager._target_={config['actor_manager']['_target_']}: not an actor manager"
-            " (see border_py.actors.backend)"
+            f"actor_manager._target_={config['actor_manager']['_target_']}: not the actors'"
+            " settings (see border_py.actors.settings.ActorSettings)"
         )
     at_most(
         "actor_manager.n_envs_per_actor",

@@ -41,15 +41,15 @@ def final_seeds(root_seed: int, episodes: int) -> range:
 
 
 @dataclass(frozen=True)
-class Weights:
-    """Weights to evaluate: a policy and the moment of the run it was taken at."""
+class PolicySnapshot:
+    """A policy to evaluate and the moment of the run it was taken at."""
 
     opt_steps: int
     env_steps: int
     policy: dict[str, torch.Tensor]
 
 
-def best_weights(best: Path) -> Weights | None:
+def best_snapshot(best: Path) -> PolicySnapshot | None:
     """The policy of the run's ``best`` checkpoint dir (None: there is none, or it is unreadable)."""
     if not is_complete(best):
         return None
@@ -59,7 +59,7 @@ def best_weights(best: Path) -> Weights | None:
         log.warning("no re-evaluation of the best checkpoint: %s", exc)
         return None
     meta = checkpoint.meta
-    return Weights(int(meta["opt_steps"]), int(meta["env_steps"]), checkpoint.policy)
+    return PolicySnapshot(int(meta["opt_steps"]), int(meta["env_steps"]), checkpoint.policy)
 
 
 def score_record(result: EvalResult, opt_steps: int) -> dict[str, Any]:
@@ -76,13 +76,13 @@ def score_record(result: EvalResult, opt_steps: int) -> dict[str, Any]:
 
 
 def play(
-    service: EvalService, weights: Weights, seeds: range, stop: Callable[[], bool]
+    service: EvalService, snapshot: PolicySnapshot, seeds: range, stop: Callable[[], bool]
 ) -> EvalResult | None:
-    """``weights`` played on ``seeds`` by ``service`` (None: it was busy, or ``stop()`` came, or
+    """``snapshot`` played on ``seeds`` by ``service`` (None: it was busy, or ``stop()`` came, or
     :data:`FINAL_SCORE_SECONDS` passed, first). An evaluation in another process is waited for
     while ``stop()`` is False; one in this process asks ``stop()`` at every step."""
     asked = not stop() and service.request(
-        weights.opt_steps, weights.env_steps, weights.policy, lambda: ({}, None), seeds, stop
+        snapshot.opt_steps, snapshot.env_steps, snapshot.policy, lambda: ({}, None), seeds, stop
     )
     deadline = time.monotonic() + FINAL_SCORE_SECONDS
     while asked and not stop() and time.monotonic() < deadline:
@@ -95,8 +95,8 @@ def play(
 def final_scores(
     service: EvalService,
     seeds: range,
-    final: Weights,
-    best: Weights | None,
+    final: PolicySnapshot,
+    best: PolicySnapshot | None,
     stop: Callable[[], bool],
 ) -> dict[str, dict[str, Any]]:
     """``final_eval`` (the final weights) and ``best_eval`` (``best``'s), each played on ``seeds``;

@@ -1,12 +1,12 @@
 """The one training loop, the same for every trainer.
 
-The learner takes batches from an actor backend into the replay buffer, optimizes when the gate
+The learner takes batches from the actors into the replay buffer, optimizes when the gate
 says it may, publishes its weights, asks for evaluations, records, checkpoints, and stops at the
 budget, the target return, a stop signal or the ``on_eval`` callback's request; at a normal end it
 has its final weights and the best checkpoint's played on fresh episodes
 (:mod:`border_py.trainers.final`). Trainers differ only in their wiring
-(:mod:`border_py.trainers.serial`, :mod:`border_py.trainers.async_trainer`): which actor backend,
-which evaluation service, which gate.
+(:mod:`border_py.trainers.serial`, :mod:`border_py.trainers.async_trainer`): which actors, which
+evaluation service, which gate.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from border_py.replay.base import PrioritizedReplay, ReplayBuffer
 from border_py.runs.state import TrainerState
 from border_py.seeding import global_rng_state
 from border_py.trainers.components import Components
-from border_py.trainers.final import Weights, best_weights, final_scores
+from border_py.trainers.final import PolicySnapshot, best_snapshot, final_scores
 from border_py.trainers.prefetch import build_prefetcher
 from border_py.trainers.run_book import RunBook
 from border_py.trainers.settings import LoopSettings, RunState, Wiring
@@ -74,7 +74,7 @@ class Window:
 
 @dataclass
 class LearnerParts:
-    """What the learning loop works with: the components, the trainer's wiring (actor backend,
+    """What the learning loop works with: the components, the trainer's wiring (actors,
     evaluation service, gate), the run's bookkeeping and its final evaluations' reset seeds."""
 
     components: Components
@@ -105,7 +105,7 @@ class Learner:
         wiring = parts.wiring
         self.settings, self.book = settings, parts.book
         self.agent, self.buffer = parts.components.agent, parts.components.buffer
-        self.backend, self.evaluation, self.gate = wiring.backend, wiring.evaluation, wiring.gate
+        self.actors, self.evaluation, self.gate = wiring.actors, wiring.evaluation, wiring.gate
         self.publish_interval = wiring.publish_interval
         self.state, self.signals = state, signals
         self.final_seeds = parts.final_seeds
@@ -132,7 +132,7 @@ class Learner:
     # -- the loop ----------------------------------------------------------------------------
 
     def run(self) -> bool:
-        """Train (the backend started) until a stop condition; return True if a stop signal
+        """Train (the actors started) until a stop condition; return True if a stop signal
         ended the training (one during the final evaluations cuts them short, and the run, whose
         budget was done, still completed). The prefetch thread, if any, is closed whatever ends
         the loop."""
@@ -153,11 +153,11 @@ class Learner:
             buffered = len(self.buffer)
             starving = not self.gate.may_optimize(state, buffered)
             if starving or self.gate.may_ingest(state, buffered):
-                self.backend.poll(self.gate.wait_seconds if starving else 0.0, self.ingest)
+                self.actors.poll(self.gate.wait_seconds if starving else 0.0, self.ingest)
             if self.signals.requested:
                 break
             if time.monotonic() - last_health > HEALTH_CHECK_SECONDS:
-                self.backend.check()
+                self.actors.check()
                 self.evaluation.check()
                 last_health = time.monotonic()
             self._collect_evaluations()
@@ -174,7 +174,7 @@ class Learner:
             state.env_steps,
             self._stop_reason(),
         )
-        self.backend.stop(self.ingest)
+        self.actors.stop(self.ingest)
         if not interrupted:
             self._finish_evaluations()
         if state.opt_steps > 0 and state.opt_steps != self.last_saved:
@@ -183,12 +183,12 @@ class Learner:
             self.book.budget_position(state.opt_steps, state.env_steps),
             state.samples,
             len(self.buffer),
-            self.backend.alive(),
-            self.backend.restarts(),
+            self.actors.alive(),
+            self.actors.restarts(),
         )
         if not interrupted and self.final_seeds and not self.book.stopped_by_callback:
-            final = Weights(state.opt_steps, state.env_steps, self.agent.policy_state())
-            best = best_weights(self.book.checkpoints / BEST)
+            final = PolicySnapshot(state.opt_steps, state.env_steps, self.agent.policy_state())
+            best = best_snapshot(self.book.checkpoints / BEST)
             self.scores = final_scores(
                 self.evaluation, self.final_seeds, final, best, lambda: self.signals.requested
             )
@@ -220,7 +220,7 @@ class Learner:
         return self.state.env_steps // interval if interval else 0
 
     def ingest(self, batch: ReceivedBatch) -> None:
-        """Take a batch into the replay buffer and the counters (the backends' ``deliver``)."""
+        """Take a batch into the replay buffer and the counters (the actors' ``deliver``)."""
         w, state = self.window, self.state
         if batch.transitions is not None and len(batch.transitions):
             n = len(batch.transitions)
@@ -233,7 +233,7 @@ class Learner:
         w.env_steps += batch.env_steps
         budget = self.settings.max_env_steps
         if budget is not None and state.env_steps >= budget:
-            self.backend.halt()  # at once: what actors sample on until the stop is overshoot
+            self.actors.halt()  # at once: what actors sample on until the stop is overshoot
         w.waited += batch.waited
         w.returns += batch.episode_returns
         w.lengths += batch.episode_lengths
@@ -254,7 +254,7 @@ class Learner:
         state.opt_steps += 1
         self.window.opts += 1
         if state.opt_steps % self.publish_interval == 0:
-            self.backend.publish(self.agent.policy_state(), state.opt_steps)
+            self.actors.publish(self.agent.policy_state(), state.opt_steps)
             self.published.append((state.opt_steps, time.time()))
         if state.opt_steps % settings.record_interval == 0:
             self._record(metrics)
@@ -320,7 +320,7 @@ class Learner:
     def _record(self, metrics: dict[str, Any]) -> None:
         w, state, now = self.window, self.state, time.perf_counter()
         seconds = max(now - w.start, 1e-9)
-        n_actors = len(self.backend.records)
+        n_actors = len(self.actors.records)
         scalars = dict(metrics) | {k: float(np.mean(v)) for k, v in w.exploration.items()}
         if w.returns:
             scalars |= {
@@ -335,8 +335,8 @@ class Learner:
             "perf/opt_steps_per_sec": w.opts / seconds,
             "perf/samples_per_opt_step": w.samples / max(w.opts, 1),
             "perf/replay_ratio": w.opts * self.agent.batch_size / max(w.env_steps, 1),
-            "actor/alive": self.backend.alive(),
-            "actor/restarts": self.backend.restarts(),
+            "actor/alive": self.actors.alive(),
+            "actor/restarts": self.actors.restarts(),
             "actor/backpressure": w.waited / (seconds * max(n_actors, 1)),
             "buffer/size": len(self.buffer),
         }
@@ -351,8 +351,8 @@ class Learner:
                 self.book.budget_position(self.state.opt_steps, self.state.env_steps),
                 self.state.samples,
                 len(self.buffer),
-                self.backend.alive(),
-                self.backend.restarts(),
+                self.actors.alive(),
+                self.actors.restarts(),
             )
 
     def trainer_state(self) -> TrainerState:
@@ -369,7 +369,7 @@ class Learner:
             env_intervals={"eval": self.eval_bucket, "save": self.save_bucket},
             replay=replay,
             rng=global_rng_state(),
-            backend=self.backend.state(),
+            actors=self.actors.state(),
         )
 
     def save(self) -> None:

@@ -37,7 +37,7 @@ from border_py.secrets import redact
 from border_py.trainers.settings import LoopSettings
 
 if TYPE_CHECKING:
-    from border_py.actors.backend import ActorRecord
+    from border_py.actors.runtime import ActorRecord
     from border_py.evaluation.service import EvalOutcome
 
 log = logging.getLogger(__name__)
@@ -281,7 +281,7 @@ class RunBook:
             name,
             policy=policy,
             agent_state=agent_state,
-            trainer_state=state.to_dict(),
+            state=state,
             config=redact(self.config),  # secrets are never recorded
             meta=meta,
             buffer=buffer,

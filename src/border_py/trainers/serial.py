@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from border_py.actors.inline import InlineActor
+from border_py.actors.inline import InlineActors
 from border_py.config import positive, require
 from border_py.errors import ConfigError
 from border_py.evaluation.evaluator import Evaluator
@@ -86,8 +86,9 @@ class EnvStepSchedule:
 
 
 @dataclass
-class SerialTrainer(LoopSettings):
-    """One process: per env step, sample and push; then the opt steps due; eval/save when due.
+class SerialSettings(LoopSettings):
+    """The serial trainer's settings: one process, per env step, sample and push; then the opt
+    steps due; evaluate and save when due.
 
     Opt steps become due once ``warmup_period`` env steps are collected, one every
     ``opt_interval`` env steps after that (``batch_size / replay_ratio`` when the replay ratio is
@@ -139,7 +140,7 @@ class SerialTrainer(LoopSettings):
             epsilon=self.evaluation_epsilon(parts.env_factory.eval_epsilon),
         )
         return Wiring(
-            backend=InlineActor(parts.actors),
+            actors=InlineActors(parts.actors),
             evaluation=InlineEvaluation(evaluator, parts.agent),
             gate=EnvStepSchedule(
                 self.warmup_period,

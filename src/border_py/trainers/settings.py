@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from border_py.actors.backend import ActorBackend
+from border_py.actors.runtime import Actors
 from border_py.config import flag, fraction, non_negative, positive, require
 from border_py.evaluation.service import EvalService
 from border_py.resources import MAX_EPISODE_STEPS, MAX_PREFETCH, at_most, disk, enforced, size_text
@@ -60,7 +60,7 @@ class Gate(Protocol):
 class Wiring:
     """How a trainer connects the learning loop to its actors and evaluation."""
 
-    backend: ActorBackend
+    actors: Actors
     evaluation: EvalService
     gate: Gate
     publish_interval: int
@@ -184,7 +184,7 @@ class LoopSettings:
         return env_default if self.final_eval_episodes is None else self.final_eval_episodes
 
     def wiring(self, config: dict[str, Any], parts: Components) -> Wiring:
-        """The trainer's actor backend, evaluation service and gate (started by the loop)."""
+        """The trainer's actors, evaluation service and gate (started by the loop)."""
         raise NotImplementedError
 
     def actors_shown(self, parts: Components) -> int | None:

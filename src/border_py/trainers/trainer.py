@@ -1,8 +1,8 @@
 """A trainer: its settings (the ``trainer`` group's keys, :mod:`border_py.trainers.settings`) and
 how a run is assembled from them, the same for every trainer.
 
-The settings say how the learning loop (:mod:`border_py.trainers.loop`) is wired: which actor
-backend, evaluation service and gate (:meth:`~border_py.trainers.settings.LoopSettings.wiring`).
+The settings say how the learning loop (:mod:`border_py.trainers.loop`) is wired: which actors,
+evaluation service and gate (:meth:`~border_py.trainers.settings.LoopSettings.wiring`).
 Everything else is done here once: bounding and building the components, restoring a resumed run,
 starting the actors, the loop, the staged stop and the summary.
 """
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from border_py.actors.backend import Launch
+from border_py.actors.runtime import Launch
 from border_py.processes.signals import StopSignals
 from border_py.resources import MAX_EVAL_EPISODES, at_most, enforced
 from border_py.runs.checkpoint import Checkpoint
@@ -32,8 +32,8 @@ class Trainer:
     """Trains the components a config describes, with ``settings`` (a trainer's config).
 
     Args:
-        settings: the built ``trainer`` group (:class:`~border_py.trainers.serial.SerialTrainer`,
-            :class:`~border_py.trainers.async_trainer.AsyncTrainer`, or a user's subclass of
+        settings: the built ``trainer`` group (:class:`~border_py.trainers.serial.SerialSettings`,
+            :class:`~border_py.trainers.async_trainer.AsyncSettings`, or a user's subclass of
             :class:`~border_py.trainers.settings.LoopSettings`).
     """
 
@@ -91,7 +91,7 @@ class Trainer:
                 self._restore(resume, parts, wiring, state)
             started = not signals.requested  # a stop signal during start-up: start nothing
             if started:
-                wiring.backend.start(self._launch(config, parts, state, resume))
+                wiring.actors.start(self._launch(config, parts, state, resume))
             book = RunBook(
                 run_dir,
                 config,
@@ -124,7 +124,7 @@ class Trainer:
             policy=parts.agent.policy_state(),
             opt_steps=state.opt_steps,
             env_steps=state.env_steps,
-            resume=None if resume is None else resume.state.backend,
+            resume=None if resume is None else resume.state.actors,
         )
 
     @staticmethod
@@ -136,7 +136,7 @@ class Trainer:
         now = isinstance(sys.exc_info()[1], KeyboardInterrupt)  # a second Ctrl-C: no drain
         if wiring is not None:
             with signals.shielded():  # bounded steps: a third Ctrl-C must not cut one
-                wiring.backend.stop(drain_timeout=0.0 if now else 10.0)
+                wiring.actors.stop(drain_timeout=0.0 if now else 10.0)
                 wiring.evaluation.close()
         if book is not None:  # uploads (MLflow, W&B) have no time limit: Ctrl-C may cut them
             book.close(status)
@@ -156,12 +156,12 @@ class Trainer:
             "samples": state.samples,
             "opt_steps_per_sec": learner.opt_steps_per_sec(),
             "interrupted": status == "interrupted",
-            "accounting": wiring.backend.accounting(),
-            "restarts": wiring.backend.restarts() + wiring.evaluation.restarts(),
+            "accounting": wiring.actors.accounting(),
+            "restarts": wiring.actors.restarts() + wiring.evaluation.restarts(),
         }
         summary |= learner.scores  # final_eval and best_eval, when the run's end measured them
         shown = self.settings.actors_shown(parts) is not None
-        book.log_actors(wiring.backend.records, summary, table=shown)
+        book.log_actors(wiring.actors.records, summary, table=shown)
         return summary
 
     def _restore(

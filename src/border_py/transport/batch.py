@@ -1,4 +1,4 @@
-"""A batch of transitions as the learner receives it from an actor, whatever the actor backend."""
+"""A batch of transitions as the learner receives it from an actor, wherever the actor runs."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""Weight publishing: how the learner's acting weights reach its actors, one publisher per backend.
+"""Weight publishing: how the learner's acting weights reach its actors, one publisher per kind.
 
 Every publisher keeps to :class:`WeightPublisher` (the learner publishes; each publication gets
-the next version); an actor backend only picks the one it uses:
+the next version); each kind of actors (:class:`~border_py.actors.runtime.Actors`) picks the one
+it uses:
 
 - :class:`SharedWeights` (local actor processes, the evaluator): a lock-free copy in shared
   memory that every actor reads when its version changed; nothing is pickled per actor and

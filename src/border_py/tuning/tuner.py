@@ -44,7 +44,7 @@ POLL_SECONDS = 1.0
 def cores_per_trial(config: dict[str, Any]) -> int:
     """CPU cores one trial keeps busy: the learner, plus one per actor with the async trainer
     (the evaluator process is idle between evaluations)."""
-    if config["trainer"]["_target_"].endswith("SerialTrainer"):
+    if config["trainer"]["_target_"].endswith("SerialSettings"):
         return 1
     return 1 + int(config["actor_manager"]["n_actors"])
 

@@ -5,7 +5,7 @@ a finished call's batch is its task result, read by the learner as numpy views o
 store (no copy until the replay buffer's). At most ``queue_size`` finished batches per actor wait
 for the learner; while they do, that actor gets no new call (back-pressure). A call that raised,
 an actor or node that died, or a call running longer than ``heartbeat_timeout`` ends the
-incarnation (:meth:`Calls.unsound`); the backend then starts the slot's next one.
+incarnation (:meth:`Calls.unsound`); the actors then start the slot's next one.
 """
 
 from __future__ import annotations

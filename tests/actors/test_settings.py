@@ -1,18 +1,20 @@
-"""What every actor backend shares: the settings, and the spec each incarnation starts from."""
+"""What every kind of actors shares: the settings, and the spec each incarnation starts from."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
+import psutil
 import pytest
 
-from border_py.actors.backend import (
-    ActorRecord,
-    ActorSettings,
-    accounting_of,
-    apex_epsilons,
-    slots_state,
-)
+from border_py.actors.runtime import ActorRecord, Actors, accounting_of, slots_state
+from border_py.actors.settings import ActorSettings, apex_epsilons
+from border_py.config import build, group_options
+from border_py.errors import ConfigError
+from border_py.overrides import to_plain
+
+from ..conftest import make_config
 
 
 def test_an_incarnation_continues_its_slot_with_its_own_epsilons():
@@ -62,3 +64,29 @@ def test_a_slot_a_resume_drops_keeps_its_record_and_counts_as_saved(caplog):
     assert accounting_of(records, kept)["received_total"] == 100
     assert accounting_of(records, kept)["received"] == 0  # this session's: none yet
     assert "actor_manager.n_actors=2: not running actor slots 2, 3 this session" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("group", "option"),
+    [(g, o) for g in ("actor_manager", "trainer") for o in group_options(g)],
+)
+def test_a_settings_object_holds_its_keys_and_nothing_that_runs(tmp_path, group, option):
+    """What an ``actor_manager`` or ``trainer`` option builds is its keys, checked: no process
+    list, poll set, channel or connection (the runtime has those), and no child started."""
+    config = to_plain(make_config(tmp_path, f"{group}={option}"))
+    before = psutil.Process().children(recursive=True)
+    settings = build(group, config[group])
+    assert type(settings).__name__.endswith("Settings")
+    assert set(vars(settings)) == {f.name for f in dataclasses.fields(settings)}
+    if group == "actor_manager":
+        actors = settings.runtime()
+        assert isinstance(actors, Actors) and type(actors).__name__.endswith("Actors")
+        assert actors.settings is settings and actors.records == []  # built, not started
+    assert psutil.Process().children(recursive=True) == before
+
+
+def test_settings_of_no_runtime_of_their_own_say_so_in_one_line():
+    with pytest.raises(ConfigError) as refused:
+        ActorSettings().runtime()
+    (line,) = str(refused.value).splitlines()
+    assert line.startswith("actor_manager: ActorSettings holds settings only;")

@@ -1,11 +1,12 @@
-"""The ``actor_manager=ray`` backend: actor slots as Ray actors, placed, started, watched, stopped.
+"""The ``actor_manager=ray`` option: actor slots as Ray actors, placed, started, watched, stopped.
 
-:class:`RayActors` runs each actor slot as a Ray actor (:class:`~.worker.SamplerActor`) in a
-placement-group bundle of its own. The learner, its replay buffer and the evaluator stay in this
-process. Its parts: the Ray session (:mod:`.session`), the calls in flight and the actors' health
+:class:`RayActorSettings` are their settings, :class:`RayActors` their runtime: it runs each actor
+slot as a Ray actor (:class:`~.worker.SamplerActor`) in a placement-group bundle of its own
+(:mod:`.placement`). The learner, its replay buffer and the evaluator stay in this process. Its
+parts: the Ray session (:mod:`.session`), the calls in flight and the actors' health
 (:mod:`.calls`), and the weights, put in the object store once per publication
 (:class:`~border_py.transport.weights.RayWeights`). An incarnation that failed is replaced by the
-next one (fresh env seeds) as the local backend does, under the same
+next one (fresh env seeds) as local actors are, under the same
 :class:`~border_py.processes.supervision.RestartPolicy`.
 """
 
@@ -20,34 +21,26 @@ from typing import Any
 
 import torch
 
-from border_py.actors.backend import (
-    ActorFailure,
-    ActorRecord,
-    ActorSettings,
-    Deliver,
-    Launch,
-    accounting_of,
-    slots_state,
-)
 from border_py.actors.ray.calls import Calls
+from border_py.actors.ray.placement import STRATEGIES, place
 from border_py.actors.ray.session import check_address, connect, leave
 from border_py.actors.ray.worker import SamplerActor
+from border_py.actors.runtime import ActorRecord, Deliver, Launch, accounting_of, slots_state
+from border_py.actors.settings import ActorSettings
 from border_py.config import positive, require
-from border_py.errors import ConfigError
 from border_py.processes.supervision import RestartPolicy
 from border_py.resources import actors_per_core, enforced, usable_cores
 from border_py.transport.weights import RayWeights
 
 log = logging.getLogger(__name__)
 
-STRATEGIES = ("SPREAD", "PACK", "STRICT_SPREAD", "STRICT_PACK")
-PLACEMENT_SECONDS = 120.0  # how long the start waits for the placement group
 FINISH_SECONDS = 5.0  # how long the stop waits for the actors' last counts
 
 
-@dataclass(eq=False)
-class RayActors(ActorSettings):
-    """Actors as Ray actors on a Ray cluster, or a local Ray (``actor_manager=ray``).
+@dataclass
+class RayActorSettings(ActorSettings):
+    """Actors as Ray actors on a Ray cluster, or a local Ray (``actor_manager=ray``); their
+    runtime is :class:`RayActors`.
 
     Args:
         address: ``null``: start a local Ray with this machine's CPUs (and stop it at the end);
@@ -62,7 +55,7 @@ class RayActors(ActorSettings):
             nodes that lack border-py or the run's code; null: the nodes' own environment.
         object_store_memory: bytes of object store of a local Ray (null: Ray's default);
             only with ``address=null``.
-        Others: see :class:`~border_py.actors.backend.ActorSettings` (``queue_size``: finished
+        Others: see :class:`~border_py.actors.settings.ActorSettings` (``queue_size``: finished
             batches per actor that may wait for the learner; ``heartbeat_timeout``: the longest
             one call may run).
     """
@@ -100,6 +93,29 @@ class RayActors(ActorSettings):
             )
         check_address(self.address)
         self.num_cpus_per_actor = float(self.num_cpus_per_actor)
+
+    def runtime(self) -> RayActors:
+        """The Ray actors these settings configure (Ray is neither started nor joined yet)."""
+        return RayActors(self)
+
+    def check_resources(self, config: dict[str, Any], spaces: tuple[Any, Any], n_step: int) -> None:
+        """Also bound the actors of a local Ray by this machine's cores (a cluster's CPUs are
+        checked once connected, before any actor starts)."""
+        super().check_resources(config, spaces, n_step)
+        if self.address is None:
+            actors_per_core(self.n_actors, usable_cores(), "usable CPU cores", enforced(config))
+
+
+class RayActors:
+    """The Ray actors of a run, as :class:`RayActorSettings` configure them (an
+    :class:`~border_py.actors.runtime.Actors`).
+
+    Args:
+        settings: the ``actor_manager`` group.
+    """
+
+    def __init__(self, settings: RayActorSettings) -> None:
+        self.settings = settings
         self.records: list[ActorRecord] = []
         self.kept: list[ActorRecord] = []  # slots a resume dropped (see ActorSettings.slots)
         self.nodes: list[str | None] = []  # per slot: the node id of its current incarnation
@@ -113,89 +129,33 @@ class RayActors(ActorSettings):
         self._halted = False  # the budget is reached: no new calls
         self._env_steps = 0
 
-    def check_resources(self, config: dict[str, Any], spaces: tuple[Any, Any], n_step: int) -> None:
-        """Also bound the actors of a local Ray by this machine's cores (a cluster's CPUs are
-        checked once connected, before any actor starts)."""
-        super().check_resources(config, spaces, n_step)
-        if self.address is None:
-            actors_per_core(self.n_actors, usable_cores(), "usable CPU cores", enforced(config))
-
     # -- start and weights -------------------------------------------------------------------
 
     def start(self, launch: Launch) -> None:
         """Connect to Ray, place one bundle per actor, then start every actor."""
         import ray
 
+        settings, n = self.settings, self.settings.n_actors
         self._config = launch.config
-        self.records, self.kept, self._policies = self.slots(launch.resume)
+        self.records, self.kept, self._policies = settings.slots(launch.resume)
         self._env_steps = launch.env_steps  # the run's, received: where new calls explore from
-        self._calls = Calls(self.n_actors)
-        self.nodes = [None] * self.n_actors
+        self._calls = Calls(n)
+        self.nodes = [None] * n
         self.publish(launch.policy, launch.opt_steps)
-        self._owner = connect(
-            self.address, self.n_actors, self.num_cpus_per_actor, self.object_store_memory
-        )
-        self._group = self._place()
+        cpu, strategy = settings.num_cpus_per_actor, settings.placement_strategy
+        self._owner = connect(settings.address, n, cpu, settings.object_store_memory)
+        self._group = place(n, cpu, strategy, enforced(self._config))
         self._remote = ray.remote(SamplerActor)
-        for index in range(self.n_actors):
+        for index in range(n):
             self._spawn(index)
         self._top_up()
         log.info(
             "started %d Ray actors x %d envs (%g CPU each, %s)",
-            self.n_actors,
-            self.n_envs_per_actor,
-            self.num_cpus_per_actor,
-            self.placement_strategy,
+            n,
+            settings.n_envs_per_actor,
+            cpu,
+            strategy,
         )
-
-    def _place(self) -> Any:
-        """A placement group of one bundle per actor, placed (or a one-line error)."""
-        import ray
-        from ray.exceptions import GetTimeoutError
-        from ray.util.placement_group import placement_group, remove_placement_group
-
-        cpu = self.num_cpus_per_actor
-        needed = self.n_actors * cpu
-        nodes = [n for n in ray.nodes() if n.get("Alive")]
-        node_cpus = sorted((float(n["Resources"].get("CPU", 0)) for n in nodes), reverse=True)
-        where = f"actor_manager.n_actors={self.n_actors} x num_cpus_per_actor={cpu:g}"
-        if needed > sum(node_cpus):
-            raise ConfigError(f"{where} = {needed:g} CPUs: the Ray cluster has {sum(node_cpus):g}")
-        actors_per_core(
-            self.n_actors, sum(node_cpus), "CPUs of the Ray cluster", enforced(self._config)
-        )
-        self._check_strategy(node_cpus)
-        group = placement_group([{"CPU": cpu}] * self.n_actors, strategy=self.placement_strategy)
-        try:
-            ray.get(group.ready(), timeout=PLACEMENT_SECONDS)
-        except GetTimeoutError:
-            remove_placement_group(group)
-            raise ActorFailure(
-                f"Ray could not place {where} ({self.placement_strategy}) within"
-                f" {PLACEMENT_SECONDS:g} s: the cluster's CPUs are busy (ray status shows them)"
-            ) from None
-        return group
-
-    def _check_strategy(self, node_cpus: list[float]) -> None:
-        """Refuse a strict placement strategy the nodes' CPUs (largest first) cannot meet."""
-        cpu, needed = self.num_cpus_per_actor, self.n_actors * self.num_cpus_per_actor
-        if self.placement_strategy == "STRICT_SPREAD":
-            fitting = sum(1 for c in node_cpus if c >= cpu)
-            require(
-                "actor_manager.placement_strategy",
-                fitting >= self.n_actors,
-                f"SPREAD or PACK: STRICT_SPREAD needs one node per actor ({self.n_actors}), the"
-                f" cluster has {fitting} with {cpu:g} CPU",
-                self.placement_strategy,
-            )
-        if self.placement_strategy == "STRICT_PACK":
-            require(
-                "actor_manager.placement_strategy",
-                bool(node_cpus) and node_cpus[0] >= needed,
-                f"SPREAD or PACK: STRICT_PACK needs one node with {needed:g} CPUs, the largest"
-                f" has {node_cpus[0] if node_cpus else 0:g}",
-                self.placement_strategy,
-            )
 
     def _spawn(self, index: int) -> None:
         """Start the slot's current incarnation in its bundle and ask where it runs."""
@@ -203,13 +163,13 @@ class RayActors(ActorSettings):
 
         record = self.records[index]
         record.begin_incarnation()
-        spec = self.spec(index, record)
+        spec = self.settings.spec(index, record)
         handle = self._remote.options(
-            num_cpus=self.num_cpus_per_actor,
+            num_cpus=self.settings.num_cpus_per_actor,
             scheduling_strategy=PlacementGroupSchedulingStrategy(
                 placement_group=self._group, placement_group_bundle_index=index
             ),
-            runtime_env=self.runtime_env,
+            runtime_env=self.settings.runtime_env,
             name=None,
             max_restarts=0,  # a new incarnation (fresh seeds) replaces a dead one, not Ray
             max_task_retries=0,
@@ -228,8 +188,8 @@ class RayActors(ActorSettings):
     def _top_up(self) -> None:
         """Give the actors new calls (none once the budget is reached or the stop began)."""
         if not (self._stopped or self._halted):
-            limits = (self.max_calls_in_flight, self.queue_size)
-            self._calls.top_up(self.weights, limits, self._env_steps, self.n_buffer)
+            limits = (self.settings.max_calls_in_flight, self.settings.queue_size)
+            self._calls.top_up(self.weights, limits, self._env_steps, self.settings.n_buffer)
 
     # -- data in -----------------------------------------------------------------------------
 
@@ -288,7 +248,7 @@ class RayActors(ActorSettings):
         :class:`ActorFailure` when a restart cannot help. Then top up their calls."""
         if self._stopped or self._halted or not self._calls.running:
             return
-        for index, cause, error in self._calls.unsound(self.heartbeat_timeout):
+        for index, cause, error in self._calls.unsound(self.settings.heartbeat_timeout):
             self._replace(index, cause, error)
         self._top_up()
 
@@ -312,8 +272,8 @@ class RayActors(ActorSettings):
     def stop(self, deliver: Deliver | None = None, drain_timeout: float = 10.0) -> None:
         """Staged, idempotent shutdown: no new calls; with ``deliver``, take the calls in flight
         (up to ``drain_timeout`` seconds) and the actors' last counts; then kill the actors,
-        remove the placement group, and stop the local Ray this backend started (or leave the
-        cluster it joined). Without ``deliver`` (an immediate stop) nothing is waited for."""
+        remove the placement group, and stop the local Ray these actors started (or leave the
+        cluster they joined). Without ``deliver`` (an immediate stop) nothing is waited for."""
         if self._stopped:
             return
         self._stopped = True
@@ -375,7 +335,7 @@ class RayActors(ActorSettings):
     # -- reporting ---------------------------------------------------------------------------
 
     def state(self) -> dict[str, Any]:
-        """The slots' counters (as the local backend's)."""
+        """The slots' counters (as local actors')."""
         return slots_state(self.records, self.kept)
 
     def accounting(self) -> dict[str, int]:
