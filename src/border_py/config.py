@@ -15,7 +15,8 @@ import inspect
 import logging
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +42,15 @@ def config_dir() -> Path:
     raise FileNotFoundError(f"border-py configs not found in {packaged} or {repo}")
 
 
+def is_base(option: str) -> bool:
+    """Whether a config group's file is a base (``trainer/_loop.yaml``): keys the group's options
+    share, composed into each by its ``defaults:`` list, and never an option to choose."""
+    return option.rpartition("/")[2].startswith("_")
+
+
 def group_options(group: str) -> list[str]:
-    """Names of the options of a config group (the YAML files in its directory)."""
-    return sorted(p.stem for p in (config_dir() / group).glob("*.yaml"))
+    """Names of the options of a config group (the YAML files in its directory, bases aside)."""
+    return sorted(p.stem for p in (config_dir() / group).glob("*.yaml") if not is_base(p.stem))
 
 
 def lookup(config: Mapping[str, Any], key: str) -> Any:
@@ -83,6 +90,21 @@ def config_keys(target: Any, group: str) -> list[str] | None:
         return None
     named = (p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
     return [name for name in named if name not in RUNTIME_KEYS.get(group, ())]
+
+
+def _required(target: Any, group: str) -> list[str]:
+    """The keys ``target`` has no default for (the runtime ones aside)."""
+    try:
+        params = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):  # no signature to read: the call itself says what is missing
+        return []
+    return [
+        p.name
+        for p in params
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        and p.default is p.empty
+        and p.name not in RUNTIME_KEYS.get(group, ())
+    ]
 
 
 def describe_keys(target_path: str, keys: list[str] | None, group: str) -> str:
@@ -180,6 +202,12 @@ def build(group: str, spec: Mapping[str, Any], **runtime: Any) -> Any:
     for key, value in kwargs.items():
         if value == "???":
             raise ConfigError(f"{group}.{key} must be set (e.g. {group}.{key}=...)")
+    missing = [k for k in _required(target, group) if k not in kwargs and k not in runtime]
+    if missing:
+        raise ConfigError(
+            f"{group}: {', '.join(missing)} must be set ({target_path} has no default for"
+            f" {'it' if len(missing) == 1 else 'them'})"
+        )
     log.debug("building %s: %s", group, target_path)
     try:
         return target(**coerce_counts(target, kwargs), **runtime)
@@ -203,20 +231,49 @@ def require(key: str, ok: bool, expected: str, value: Any) -> None:
         raise ConfigError(f"{key}={value!r}: must be {expected}")
 
 
+def is_number(value: Any) -> typing.TypeGuard[int | float]:
+    """Whether ``value`` is an int or a float; a bool is neither (YAML's ``true`` is no 1)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def is_int(value: Any) -> typing.TypeGuard[int]:
+    """Whether ``value`` is an int, never a bool."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One kind of check of a setting: ``ok`` tells the values that pass, ``expected`` says what
+    they are. ``rule(key, value)`` raises :class:`ConfigError` naming the key
+    (``<key>=<value>: must be <expected>``)."""
+
+    ok: Callable[[Any], bool]
+    expected: str
+
+    def __call__(self, key: str, value: Any) -> None:
+        require(key, self.ok(value), self.expected, value)
+
+
+def null_or(rule: Rule) -> Rule:
+    """``rule``, or null (YAML's ``null``: Python's None)."""
+    return Rule(lambda value: value is None or rule.ok(value), f"null or {rule.expected}")
+
+
+number = Rule(is_number, "a number")
+count = Rule(lambda value: is_int(value) and value >= 0, "a non-negative int")
+positive_count = Rule(lambda value: is_int(value) and value > 0, "a positive int")
+positive_number = Rule(lambda value: is_number(value) and value > 0, "a positive float")
+non_negative_number = Rule(lambda value: is_number(value) and value >= 0, "a non-negative float")
+
+
 def positive(key: str, value: Any, kind: type = float) -> None:
-    """Check that ``value`` is a number of ``kind`` (bool excluded) and > 0."""
-    is_number = isinstance(value, (int, float) if kind is float else int) and not isinstance(
-        value, bool
-    )
-    require(key, is_number and value > 0, f"a positive {kind.__name__}", value)
+    """Check that ``value`` is a number > 0 (``kind`` int: an int, :data:`positive_count`)."""
+    (positive_count if kind is int else positive_number)(key, value)
 
 
 def non_negative(key: str, value: Any, kind: type = int) -> None:
-    """Check that ``value`` is a number of ``kind`` (bool excluded) and >= 0."""
-    is_number = isinstance(value, (int, float) if kind is float else int) and not isinstance(
-        value, bool
-    )
-    require(key, is_number and value >= 0, f"a non-negative {kind.__name__}", value)
+    """Check that ``value`` is an int >= 0 (:data:`count`; ``kind`` float: any number >= 0)."""
+    (count if kind is int else non_negative_number)(key, value)
 
 
 def flag(key: str, value: Any) -> None:
@@ -229,7 +286,7 @@ def widths(key: str, value: Any, at_least: int = 0) -> None:
     ok = (
         isinstance(value, (list, tuple))
         and len(value) >= at_least
-        and all(isinstance(w, int) and not isinstance(w, bool) and w > 0 for w in value)
+        and all(positive_count.ok(w) for w in value)
     )
     more = f" (at least {at_least})" if at_least else ""
     require(key, ok, f"a list of positive ints{more}, e.g. [64, 64]", value)
@@ -237,6 +294,5 @@ def widths(key: str, value: Any, at_least: int = 0) -> None:
 
 def fraction(key: str, value: Any, open_low: bool = False) -> None:
     """Check that ``value`` is a number in [0, 1] (``open_low``: in (0, 1])."""
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    ok = number and (value > 0 if open_low else value >= 0) and value <= 1
+    ok = is_number(value) and (value > 0 if open_low else value >= 0) and value <= 1
     require(key, ok, "in (0, 1]" if open_low else "in [0, 1]", value)

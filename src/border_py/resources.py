@@ -66,8 +66,8 @@ ANYWAY = "check_resources=false to run anyway"
 
 
 def enforced(config: Mapping[str, Any]) -> bool:
-    """The run's ``check_resources`` (true unless set false): whether a bound refuses or warns."""
-    return config.get("check_resources", True) is not False
+    """The run's ``check_resources``: whether a bound refuses or warns."""
+    return bool(config["check_resources"])
 
 
 def bound(line: str, enforce: bool) -> None:

@@ -17,6 +17,7 @@ from border_py.actors.sampler import SampleStats
 from border_py.actors.settings import ActorSettings
 from border_py.agents.inference import ConvInference
 from border_py.errors import ConfigError
+from border_py.shipped import option_keys
 from border_py.trainers.components import build_components
 
 pytest.importorskip("minatar")
@@ -51,7 +52,7 @@ def test_a_precision_other_than_float32_or_bfloat16_is_refused():
     with pytest.raises(
         ConfigError, match=r"policy_dtype='float16': must be 'float32' or 'bfloat16'"
     ):
-        ActorSettings(policy_dtype="float16")
+        ActorSettings(**option_keys("actor_manager", "_actors") | {"policy_dtype": "float16"})
 
 
 @pytest.mark.parametrize(

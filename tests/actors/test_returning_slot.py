@@ -25,6 +25,7 @@ from border_py.overrides import to_plain
 from border_py.replay.uniform import UniformReplayBuffer
 from border_py.runs.checkpoint import load_checkpoint, save_checkpoint, step_name
 from border_py.runs.state import TrainerState
+from border_py.shipped import option_keys
 from border_py.trainers.components import build_components
 from border_py.transport.batch import ReceivedBatch
 
@@ -54,7 +55,8 @@ class Session:
     """One session of the run: its slots, each run slot's sampler, the rows each slot pushed."""
 
     def __init__(self, config: dict[str, Any], n_actors: int, resume: Path | None) -> None:
-        self.settings = ActorSettings(n_actors=n_actors, n_envs_per_actor=2)
+        shared = option_keys("actor_manager", "_actors")  # the keys as shipped
+        self.settings = ActorSettings(**shared | {"n_actors": n_actors, "n_envs_per_actor": 2})
         saved = load_checkpoint(resume) if resume is not None else None
         self.records, self.kept, _ = self.settings.slots(
             saved.state.actors if saved is not None else None

@@ -13,12 +13,18 @@ from border_py.actors.settings import ActorSettings, apex_epsilons
 from border_py.config import build, group_options
 from border_py.errors import ConfigError
 from border_py.overrides import to_plain
+from border_py.shipped import option_keys
 
 from ..conftest import make_config
 
 
+def actor_settings(**keys) -> ActorSettings:
+    """The shared keys as shipped (``conf/actor_manager/_actors.yaml``), with ``keys`` over them."""
+    return ActorSettings(**option_keys("actor_manager", "_actors") | keys)
+
+
 def test_an_incarnation_continues_its_slot_with_its_own_epsilons():
-    settings = ActorSettings(
+    settings = actor_settings(
         n_actors=2, n_envs_per_actor=2, n_buffer=50, exploration="apex", policy_dtype="bfloat16"
     )
     record = ActorRecord.resumed(
@@ -28,13 +34,13 @@ def test_an_incarnation_continues_its_slot_with_its_own_epsilons():
     assert (spec.index, spec.incarnation, spec.n_envs, spec.n_buffer) == (1, 2, 2, 50)
     assert spec.epsilons == pytest.approx(apex_epsilons(4, 0.4, 7.0)[2:])
     assert spec.policy_dtype == "bfloat16"  # what build_sampler applies (local and Ray actors)
-    default = ActorSettings().spec(0, ActorRecord())
+    default = actor_settings().spec(0, ActorRecord())
     assert default.epsilons is None  # the agent's own schedule
     assert default.policy_dtype == "float32"
 
 
 def test_a_resumed_start_continues_the_saved_slots_and_starts_an_added_one_afresh():
-    settings = ActorSettings(n_actors=3, max_restarts=4)
+    settings = actor_settings(n_actors=3, max_restarts=4)
     saved = {"incarnation": 2, "received": 10, "episodes": 1, "return_sum": 5.0, "env_steps": 900}
     records, kept, policies = settings.slots({"actors": [saved, saved]})
     assert [r.env_steps for r in records] == [900, 900, 0]
@@ -57,7 +63,7 @@ def test_a_slot_a_resume_drops_keeps_its_record_and_counts_as_saved(caplog):
         for i in range(4)
     ]
     with caplog.at_level(logging.INFO):
-        records, kept, policies = ActorSettings(n_actors=2).slots({"actors": saved})
+        records, kept, policies = actor_settings(n_actors=2).slots({"actors": saved})
     assert [r.incarnation for r in records] == [1, 2] and len(policies) == 2
     assert [r.incarnation for r in kept] == [2, 3]  # as saved: not run, no new incarnation
     assert slots_state(records, kept)["actors"][2:] == saved[2:]  # saved again unchanged
@@ -87,6 +93,6 @@ def test_a_settings_object_holds_its_keys_and_nothing_that_runs(tmp_path, group,
 
 def test_settings_of_no_runtime_of_their_own_say_so_in_one_line():
     with pytest.raises(ConfigError) as refused:
-        ActorSettings().runtime()
+        actor_settings().runtime()
     (line,) = str(refused.value).splitlines()
     assert line.startswith("actor_manager: ActorSettings holds settings only;")

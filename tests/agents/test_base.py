@@ -217,7 +217,10 @@ def test_adam_eps_reaches_every_optimizer_and_sets_the_first_step():
         (lambda: SAC(BOX, ACT, adam_eps="x"), "adam_eps='x': must be a positive float"),
         (lambda: DQN(BOX, THREE, tau=0), "tau=0: must be in (0, 1]"),
         (lambda: DQN(BOX, THREE, loss="l1"), "loss='l1': must be 'huber' or 'mse'"),
-        (lambda: DQN(BOX, THREE, max_grad_norm=0), "max_grad_norm=0: must be null or > 0"),
+        (
+            lambda: DQN(BOX, THREE, max_grad_norm=0),
+            "max_grad_norm=0: must be null or a positive float",
+        ),
     ],
 )
 def test_bad_hyper_parameters_are_one_line(make, expected):

@@ -48,6 +48,7 @@ def test_train_help_lists_groups_and_options(tmp_path):
         "env: atari, cartpole, gym, minatar, mujoco, pendulum",
         "replay_buffer: prioritized, uniform",
         "trainer: async, serial",
+        "actor_manager: default, ray",
         "recorder: both, mlflow, tensorboard, wandb",
         "experiment: dqn_acrobot, dqn_cartpole",
         "debug: tiny",

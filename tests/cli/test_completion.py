@@ -51,6 +51,16 @@ def test_the_query_completes_the_groups_options_and_keys_of_border_train(tmp_pat
     ]
 
 
+def test_the_query_completes_options_never_the_bases_they_compose(tmp_path):
+    """``trainer/_loop.yaml`` and the other bases are files of their groups, no options."""
+    assert _query(tmp_path, "border train trainer=") == ["trainer=async", "trainer=serial"]
+    assert _query(tmp_path, "border train actor_manager=") == [
+        "actor_manager=default",
+        "actor_manager=ray",
+    ]
+    assert _query(tmp_path, "border train env=_") == []
+
+
 def test_the_query_completes_subcommands_and_leaves_paths_to_the_shell(tmp_path):
     assert {"eval", "report", "train", "tune"} <= set(_query(tmp_path, "border "))
     assert _query(tmp_path, "border ") == sorted(COMMANDS)

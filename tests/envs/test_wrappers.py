@@ -79,7 +79,8 @@ def test_a_training_only_wrapper_wraps_actor_envs_and_never_the_evaluation_env()
         ),
         (
             "[{_target_:gymnasium.wrappers.TimeLimit}]",
-            "env.wrappers[0]: TimeLimit.__init__() missing 1 required positional argument",
+            "env.wrappers[0]: max_episode_steps must be set (gymnasium.wrappers.TimeLimit has no"
+            " default for it)",
         ),
         (
             "[{_target_:gymnasium.wrappers.ClipReward,training_only:maybe}]",

@@ -27,7 +27,7 @@ from border_py.actors.process import ActorLinks, actor_main
 from border_py.actors.runtime import ActorRecord, Deliver, Launch, accounting_of, slots_state
 from border_py.actors.sampler import sampler_options
 from border_py.actors.settings import ActorSettings
-from border_py.config import require
+from border_py.config import is_int, require
 from border_py.processes.children import (
     Context,
     end_in_stages,
@@ -76,7 +76,7 @@ class _Incarnation:
         self.readable = Readable(self.notices)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class LocalActorSettings(ActorSettings):
     """Actor processes on this machine (the ``actor_manager=default`` option); their runtime is
     :class:`LocalActors`.
@@ -89,8 +89,8 @@ class LocalActorSettings(ActorSettings):
         Others: see :class:`~border_py.actors.settings.ActorSettings`.
     """
 
-    nice: int = 10
-    start_method: str = "forkserver"
+    nice: int
+    start_method: str
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -100,7 +100,7 @@ class LocalActorSettings(ActorSettings):
         )
         require(
             "nice",
-            isinstance(self.nice, int) and 0 <= self.nice <= 19,
+            is_int(self.nice) and 0 <= self.nice <= 19,
             "an int in [0, 19]",
             self.nice,
         )

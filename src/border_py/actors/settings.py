@@ -38,9 +38,10 @@ def apex_epsilons(n: int, eps: float, alpha: float) -> list[float]:
     return [eps ** (1 + alpha * i / (n - 1)) for i in range(n)]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ActorSettings:
-    """The ``actor_manager`` keys every kind of actors shares.
+    """The ``actor_manager`` keys every kind of actors shares; their values come from the config
+    (``conf/actor_manager/_actors.yaml`` ships them: no field here has a default of its own).
 
     Args:
         n_actors: actors (processes, or Ray actors).
@@ -64,16 +65,16 @@ class ActorSettings:
             The learner, its updates and the evaluator stay float32.
     """
 
-    n_actors: int = 1
-    n_envs_per_actor: int = 1
-    n_buffer: int = 100
-    exploration: str = "schedule"
-    apex_eps: float = 0.4
-    apex_alpha: float = 7.0
-    queue_size: int = 8
-    max_restarts: int = 3
-    heartbeat_timeout: float = 60.0
-    policy_dtype: str = "float32"
+    n_actors: int
+    n_envs_per_actor: int
+    n_buffer: int
+    exploration: str
+    apex_eps: float
+    apex_alpha: float
+    queue_size: int
+    max_restarts: int
+    heartbeat_timeout: float
+    policy_dtype: str
 
     def __post_init__(self) -> None:
         positive("n_actors", self.n_actors, int)

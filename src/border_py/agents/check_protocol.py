@@ -14,6 +14,7 @@ import torch
 
 from border_py.agents.check_probe import Probe, plain_metrics, snapshot, through_file
 from border_py.agents.contract import AgentContractError, check_actions
+from border_py.config import is_number, positive_count
 
 
 def _global_rngs() -> dict[str, Any]:
@@ -41,11 +42,10 @@ def attributes(probe: Probe, agent: Any) -> None:
     """Guarantee ``attributes``: ``gamma`` a float in [0, 1], ``n_step`` and ``batch_size``
     positive ints."""
     gamma, n_step, size = agent.gamma, agent.n_step, agent.batch_size
-    number = isinstance(gamma, int | float) and not isinstance(gamma, bool)
-    if not number or not 0 <= gamma <= 1:
+    if not is_number(gamma) or not 0 <= gamma <= 1:
         probe.fail("attributes", f"gamma={gamma!r}, not a float in [0, 1]")
     for key, value in (("n_step", n_step), ("batch_size", size)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        if not positive_count.ok(value):
             probe.fail("attributes", f"{key}={value!r}, not a positive int")
     probe.passed("attributes")
 
@@ -108,7 +108,7 @@ def _scalars(probe: Probe, guarantee: str, method: str, values: Any, skip: str =
     for key, value in values.items():
         if key == skip:
             continue
-        scalar = isinstance(value, int | float) and not isinstance(value, bool)
+        scalar = is_number(value)
         if isinstance(value, torch.Tensor) and value.ndim == 0:
             scalar, value = True, float(value)
         if not scalar or not math.isfinite(value):

@@ -60,55 +60,51 @@ def dqn_targets(
 
 @dataclass(frozen=True)
 class DQNArgs(HParams):
-    """DQN's hyper-parameters (the keys of ``conf/agent/dqn.yaml``).
-
-    Attributes:
-        hidden_sizes: widths of the fully connected hidden layers (after the CNN torso for
-            images: the Nature DQN has one of 512).
-        network: ``auto`` (for uint8 (C, H, W) observations the Nature CNN from 36x36 and the
-            MinAtar CNN below, else an MLP), ``mlp``, ``cnn`` or ``minatar``.
-        dueling: a dueling head: the last hidden layer split into value and advantage streams,
-            ``Q = V + A - mean_a A``.
-        lr: Adam learning rate.
-        adam_eps: Adam's epsilon (see :mod:`border_py.agents.optim`).
-        gamma: discount factor.
-        n_step: rewards summed per transition (returns are computed by the actors).
-        batch_size: transitions per optimization step.
-        double_dqn: pick next actions with the online network, value them with the target.
-        loss: ``huber`` or ``mse``.
-        max_grad_norm: gradient-norm clipping threshold (None: no clipping).
-        target_update_interval: opt steps between hard target copies (when ``tau`` is None).
-        tau: Polyak coefficient for a soft target update every opt step (None: hard copies).
-        eps_start: initial exploration epsilon.
-        eps_final: final exploration epsilon.
-        eps_decay_steps: env steps of the run (all actors together) over which epsilon decays
-            linearly.
-        compile: run the TD loss (forward and backward) through ``torch.compile``
-            (:mod:`border_py.agents.compiled`).
-        compile_mode: ``torch.compile``'s mode: ``default``, ``reduce-overhead`` (CUDA graphs)
-            or ``max-autotune``.
-    """
+    """DQN's hyper-parameters (the keys of ``conf/agent/dqn.yaml``)."""
 
     rules: ClassVar[Mapping[str, Rule]] = {"compile_mode": check_mode}
 
     hidden_sizes: Sequence[int] = (256, 256)
+    """Widths of the fully connected hidden layers (after the CNN torso for images: the Nature DQN
+    has one of 512)."""
     network: str = "auto"
+    """``auto`` (for uint8 (C, H, W) observations the Nature CNN from 36x36 and the MinAtar CNN
+    below, else an MLP), ``mlp``, ``cnn`` or ``minatar``."""
     dueling: bool = False
+    """A dueling head: the last hidden layer split into value and advantage streams,
+    ``Q = V + A - mean_a A``."""
     lr: float = 1e-3
+    """Adam learning rate."""
     adam_eps: float = 1e-8
+    """Adam's epsilon (see :mod:`border_py.agents.optim`)."""
     gamma: float = 0.99
+    """Discount factor."""
     n_step: int = 1
+    """Rewards summed per transition (returns are computed by the actors)."""
     batch_size: int = 64
+    """Transitions per optimization step."""
     double_dqn: bool = True
+    """Pick next actions with the online network, value them with the target."""
     loss: str = "huber"
+    """``huber`` or ``mse``."""
     max_grad_norm: float | None = 10.0
+    """Gradient-norm clipping threshold (None: no clipping)."""
     target_update_interval: int = 100
+    """Opt steps between hard target copies (when ``tau`` is None)."""
     tau: float | None = None
+    """Polyak coefficient for a soft target update every opt step (None: hard copies)."""
     eps_start: float = 1.0
+    """Initial exploration epsilon."""
     eps_final: float = 0.05
+    """Final exploration epsilon."""
     eps_decay_steps: int = 10000
+    """Env steps of the run (all actors together) over which epsilon decays linearly."""
     compile: bool = False
+    """Run the TD loss (forward and backward) through ``torch.compile``
+    (:mod:`border_py.agents.compiled`)."""
     compile_mode: str = "default"
+    """``torch.compile``'s mode: ``default``, ``reduce-overhead`` (CUDA graphs) or
+    ``max-autotune``."""
 
 
 class DQN(EpsilonGreedy, Checkpointed):

@@ -33,7 +33,7 @@ from border_py.agents.networks import (
     q_network,
 )
 from border_py.agents.spaces import check_spaces
-from border_py.config import coerce_counts, config_keys, resolve_target
+from border_py.config import coerce_counts, config_keys, is_int, resolve_target
 from border_py.errors import ConfigError, first_line
 from border_py.resources import (
     MAX_HIDDEN_LAYERS,
@@ -242,7 +242,7 @@ def count(value: Any) -> int | None:
     anything else (building the agent refuses it, naming the key)."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return value if is_int(value) else None
 
 
 def check_agent_ranges(spec: dict[str, Any], enforce: bool) -> None:

@@ -1,8 +1,11 @@
 """The agents' hyper-parameters: a documented dataclass per agent, validated by one rule per name.
 
 Each agent's hyper-parameters are a frozen dataclass derived from :class:`HParams` (``DQNArgs``,
-``IQNArgs``, ``SACArgs``): its fields, with their defaults and docs, are the keys of the agent's
-config group, so the constructor only builds networks from them. A field is checked with the
+``IQNArgs``, ``SACArgs``): its fields, each with its doc beside it, are the keys of the agent's
+config group, so the constructor only builds networks from them. Their defaults are the Python
+API's (``DQN(observation_space, action_space)``); a config never falls back on them: each agent's
+shipped YAML gives every field (``tests/test_architecture.py`` checks it), and a saved config that
+lacks one gets the YAML's value (:func:`border_py.runs.compat.complete`). A field is checked with the
 rule for its name in :data:`RULES` when the dataclass is built: a key means the same (and is
 checked the same way) in every agent, and a bad value is one :class:`~border_py.errors.ConfigError`
 line naming it (``build`` prefixes the group: ``agent.lr=-1: must be a positive float``).
@@ -22,27 +25,26 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, ClassVar, TypeVar
 
-from border_py.config import flag, fraction, non_negative, positive, require, widths
+from border_py.config import (
+    count,
+    flag,
+    fraction,
+    null_or,
+    number,
+    positive,
+    positive_count,
+    positive_number,
+    require,
+    widths,
+)
 
 Rule = Callable[[str, Any], None]
 Init = TypeVar("Init", bound=Callable[..., None])
 
 
-def _null_or_positive(key: str, value: Any) -> None:
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    require(key, value is None or (number and value > 0), "null or > 0", value)
-
-
-def _null_or_number(key: str, value: Any) -> None:
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    require(key, value is None or number, "null or a number", value)
-
-
 def _loss(key: str, value: Any) -> None:
     require(key, value in ("huber", "mse"), "'huber' or 'mse'", value)
 
-
-_positive_int = partial(positive, kind=int)
 
 RULES: dict[str, Rule] = {
     # optimization
@@ -51,31 +53,31 @@ RULES: dict[str, Rule] = {
     "critic_lr": positive,
     "alpha_lr": positive,
     "adam_eps": positive,
-    "batch_size": _positive_int,
-    "max_grad_norm": _null_or_positive,
+    "batch_size": positive_count,
+    "max_grad_norm": null_or(positive_number),
     "compile": flag,
     # returns and targets
     "gamma": fraction,
-    "n_step": _positive_int,
-    "target_update_interval": _positive_int,
+    "n_step": positive_count,
+    "target_update_interval": positive_count,
     "tau": partial(fraction, open_low=True),
     "double_dqn": flag,
     "loss": _loss,
     # networks
     "hidden_sizes": widths,
     "dueling": flag,
-    "n_critics": _positive_int,
+    "n_critics": positive_count,
     # IQN
-    "n_cos": _positive_int,
-    "n_tau": _positive_int,
-    "n_tau_prime": _positive_int,
-    "k": _positive_int,
+    "n_cos": positive_count,
+    "n_tau": positive_count,
+    "n_tau_prime": positive_count,
+    "k": positive_count,
     "kappa": positive,
     # SAC's entropy and exploration
     "alpha": positive,
     "learn_alpha": flag,
-    "target_entropy": _null_or_number,
-    "random_steps": non_negative,
+    "target_entropy": null_or(number),
+    "random_steps": count,
 }
 
 

@@ -71,52 +71,49 @@ def midpoints(n: int, device: torch.device) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class IQNArgs(HParams):
-    """IQN's hyper-parameters (the keys of ``conf/agent/iqn.yaml``).
-
-    Attributes:
-        hidden_sizes: fully connected widths after the torso (at least one; the paper's Atari
-            network has one of 512).
-        network: ``auto`` (for uint8 (C, H, W) observations the Nature CNN from 36x36 and the
-            MinAtar CNN below, else an MLP), ``mlp``, ``cnn`` or ``minatar``.
-        n_cos: cosines of the quantile embedding (the paper's n = 64).
-        n_tau: online quantile levels per sample in the loss (N).
-        n_tau_prime: target quantile levels per sample in the loss (N').
-        k: quantile levels averaged to act and to pick the target action (K).
-        kappa: Huber threshold of the quantile loss.
-        lr: Adam learning rate.
-        adam_eps: Adam's epsilon (Dopamine's IQN on Atari: 3.125e-4 with lr 5e-5, the paper's
-            settings; 1.5e-4 with lr 6.25e-5 when matched to Rainbow).
-        gamma: discount factor.
-        n_step: rewards summed per transition (returns are computed by the actors).
-        batch_size: transitions per optimization step.
-        double_dqn: pick the target action with the online network (else the target network).
-        max_grad_norm: gradient-norm clipping threshold (None: no clipping).
-        target_update_interval: opt steps between hard target copies.
-        eps_start: initial exploration epsilon.
-        eps_final: final exploration epsilon.
-        eps_decay_steps: env steps over which epsilon decays linearly.
-    """
+    """IQN's hyper-parameters (the keys of ``conf/agent/iqn.yaml``)."""
 
     rules = {"hidden_sizes": partial(widths, at_least=1)}  # the last one follows the embedding
 
     hidden_sizes: Sequence[int] = (128, 128)
+    """Fully connected widths after the torso (at least one; the paper's Atari network has one of
+    512)."""
     network: str = "auto"
+    """``auto`` (for uint8 (C, H, W) observations the Nature CNN from 36x36 and the MinAtar CNN
+    below, else an MLP), ``mlp``, ``cnn`` or ``minatar``."""
     n_cos: int = 64
+    """Cosines of the quantile embedding (the paper's n = 64)."""
     n_tau: int = 32
+    """Online quantile levels per sample in the loss (N)."""
     n_tau_prime: int = 32
+    """Target quantile levels per sample in the loss (N')."""
     k: int = 32
+    """Quantile levels averaged to act and to pick the target action (K)."""
     kappa: float = 1.0
+    """Huber threshold of the quantile loss."""
     lr: float = 1e-3
+    """Adam learning rate."""
     adam_eps: float = 1e-8
+    """Adam's epsilon (Dopamine's IQN on Atari: 3.125e-4 with lr 5e-5, the paper's settings; 1.5e-4
+    with lr 6.25e-5 when matched to Rainbow)."""
     gamma: float = 0.99
+    """Discount factor."""
     n_step: int = 1
+    """Rewards summed per transition (returns are computed by the actors)."""
     batch_size: int = 64
+    """Transitions per optimization step."""
     double_dqn: bool = False
+    """Pick the target action with the online network (else the target network)."""
     max_grad_norm: float | None = 10.0
+    """Gradient-norm clipping threshold (None: no clipping)."""
     target_update_interval: int = 100
+    """Opt steps between hard target copies."""
     eps_start: float = 1.0
+    """Initial exploration epsilon."""
     eps_final: float = 0.05
+    """Final exploration epsilon."""
     eps_decay_steps: int = 10000
+    """Env steps over which epsilon decays linearly."""
 
 
 class IQN(EpsilonGreedy, Checkpointed):

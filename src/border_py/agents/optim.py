@@ -25,6 +25,8 @@ import torch
 from torch.autograd.graph import increment_version
 from torch.optim.adam import adam
 
+from border_py.config import is_number
+
 log = logging.getLogger(__name__)
 
 CLIP_EPS = 1e-6  # added to the norm before dividing, as torch.nn.utils.clip_grad_norm_ does
@@ -179,7 +181,7 @@ def check_moments(saved: Mapping[str, Any], p: torch.Tensor) -> None:
     step = saved["step"]
     if isinstance(step, torch.Tensor) and step.numel() != 1:
         raise ValueError(f"saved optimizer step of shape {tuple(step.shape)}, not one number")
-    if not isinstance(step, (torch.Tensor, int, float)) or isinstance(step, bool):
+    if not (isinstance(step, torch.Tensor) or is_number(step)):
         raise ValueError(f"saved optimizer step of type {type(step).__name__}, not one number")
 
 

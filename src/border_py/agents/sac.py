@@ -69,7 +69,7 @@ from border_py.agents.networks import (
 )
 from border_py.agents.optim import Adam, Optimizers
 from border_py.agents.spaces import check_spaces
-from border_py.config import require
+from border_py.config import is_number, require
 from border_py.transitions import Transitions
 
 LOG_2 = math.log(2.0)
@@ -113,55 +113,50 @@ def temperature_loss(
 
 
 def _noise_correlation(key: str, value: Any) -> None:
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    require(key, number and 0 <= value < 1, "in [0, 1) (0: white policy noise)", value)
+    require(key, is_number(value) and 0 <= value < 1, "in [0, 1) (0: white policy noise)", value)
 
 
 @dataclass(frozen=True)
 class SACArgs(HParams):
-    """SAC's hyper-parameters (the keys of ``conf/agent/sac.yaml``).
-
-    Attributes:
-        hidden_sizes: widths of the hidden layers of the policy and of each critic.
-        actor_lr: Adam learning rate of the policy.
-        critic_lr: Adam learning rate of the critics.
-        alpha_lr: Adam learning rate of ``log_alpha`` (with ``learn_alpha``).
-        adam_eps: Adam's epsilon, for all three optimizers.
-        gamma: discount factor.
-        n_step: must be 1 (see :class:`SAC`).
-        batch_size: transitions per optimization step.
-        tau: Polyak coefficient of the target critics, applied every opt step.
-        n_critics: Q-networks; targets and the policy loss use their minimum.
-        alpha: the entropy coefficient: its initial value (``learn_alpha``) or its fixed value.
-        learn_alpha: tune alpha toward ``target_entropy`` (automatic entropy tuning).
-        target_entropy: the entropy alpha is tuned toward (None: ``-|A|``, the paper's heuristic).
-        random_steps: env steps of uniformly random actions before the policy acts, counted in
-            the run's env steps, all actors together (a sampler moves the agent there before each
-            exploring call: :mod:`border_py.actors.clock`), so the random phase ends at the same
-            total env step whatever the actors, and a resumed run does not repeat it.
-        noise_correlation: rho in [0, 1) of the exploring policy's noise (see the module
-            docstring): 0 samples the policy with white noise (the paper's SAC), 0.99 keeps pushes
-            for about 100 steps. Each env row of ``act``'s batch has its own noise, which runs on
-            across episodes.
-    """
+    """SAC's hyper-parameters (the keys of ``conf/agent/sac.yaml``)."""
 
     rules = {"noise_correlation": _noise_correlation}
 
     hidden_sizes: Sequence[int] = (256, 256)
+    """Widths of the hidden layers of the policy and of each critic."""
     actor_lr: float = 3e-4
+    """Adam learning rate of the policy."""
     critic_lr: float = 3e-4
+    """Adam learning rate of the critics."""
     alpha_lr: float = 3e-4
+    """Adam learning rate of ``log_alpha`` (with ``learn_alpha``)."""
     adam_eps: float = 1e-8
+    """Adam's epsilon, for all three optimizers."""
     gamma: float = 0.99
+    """Discount factor."""
     n_step: int = 1
+    """Must be 1 (see :class:`SAC`)."""
     batch_size: int = 256
+    """Transitions per optimization step."""
     tau: float = 0.005
+    """Polyak coefficient of the target critics, applied every opt step."""
     n_critics: int = 2
+    """Q-networks; targets and the policy loss use their minimum."""
     alpha: float = 1.0
+    """The entropy coefficient: its initial value (``learn_alpha``) or its fixed value."""
     learn_alpha: bool = True
+    """Tune alpha toward ``target_entropy`` (automatic entropy tuning)."""
     target_entropy: float | None = None
+    """The entropy alpha is tuned toward (None: ``-|A|``, the paper's heuristic)."""
     random_steps: int = 1000
+    """Env steps of uniformly random actions before the policy acts, counted in the run's env steps,
+    all actors together (a sampler moves the agent there before each exploring call:
+    :mod:`border_py.actors.clock`), so the random phase ends at the same total env step whatever the
+    actors, and a resumed run does not repeat it."""
     noise_correlation: float = 0.0
+    """Rho in [0, 1) of the exploring policy's noise (see the module docstring): 0 samples the
+    policy with white noise (the paper's SAC), 0.99 keeps pushes for about 100 steps. Each env row
+    of ``act``'s batch has its own noise, which runs on across episodes."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

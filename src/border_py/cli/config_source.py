@@ -1,6 +1,8 @@
 """The configs ``border train`` composes: border's own plus a user's config dirs or packages,
 with the catalog of their config groups and options that the override checks
-(:mod:`border_py.cli.checks`) test group overrides against."""
+(:mod:`border_py.cli.checks`) test group overrides against. A group's bases (``trainer/_loop``:
+keys its options share, :func:`~border_py.config.is_base`) are no options: the catalog leaves them
+out, and so do Hydra's own lists once :func:`hide_bases` ran."""
 
 from __future__ import annotations
 
@@ -8,8 +10,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from hydra import compose, initialize_config_dir
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.object_type import ObjectType
 from hydra.core.override_parser.types import Override
@@ -18,8 +22,23 @@ from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from border_py.cli.errors import hydra_error_line
-from border_py.config import config_dir
+from border_py.config import config_dir, is_base
 from border_py.errors import ConfigError
+
+
+def hide_bases() -> None:
+    """Leave the groups' bases out of every list of a group's options Hydra makes: ``--help``'s
+    config groups, shell completion, a ``group=glob(*)`` sweep (once per process; composing is
+    untouched, so an option's ``defaults:`` still loads its base)."""
+    listing = ConfigLoaderImpl.get_group_options
+    if getattr(listing, "hides_bases", False):
+        return
+
+    def options(self: ConfigLoaderImpl, *args: Any, **kwargs: Any) -> list[str]:
+        return [o for o in listing(self, *args, **kwargs) if not is_base(o)]
+
+    options.hides_bases = True  # type: ignore[attr-defined]
+    ConfigLoaderImpl.get_group_options = options  # type: ignore[method-assign]
 
 
 def _check_available(entry: str) -> None:
@@ -115,7 +134,8 @@ class ConfigSource:
             )
 
             def options(group: str, kind: ObjectType) -> list[str]:
-                return sorted(repo.get_group_options(group, results_filter=kind))
+                found = repo.get_group_options(group, results_filter=kind)
+                return sorted(o for o in found if not is_base(o))
 
             groups = [g for g in options("", ObjectType.GROUP) if g != "hydra"]
             return {group: options(group, ObjectType.CONFIG) for group in groups}

@@ -21,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from border_py.cli.errors import fail
-from border_py.config import closest, flag, fraction, positive, require
+from border_py.config import closest, count, flag, fraction, is_number, null_or, positive, require
 from border_py.deploy.load import build_policy_agent
 from border_py.errors import ConfigError, RunError, number_text, printable
 from border_py.evaluation.evaluator import EvalResult, Evaluator
@@ -98,9 +98,7 @@ def eval_settings(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, Any
     many = cfg["n_episodes"] <= MAX_EVAL_EPISODES
     require("eval.n_episodes", many, f"at most {MAX_EVAL_EPISODES:,}", cfg["n_episodes"])
     positive("eval.max_steps", cfg["max_steps"], int)
-    seed = cfg["seed"]
-    seed_ok = seed is None or (isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0)
-    require("eval.seed", seed_ok, "null or a non-negative int", seed)
+    null_or(count)("eval.seed", cfg["seed"])
     flag("eval.video", cfg["video"])
     out = cfg["out"]
     require("eval.out", out is None or (isinstance(out, str) and out != ""), "null or a dir", out)
@@ -185,7 +183,7 @@ def shown(value: Any) -> str:
     """A value read from a file as plain text: a number within
     :data:`~border_py.errors.NUMBER_WIDTH` characters, anything else with its control and
     invisible characters escaped."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if is_number(value):
         return number_text(value, 2)
     return printable(str(value))
 

@@ -24,6 +24,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, read_write
 
 from border_py.cli.errors import fail
+from border_py.config import is_number
 from border_py.errors import ConfigError
 from border_py.files import write_file
 from border_py.layout import HYDRA, HYDRA_RECORDS, MULTIRUN
@@ -62,7 +63,7 @@ def _paths_as_text(config: DictConfig) -> None:
     job dirs are named 0, 1, ...) as the int 0, which would read as no dir at all."""
     for key in ("run_dir", "resume"):
         value = config.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if is_number(value):
             config[key] = str(value)
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from border_py.cli.config_source import ConfigSource
-from border_py.config import config_dir
+from border_py.config import config_dir, is_base
 from border_py.errors import ConfigError
 from border_py.overrides import parse_overrides
 
@@ -81,7 +81,7 @@ def _scan(root: Traversable, roots: list[Traversable]) -> dict[str, tuple[str, s
     if not folder.is_dir():
         return found
     for path in sorted(folder.iterdir(), key=lambda p: p.name):
-        if not path.name.endswith(".yaml"):
+        if not path.name.endswith(".yaml") or is_base(path.name):
             continue
         spec = _read(path)
         chosen = {}

@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from border_py.config import is_number
 from border_py.errors import printable
 from border_py.hub.contents import pull_dir
 from border_py.hub.score import Score
@@ -134,7 +135,7 @@ def version(value: Any) -> str:
 
 
 def _number(value: Any, unit: str = "") -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_number(value):
         return "unknown"
     if abs(value) >= 10**18 or not math.isfinite(value):  # ints beyond floats too
         return "unknown"

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from border_py._version import __version__
+from border_py.config import count, is_int, is_number
 from border_py.deploy.export import description_path, export_policy
 from border_py.deploy.load import Policy, load_policy
 from border_py.errors import ConfigError, first_line, printable
@@ -97,7 +98,7 @@ class PushSettings:
 
     def __post_init__(self) -> None:
         n = self.episodes
-        ok = isinstance(n, int) and not isinstance(n, bool) and 0 < n <= MAX_EVAL_EPISODES
+        ok = is_int(n) and 0 < n <= MAX_EVAL_EPISODES
         if not ok:
             raise ConfigError(
                 f"--episodes {self.episodes}: must be an int from 1 to {MAX_EVAL_EPISODES:,}"
@@ -199,8 +200,7 @@ def record_replay(policy: Policy, score: Score, out: Path) -> bool:
 
 
 def _number(value: Any) -> int | float | None:
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    return value if ok else None
+    return value if is_number(value) else None
 
 
 def training_budget(run_dir: Path) -> dict[str, Any]:
@@ -229,7 +229,7 @@ def build(run: str | Path, folder: Path, settings: PushSettings) -> CardFacts:
     run_dir = run_of(run, checkpoint)
     env_id, algorithm = names(checkpoint)
     seed = checkpoint.config["seed"]
-    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+    if not count.ok(seed):
         raise ConfigError(f"seed={seed!r} in {checkpoint.path / CONFIG}: not a run's root seed")
     trust, check = list(settings.trust), settings.check_resources
     policy = load_policy(checkpoint.path, trust=trust, check_resources=check)

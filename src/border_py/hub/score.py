@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from border_py.agents.base import Agent
+from border_py.config import is_int
 from border_py.envs.factory import GymEnvFactory
 from border_py.evaluation.evaluator import EvalResult, Evaluator
 from border_py.evaluation.seeds import fresh_seeds
@@ -73,7 +74,7 @@ def eval_max_steps(config: dict[str, Any], enforce: bool = True) -> int:
     """
     trainer = config.get("trainer")
     value = trainer.get("eval_max_steps") if isinstance(trainer, dict) else None
-    if not (isinstance(value, int) and not isinstance(value, bool) and value > 0):
+    if not (is_int(value) and value > 0):
         return DEFAULT_MAX_STEPS
     at_most(
         "trainer.eval_max_steps",

@@ -19,6 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.logging import RichHandler
 
+from border_py.config import is_int
 from border_py.secrets import RedactingFormatter
 
 _console: Console | None = None
@@ -80,7 +81,7 @@ def _clock(seconds: float) -> str:
 
 
 def _count(value: Any) -> str:
-    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+    return f"{value:,}" if is_int(value) else str(value)
 
 
 def _inline(value: Any) -> str:

@@ -21,6 +21,7 @@ import numpy as np
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
+from border_py.config import is_number
 from border_py.errors import ConfigError, number_text, printable
 from border_py.files import read_json, read_record
 from border_py.layout import BEST, CHECKPOINTS, CONFIG, HYDRA, HYDRA_CONFIG, RESULT, TENSORBOARD
@@ -269,8 +270,7 @@ def read_run(run_dir: Path, root: Path) -> RunRow:
 
 def _number(value: Any) -> Any:
     """``value`` if it is a number, else None (a crafted ``result.json`` may hold anything)."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    return value if ok else None
+    return value if is_number(value) else None
 
 
 def _real(value: Any) -> float | None:

@@ -49,7 +49,7 @@ from border_py.layout import (
     POLICY,
     TRAINER,
 )
-from border_py.runs.compat import current_targets
+from border_py.runs.compat import current_config
 from border_py.runs.links import refuse_links
 from border_py.runs.pt_files import load_pt
 from border_py.runs.replay_snapshot import read_snapshot, write_snapshot
@@ -343,8 +343,8 @@ def load_checkpoint(path: str | Path, full: bool = True) -> Checkpoint:
     """Load the checkpoint :func:`find_checkpoint` picks for ``path`` (``full=False``: policy only,
     from a complete checkpoint or a shared one of :data:`POLICY_FILES`).
 
-    The saved config's moved ``_target_`` values are renamed
-    (:func:`~border_py.runs.compat.current_targets`).
+    The saved config is read as this version reads it: its moved ``_target_`` values renamed,
+    the keys added since given their shipped values (:func:`~border_py.runs.compat.current_config`).
 
     Raises:
         ConfigError: a full load (to resume) of a checkpoint that border-py 0.1 wrote; a
@@ -357,7 +357,7 @@ def load_checkpoint(path: str | Path, full: bool = True) -> Checkpoint:
             f"{ckpt}: saved by border-py {meta.get('border_py', '0.1')}, whose runs later versions"
             " cannot resume (the trainer state changed in 0.2); border eval still plays its policy"
         )
-    config = current_targets(_load_json(ckpt / CONFIG, CONFIG_KEYS))
+    config = current_config(_load_json(ckpt / CONFIG, CONFIG_KEYS))
     return Checkpoint(
         path=ckpt,
         policy=load_pt(ckpt / POLICY),

@@ -1,16 +1,24 @@
-"""Saved configs of earlier versions, read under this one: the components they name that moved.
+"""Saved configs of earlier versions, read under this one: the components they name that moved,
+and the keys added since.
 
 A run's saved config (a checkpoint's ``config.json``) names its components by ``_target_``. When a
 component moves or is renamed, the runs saved before keep its old name; :data:`MOVED_TARGETS` maps
 each old name to the current one, and :func:`current_targets` applies it to a saved config as it
 is loaded, before anything reads it (the trust gate of :mod:`border_py.runs.trust` included: an
-old name is no shipped component's any more). A run of an earlier version therefore evaluates,
-loads and resumes as it was saved, and what it saves from then on names the current classes.
+old name is no shipped component's any more). A key added since the run was saved takes its
+shipped value (:func:`complete`: ``train.yaml``'s for the run's own keys, the shipped option's of
+the same ``_target_`` for a group's), as a fresh run composed today would have it: the YAML is the
+one home of every default. :func:`current_config` does both. A run of an earlier version
+therefore evaluates, loads and resumes as it was saved, and what it saves from then on names the
+current classes and holds every current key.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from border_py.config import GROUPS
+from border_py.shipped import keys_of_target, run_keys
 
 # old _target_ -> current one, for every component that moved (each maps to where it is now)
 MOVED_TARGETS = {
@@ -43,3 +51,27 @@ def current_targets(node: Any) -> Any:
     if isinstance(node, list):
         return [current_targets(value) for value in node]
     return node
+
+
+def complete(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with every key it lacks given its shipped value: ``train.yaml``'s for the run's
+    own keys, and in each group whose ``_target_`` one shipped option names (``trainer``'s
+    ``AsyncSettings``: ``trainer=async``), that option's. What ``config`` holds stays as it is;
+    a group of a class no shipped option names (a user's own) is left to its own defaults."""
+    out = dict(config)
+    for key, value in run_keys().items():
+        out.setdefault(key, value)
+    for group in GROUPS:
+        section = out.get(group)
+        if not isinstance(section, dict) or not isinstance(section.get("_target_"), str):
+            continue
+        shipped = keys_of_target(group, section["_target_"])
+        if shipped is not None:
+            out[group] = section | {k: v for k, v in shipped.items() if k not in section}
+    return out
+
+
+def current_config(saved: dict[str, Any]) -> dict[str, Any]:
+    """A saved config as this version reads it: its moved ``_target_``s renamed
+    (:func:`current_targets`), then completed with the keys added since (:func:`complete`)."""
+    return complete(current_targets(saved))

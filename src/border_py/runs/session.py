@@ -174,9 +174,7 @@ class RunSession(contextlib.AbstractContextManager["RunSession"]):
     def objective(self, summary: dict[str, Any]) -> dict[str, Any]:
         """``summary`` with its ``objective``: the value a sweeper optimizes (the config's
         ``objective`` return)."""
-        return summary | {
-            "objective": objective_value(summary, self.config.get("objective", "best"))
-        }
+        return summary | {"objective": objective_value(summary, self.config["objective"])}
 
     def __exit__(
         self,

@@ -102,8 +102,10 @@ def _set(value: Any) -> Any:
 
 def check_trust_list(entries: Any, key: str = "trust") -> tuple[str, ...]:
     """``trust``'s entries: a list of dotted names (a package, module or class); one name alone
-    is a list of one. Python's standard library cannot be trusted. Raises :class:`ConfigError`
-    (one line) otherwise."""
+    is a list of one, null none. Python's standard library cannot be trusted. Raises
+    :class:`ConfigError` (one line) otherwise."""
+    if entries is None:
+        return ()
     if isinstance(entries, str):
         entries = [entries]
     ok = isinstance(entries, (list, tuple)) and all(
@@ -139,7 +141,7 @@ class Trust:
         return cls(
             named=frozenset(target for _, _, target in imports(config)),
             values=tuple((key, _set(lookup(config, key))) for key in CALLERS),
-            entries=check_trust_list(config.get("trust") or []),
+            entries=check_trust_list(config.get("trust")),  # a command that names none: none
         )
 
     def allows(self, target: str) -> bool:

@@ -77,7 +77,7 @@ class SampleGate:
         self.base_samples, self.base_opts = int(state["base_samples"]), int(state["base_opts"])
 
 
-@dataclass
+@dataclass(kw_only=True)
 class AsyncSettings(LoopSettings):
     """The async trainer's settings (its actors': the ``actor_manager`` group).
 
@@ -95,9 +95,9 @@ class AsyncSettings(LoopSettings):
         Others: see :class:`LoopSettings`.
     """
 
-    sync_interval: int = 10
-    min_samples_per_opt: float = 0.0
-    max_samples_per_opt: float | None = None
+    sync_interval: int
+    min_samples_per_opt: float
+    max_samples_per_opt: float | None
 
     def __post_init__(self) -> None:
         super().__post_init__()

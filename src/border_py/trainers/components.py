@@ -22,7 +22,7 @@ from border_py.agents.base import (
 from border_py.agents.factory import build_agent
 from border_py.agents.footprint import Footprint, check_agent_memory
 from border_py.agents.inference import native_bfloat16
-from border_py.config import build, coerce_counts, require, resolve_target
+from border_py.config import build, coerce_counts, is_int, require, resolve_target
 from border_py.envs.factory import GymEnvFactory, build_env_factory
 from border_py.errors import ConfigError
 from border_py.files import read_json
@@ -121,7 +121,7 @@ def saved_at(checkpoint: Path) -> int | None:
         steps = read_json(checkpoint / META).get("opt_steps")
     except (OSError, ValueError, AttributeError):
         return None
-    return steps if isinstance(steps, int) and not isinstance(steps, bool) else None
+    return steps if is_int(steps) else None
 
 
 def reclaimed_nbytes(config: dict[str, Any], kept: int, each: int, best: int) -> int:

@@ -17,6 +17,7 @@ from rich.table import Table
 
 from border_py._version import __version__
 from border_py.agents.base import Agent
+from border_py.config import is_number
 from border_py.files import read_json
 from border_py.layout import BEST, CHECKPOINTS, META
 from border_py.recorders import Recorder
@@ -69,7 +70,7 @@ def kept_best_return(checkpoints: Path, saved: float) -> float:
         value = read_json(best / META).get("best_return")
     except (OSError, ValueError, AttributeError):
         return saved
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if not is_number(value) or not math.isfinite(value):
         return saved
     return float(value)
 
@@ -133,8 +134,8 @@ class RunBook:
         self.progress = ProgressView(
             Budget.of(loop.max_opts, loop.max_env_steps),
             Steps(start_opts, start_env),
-            bool(config.get("progress", True)),
-            float(config.get("progress_interval", 30)),
+            config["progress"],
+            float(config["progress_interval"]),
             capacity,
             n_actors,
         )

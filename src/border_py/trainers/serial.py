@@ -85,7 +85,7 @@ class EnvStepSchedule:
         self.buffer_ready_at = None if ready is None else int(ready)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SerialSettings(LoopSettings):
     """The serial trainer's settings: one process, per env step, sample and push; then the opt
     steps due; evaluate and save when due.
@@ -100,7 +100,7 @@ class SerialSettings(LoopSettings):
         Others: see :class:`LoopSettings`.
     """
 
-    opt_interval: float | None = None
+    opt_interval: float | None
 
     def __post_init__(self) -> None:
         super().__post_init__()

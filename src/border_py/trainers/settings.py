@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from border_py.actors.runtime import Actors
-from border_py.config import flag, fraction, non_negative, positive, require
+from border_py.config import count, flag, fraction, non_negative, null_or, number, positive, require
 from border_py.evaluation.service import EvalService
 from border_py.resources import MAX_EPISODE_STEPS, MAX_PREFETCH, at_most, disk, enforced, size_text
 from border_py.trainers.components import Components, checkpoint_nbytes, reclaimed_nbytes
@@ -66,9 +66,10 @@ class Wiring:
     publish_interval: int
 
 
-@dataclass
+@dataclass(kw_only=True)
 class LoopSettings:
-    """Settings every trainer shares (border's names and semantics).
+    """Settings every trainer shares (border's names and semantics); their values come from the
+    config (``conf/trainer/_loop.yaml`` ships them: no field here has a default of its own).
 
     Budgets and intervals count optimizer steps (border's unit) or env steps (RL Zoo's and the
     papers' unit): the run stops at whichever budget it reaches first, and evaluates (saves) when
@@ -106,24 +107,24 @@ class LoopSettings:
             :mod:`border_py.trainers.prefetch`).
     """
 
-    max_opts: int | None = None
-    max_env_steps: int | None = None
-    warmup_period: int = 1000
-    replay_ratio: float | None = None
-    eval_interval: int | None = 1000
-    eval_env_interval: int | None = None
-    eval_episodes: int = 10
-    eval_max_steps: int = 10000
-    record_interval: int = 100
-    save_interval: int = 10000
-    save_env_interval: int | None = None
-    log_step: str = "opt_steps"
-    keep_checkpoints: int = 3
-    save_replay_buffer: bool = False
-    target_return: float | None = None
-    eval_epsilon: float | None = None
-    final_eval_episodes: int | None = None
-    prefetch: int = 0
+    max_opts: int | None
+    max_env_steps: int | None
+    warmup_period: int
+    replay_ratio: float | None
+    eval_interval: int | None
+    eval_env_interval: int | None
+    eval_episodes: int
+    eval_max_steps: int
+    record_interval: int
+    save_interval: int
+    save_env_interval: int | None
+    log_step: str
+    keep_checkpoints: int
+    save_replay_buffer: bool
+    target_return: float | None
+    eval_epsilon: float | None
+    final_eval_episodes: int | None
+    prefetch: int
 
     def __post_init__(self) -> None:
         for key in ("max_opts", "max_env_steps", "eval_interval", "eval_env_interval"):
@@ -160,16 +161,13 @@ class LoopSettings:
         non_negative("save_interval", self.save_interval)
         positive("keep_checkpoints", self.keep_checkpoints, int)
         flag("save_replay_buffer", self.save_replay_buffer)
-        target = self.target_return
-        number = isinstance(target, (int, float)) and not isinstance(target, bool)
-        require("target_return", target is None or number, "null or a number", target)
+        null_or(number)("target_return", self.target_return)
         if self.eval_epsilon is not None:
             fraction("eval_epsilon", self.eval_epsilon)
         final = self.final_eval_episodes
         require(
             "final_eval_episodes",
-            final is None
-            or (isinstance(final, int) and not isinstance(final, bool) and final >= 0),
+            null_or(count).ok(final),
             "null (the env's default: 100, Atari 10) or an int >= 0 (0: no final evaluation)",
             final,
         )
@@ -232,7 +230,7 @@ class LoopSettings:
             setting,
             what,
             copies * (weights + replay) + 2 * weights - freed,
-            Path(config.get("run_dir") or "."),
+            Path(config["run_dir"] or "."),  # null: Hydra's dir, under the working dir
             enforce,
         )
 

@@ -16,8 +16,7 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 from threadpoolctl import threadpool_limits
 
-from border_py.agents.networks import resolve_device
-from border_py.config import build, flag, positive, require
+from border_py.config import build
 from border_py.errors import ConfigError
 from border_py.files import LogFile
 from border_py.layout import HYDRA, LOG
@@ -25,9 +24,9 @@ from border_py.overrides import to_plain
 from border_py.processes.signals import StopSignals
 from border_py.recorders.console import PLAIN_FORMAT, summary_table
 from border_py.runs.checkpoint import Checkpoint
-from border_py.runs.results import OBJECTIVES
+from border_py.runs.compat import complete
 from border_py.runs.session import RunSession, fits, resolve
-from border_py.runs.trust import check_trust_list
+from border_py.runs.settings import RunSettings
 from border_py.secrets import RedactingFormatter
 from border_py.trainers.components import Components
 from border_py.trainers.run_book import EvalCallback, build_recorder
@@ -65,17 +64,7 @@ def check(config: dict[str, Any]) -> tuple[Trainer, Components]:
     Builds the trainer and the learner-side components without starting anything; returns both.
     Raises :class:`ConfigError` with one line naming the bad key.
     """
-    seed = config.get("seed")
-    ok = isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0
-    require("seed", ok, "a non-negative int", seed)
-    resolve_device(str(config.get("device")))
-    objective = config.get("objective", "best")
-    require("objective", objective in OBJECTIVES, f"one of {', '.join(OBJECTIVES)}", objective)
-    progress = config.get("progress", True)
-    flag("progress", progress)
-    positive("progress_interval", config.get("progress_interval", 30))
-    check_trust_list(config.get("trust") or [])
-    flag("check_resources", config.get("check_resources", True))
+    RunSettings.of(config)  # train.yaml's own keys
     build_recorder(config)  # settings only: nothing is opened or written
     settings = build("trainer", config["trainer"])
     if not isinstance(settings, LoopSettings):
@@ -104,7 +93,7 @@ def prepare(cfg: DictConfig | dict[str, Any], overrides: list[str] | None = None
     Raises :class:`ConfigError` (one line) for any bad input.
     """
     given = command_line_overrides() if overrides is None else overrides
-    config, checkpoint = resolve(to_plain(cfg), given)
+    config, checkpoint = resolve(complete(to_plain(cfg)), given)
     trainer, parts = check(config)
     if checkpoint is not None:
         fits(checkpoint, config, parts.agent, parts.env_factory.spaces(), *budgets(trainer))
@@ -151,7 +140,7 @@ def train(
         ConfigError: a bad setting, raised before any training starts.
     """
     refuse_in_child_bootstrap()
-    config = to_plain(cfg)
+    config = complete(to_plain(cfg))  # a key it lacks: its shipped value (conf/)
     given = command_line_overrides() if overrides is None else overrides
     with (
         stop_signals() as signals,

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from border_py.config import build, closest, config_dir, positive, require
+from border_py.config import build, closest, config_dir, positive, positive_count, require
 from border_py.errors import ConfigError, first_line
 
 TYPES = ("float", "int", "categorical")  # a param's Trial.suggest_<type>
@@ -113,8 +113,7 @@ def last_wins(overrides: list[str]) -> list[str]:
 
 def check_n_jobs(key: str, value: Any) -> None:
     """``n_jobs``: a positive int or ``auto``."""
-    ok = value == "auto" or (isinstance(value, int) and not isinstance(value, bool) and value > 0)
-    require(key, ok, "a positive int or 'auto'", value)
+    require(key, value == "auto" or positive_count.ok(value), "a positive int or 'auto'", value)
 
 
 def check_param(key: str, spec: Any) -> dict[str, Any]:

@@ -104,7 +104,7 @@ def _objective(trial: Any, task: TrialTask) -> float:
     given = [*task.overrides, *(override(k, v) for k, v in values.items())]
     returns: list[float] = []
     cfg = compose_train([*given, f"run_dir={task.run_dir}", "progress=false"], task.entries)
-    kind = to_plain(cfg).get("objective", "best")
+    kind = to_plain(cfg)["objective"]
 
     def on_eval(opt_steps: int, env_steps: int, return_mean: float) -> bool:
         returns.append(return_mean)

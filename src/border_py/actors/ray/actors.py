@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 FINISH_SECONDS = 5.0  # how long the stop waits for the actors' last counts
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RayActorSettings(ActorSettings):
     """Actors as Ray actors on a Ray cluster, or a local Ray (``actor_manager=ray``); their
     runtime is :class:`RayActors`.
@@ -60,12 +60,12 @@ class RayActorSettings(ActorSettings):
             one call may run).
     """
 
-    address: str | None = None
-    num_cpus_per_actor: float = 1.0
-    placement_strategy: str = "SPREAD"
-    max_calls_in_flight: int = 2
-    runtime_env: dict[str, Any] | None = None
-    object_store_memory: int | None = None
+    address: str | None
+    num_cpus_per_actor: float
+    placement_strategy: str
+    max_calls_in_flight: int
+    runtime_env: dict[str, Any] | None
+    object_store_memory: int | None
 
     def __post_init__(self) -> None:
         super().__post_init__()
