@@ -24,7 +24,7 @@ import torch
 
 from border_py.actors.clock import SharedClock
 from border_py.actors.process import ActorLinks, actor_main
-from border_py.actors.runtime import ActorRecord, Deliver, Launch, accounting_of, slots_state
+from border_py.actors.runtime import Deliver, Launch, accounting_of, slots_state
 from border_py.actors.sampler import sampler_options
 from border_py.actors.settings import ActorSettings
 from border_py.config import require
@@ -35,7 +35,7 @@ from border_py.processes.children import (
     lower_priority,
     start_process,
 )
-from border_py.processes.supervision import Heartbeats, RestartPolicy, exit_cause
+from border_py.processes.supervision import Heartbeats, exit_cause
 from border_py.resources import (
     actors_per_core,
     enforced,
@@ -158,10 +158,8 @@ class LocalActors:
 
     def __init__(self, settings: LocalActorSettings) -> None:
         self.settings = settings
-        self.records: list[ActorRecord] = []
-        self.kept: list[ActorRecord] = []  # slots a resume dropped (see ActorSettings.slots)
+        self.records, self.kept, self._policies = settings.slots(None)  # kept: see slots
         self._running: list[_Incarnation | None] = []
-        self._policies: list[RestartPolicy] = []
         self._ctx: Context | None = None
         self._stopped = False
         self._halted = False  # the budget is reached: the actors are ending
@@ -194,7 +192,6 @@ class LocalActors:
         self.heartbeats = Heartbeats.create(ctx, n)
         self.stopping = ctx.RawValue("b", 0)
         self.clock = SharedClock.create(ctx, n, launch.env_steps)
-        self.records, self.kept, self._policies = settings.slots(launch.resume)
         self._running = [None] * n
         for index in range(n):
             self._spawn(index)
@@ -378,6 +375,11 @@ class LocalActors:
     def state(self) -> dict[str, Any]:
         """The slots' counters."""
         return slots_state(self.records, self.kept)
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Continue the saved slots' counters (see
+        :meth:`~border_py.actors.settings.ActorSettings.slots`)."""
+        self.records, self.kept, self._policies = self.settings.slots(saved)
 
     def accounting(self) -> dict[str, int]:
         """Transitions sent, received and dropped this session; received over all sessions."""
