@@ -33,7 +33,9 @@ EvalFunction = Callable[[int, int, float], bool]  # ``train(cfg, on_eval=...)``'
 class Callback:
     """A callback: override the hooks you need (each does nothing here)."""
 
-    def on_start(self, run_dir: Path, config: dict[str, Any], opt_steps: int, env_steps: int) -> None:
+    def on_start(
+        self, run_dir: Path, config: dict[str, Any], opt_steps: int, env_steps: int
+    ) -> None:
         """The run starts training in ``run_dir`` with the resolved ``config`` (secrets in it)
         at ``opt_steps``, ``env_steps`` (a resumed run's: its checkpoint's)."""
 
@@ -131,7 +133,9 @@ class Callbacks:
                 ) from exc
         return returned
 
-    def on_start(self, run_dir: Path, config: dict[str, Any], opt_steps: int, env_steps: int) -> None:
+    def on_start(
+        self, run_dir: Path, config: dict[str, Any], opt_steps: int, env_steps: int
+    ) -> None:
         """See :meth:`Callback.on_start`."""
         self._each("on_start", run_dir, config, opt_steps, env_steps)
 

@@ -54,7 +54,6 @@ from border_py.runs.trust import Trust
 log = logging.getLogger(__name__)
 
 
-
 class RunSession(contextlib.AbstractContextManager["RunSession"]):
     """One session of a run (see the module docstring); a context manager.
 
@@ -232,7 +231,6 @@ class RunSession(contextlib.AbstractContextManager["RunSession"]):
                     log.error("result.json could not be written: %s", write_error)
         finally:
             self._held.close()
-
 
 
 def restore_agent(checkpoint: Checkpoint, agent: Agent, spaces: tuple[Any, Any]) -> None:

@@ -139,9 +139,7 @@ class RunBook:
             self.n_actors,
         )
         self.start = time.perf_counter()
-        self.callbacks.on_start(
-            self.run_dir, redact(self.config), start.opt_steps, start.env_steps
-        )
+        self.callbacks.on_start(self.run_dir, redact(self.config), start.opt_steps, start.env_steps)
 
     @property
     def progress(self) -> ProgressView:
