@@ -26,9 +26,10 @@ from border_py.evaluation.evaluator import EvalResult
 from border_py.evaluation.service import EvalOutcome
 from border_py.layout import ABANDONED, BEST, CHECKPOINTS, META
 from border_py.overrides import to_plain
-from border_py.runs.checkpoint import load_checkpoint, save_checkpoint, step_name
+from border_py.runs.checkpoint import load_checkpoint, save_checkpoint
 from border_py.runs.session import RunSession
 from border_py.runs.state import BOOK, TrainerState
+from border_py.runs.timeline import step_name
 from border_py.trainers.final import best_snapshot
 from border_py.trainers.run_book import RunBook
 from border_py.trainers.settings import RunState

@@ -17,14 +17,9 @@ import torch
 
 from border_py import train
 from border_py.errors import ConfigError
-from border_py.runs.checkpoint import (
-    REQUIRED,
-    find_checkpoint,
-    load_checkpoint,
-    periodic_checkpoints,
-    set_aside_newer,
-)
-from border_py.runs.run_dir import session_lock
+from border_py.runs.checkpoint import load_checkpoint
+from border_py.runs.lock import session_lock
+from border_py.runs.timeline import REQUIRED, find_checkpoint, periodic_checkpoints, set_aside_newer
 from border_py.trainers.train import prepare
 
 from ..conftest import BORDER, TINY, make_config, run_border, scalar_tags

@@ -17,7 +17,7 @@ from border_py import train
 from border_py.callbacks import Callback, CallbackError
 from border_py.errors import ConfigError
 from border_py.layout import BEST, META
-from border_py.runs.checkpoint import step_name
+from border_py.runs.timeline import step_name
 from border_py.runs.trust import Trust
 from border_py.trainers.train import prepare
 

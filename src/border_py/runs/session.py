@@ -4,7 +4,7 @@ config resumed and checked against the agent, and its outcome recorded in ``resu
 Every session of ``border train`` and :func:`border_py.train` follows these rules, in this order:
 
 1. ``resume=`` is settled (:func:`~border_py.runs.run_dir.settle_resume`); a resumed run's dir is
-   held (:func:`~border_py.runs.run_dir.session_lock`) before anything in it is read for the run
+   held (:func:`~border_py.runs.lock.session_lock`) before anything in it is read for the run
    or moved, and ``resume=auto`` without a checkpoint sets an earlier attempt's files aside;
 2. a resumed run's saved config takes the command line's overrides
    (:func:`~border_py.runs.resume.resumed_config`, a run dir being data:
@@ -33,22 +33,12 @@ from border_py.agents.base import Agent
 from border_py.config import require
 from border_py.errors import ConfigError, RunError, first_line
 from border_py.layout import CHECKPOINTS, RESULT
-from border_py.runs.checkpoint import (
-    Checkpoint,
-    load_checkpoint,
-    recover,
-    run_dir_of_checkpoint,
-    set_aside_newer,
-)
+from border_py.runs.checkpoint import Checkpoint, load_checkpoint, recover
+from border_py.runs.lock import session_lock
 from border_py.runs.results import objective_value, read_result, write_result
 from border_py.runs.resume import check_fits, resumed_config
-from border_py.runs.run_dir import (
-    RunCompleted,
-    claim,
-    session_lock,
-    settle_resume,
-    start_afresh,
-)
+from border_py.runs.run_dir import RunCompleted, claim, settle_resume, start_afresh
+from border_py.runs.timeline import run_dir_of_checkpoint, set_aside_newer
 from border_py.runs.trust import Trust
 
 log = logging.getLogger(__name__)
@@ -175,7 +165,7 @@ class RunSession(contextlib.AbstractContextManager["RunSession"]):
         """Put the run's ``checkpoints/`` in order for this session (its dir held): what a process
         killed while writing left is cleaned up (:func:`~border_py.runs.checkpoint.recover`), and
         a run resumed from an older checkpoint sets the newer ones aside: they are another
-        timeline's (:func:`~border_py.runs.checkpoint.set_aside_newer`)."""
+        timeline's (:func:`~border_py.runs.timeline.set_aside_newer`)."""
         assert self.dir is not None, "entered"
         checkpoints = self.dir / CHECKPOINTS
         recover(checkpoints)

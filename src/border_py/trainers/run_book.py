@@ -24,8 +24,9 @@ from border_py.recorders import Recorder
 from border_py.recorders.composite import build_recorders
 from border_py.recorders.console import format_number
 from border_py.recorders.progress import Budget, ProgressView, Steps
-from border_py.runs.checkpoint import is_complete, prune, save_checkpoint, step_name
+from border_py.runs.checkpoint import save_checkpoint
 from border_py.runs.state import TrainerState
+from border_py.runs.timeline import is_complete, prune, step_name
 from border_py.secrets import redact
 from border_py.trainers.settings import LoopSettings, RunState
 
