@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from border_py.actors.ray.calls import Calls
-from border_py.actors.ray.placement import STRATEGIES, place
+from border_py.actors.ray.placement import STRATEGIES, place, unplace
 from border_py.actors.ray.session import check_address, connect, leave
 from border_py.actors.ray.worker import SamplerActor
 from border_py.actors.runtime import Deliver, Launch, accounting_of, slots_state
@@ -319,11 +319,8 @@ class RayActors:
 
     def _release(self) -> None:
         """Remove the placement group; stop or leave Ray as it was found."""
-        from ray.util.placement_group import remove_placement_group
-
         if self._group is not None:
-            with contextlib.suppress(Exception):
-                remove_placement_group(self._group)
+            unplace(self._group)
             self._group = None
         owner, self._owner = self._owner, None
         leave(owner)
