@@ -23,8 +23,9 @@ from border_py.actors.sampler import SampleStats
 from border_py.actors.settings import ActorSettings
 from border_py.overrides import to_plain
 from border_py.replay.uniform import UniformReplayBuffer
-from border_py.runs.checkpoint import load_checkpoint, save_checkpoint, step_name
+from border_py.runs.checkpoint import load_checkpoint, save_checkpoint
 from border_py.runs.state import TrainerState
+from border_py.runs.timeline import step_name
 from border_py.shipped import option_keys
 from border_py.trainers.components import build_components
 from border_py.transport.batch import ReceivedBatch

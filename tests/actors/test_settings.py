@@ -87,7 +87,8 @@ def test_a_settings_object_holds_its_keys_and_nothing_that_runs(tmp_path, group,
     if group == "actor_manager":
         actors = settings.runtime()
         assert isinstance(actors, Actors) and type(actors).__name__.endswith("Actors")
-        assert actors.settings is settings and actors.records == []  # built, not started
+        assert actors.settings is settings  # built, not started: its slots' records fresh
+        assert actors.records == [ActorRecord() for _ in range(settings.n_actors)]
     assert psutil.Process().children(recursive=True) == before
 
 

@@ -11,13 +11,8 @@ import pytest
 import torch
 
 from border_py import train
-from border_py.agents.sac import (
-    SAC,
-    correlated_noise,
-    soft_targets,
-    squashed_log_prob,
-    temperature_loss,
-)
+from border_py.agents.continuous import correlated_noise, squashed_log_prob
+from border_py.agents.sac import SAC, soft_targets, temperature_loss
 from border_py.cli.train import check_overrides
 from border_py.errors import ConfigError
 from border_py.runs.checkpoint import load_checkpoint

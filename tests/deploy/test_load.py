@@ -16,7 +16,7 @@ from border_py.agents.iqn import midpoints
 from border_py.deploy.export import export_policy
 from border_py.deploy.graph import sample_observations
 from border_py.errors import ConfigError
-from border_py.runs.checkpoint import periodic_checkpoints
+from border_py.runs.timeline import periodic_checkpoints
 
 from ..conftest import TINY, make_config
 from .conftest import PIXELS_TRUST, run_isolated

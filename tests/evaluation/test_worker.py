@@ -9,7 +9,8 @@ import psutil
 import pytest
 
 from border_py.errors import RunError
-from border_py.evaluation.worker import EvalSettings, EvalWorker
+from border_py.evaluation.process import EvalSettings
+from border_py.evaluation.worker import EvalWorker
 from border_py.overrides import to_plain
 from border_py.processes.children import forkserver_context
 from border_py.trainers.components import build_components

@@ -274,7 +274,7 @@ def test_no_video_when_the_env_cannot_render_or_moviepy_is_missing(
     import dataclasses
 
     from border_py.envs.factory import GymEnvFactory
-    from border_py.hub.folder import record_replay
+    from border_py.hub.media import record_replay
     from border_py.hub.score import Score
 
     from .. import frame_env  # noqa: F401 (registers FramePattern-v0, which cannot render)

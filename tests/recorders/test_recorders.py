@@ -14,7 +14,7 @@ from border_py import train
 from border_py.cli.train import check_overrides
 from border_py.errors import ConfigError
 from border_py.recorders import Recorders, TensorBoardRecorder
-from border_py.trainers.run_book import build_recorder
+from border_py.recorders.composite import build_recorders
 
 from ..conftest import make_config, scalar_tags
 
@@ -28,12 +28,12 @@ def test_recorder_options_compose_into_one_recorder_per_name(tmp_path):
     assert list(both) == ["tensorboard", "mlflow"]
     listed = make_config(tmp_path, "recorder=[tensorboard,wandb]", "recorder.wandb.mode=offline")
     assert list(listed.recorder) == ["tensorboard", "wandb"]
-    recorder = build_recorder({"recorder": dict(listed.recorder)})
+    recorder = build_recorders(dict(listed.recorder))
     assert isinstance(recorder, Recorders)
     assert [type(m).__name__ for m in recorder.members] == ["TensorBoardRecorder", "WandbRecorder"]
     saved_before = {"_target_": "border_py.recorders.TensorBoardRecorder", "flush_secs": 5}
-    assert isinstance(build_recorder({"recorder": saved_before}), TensorBoardRecorder)
-    assert isinstance(build_recorder({}), Recorders)  # configs without the group: TensorBoard
+    assert isinstance(build_recorders(saved_before), TensorBoardRecorder)
+    assert isinstance(build_recorders(None), Recorders)  # configs without the group: TensorBoard
 
 
 @pytest.mark.parametrize(

@@ -26,10 +26,13 @@ from border_py.evaluation.evaluator import EvalResult
 from border_py.evaluation.service import EvalOutcome
 from border_py.layout import ABANDONED, BEST, CHECKPOINTS, META
 from border_py.overrides import to_plain
-from border_py.runs.checkpoint import load_checkpoint, save_checkpoint, step_name
-from border_py.runs.state import TrainerState
+from border_py.runs.checkpoint import load_checkpoint, save_checkpoint
+from border_py.runs.session import RunSession
+from border_py.runs.state import BOOK, TrainerState
+from border_py.runs.timeline import step_name
 from border_py.trainers.final import best_snapshot
 from border_py.trainers.run_book import RunBook
+from border_py.trainers.settings import RunState
 
 from ..conftest import TINY, make_config
 
@@ -41,11 +44,13 @@ def _state(opt_steps: int, best_return: float) -> TrainerState:
 def _outcome(opt_steps: int, value: float) -> EvalOutcome:
     result = EvalResult(value, 0.0, value, value, 10.0, [value])
     policy = {"w": torch.full((2,), float(opt_steps))}
-    return EvalOutcome(opt_steps, 10 * opt_steps, result, policy, lambda: ({}, _state(0, 0.0)))
+    snapshot = _state(opt_steps, 0.0)  # the learner's, when the evaluation was asked for
+    return EvalOutcome(opt_steps, 10 * opt_steps, result, policy, lambda: ({}, snapshot))
 
 
 class Run:
-    """The bookkeeping of one session of a run (the real :class:`RunBook`)."""
+    """The bookkeeping of one session of a run (the real :class:`RunBook`; a resumed one's after
+    the session's repair of the run's checkpoints, and its part of the state restored)."""
 
     def __init__(self, tmp_path: Path) -> None:
         self.config = to_plain(make_config(tmp_path, *TINY, "progress=false"))
@@ -53,9 +58,18 @@ class Run:
         self.checkpoints = self.run_dir / CHECKPOINTS
 
     def book(self, resume: int | None = None) -> RunBook:
-        saved = None if resume is None else load_checkpoint(self.checkpoints / step_name(resume))
         settings = build("trainer", self.config["trainer"])
-        return RunBook(self.run_dir, self.config, settings, ("obs", "act"), 100, None, saved)
+        book = RunBook(self.run_dir, self.config, settings, ("obs", "act"), 100, None)
+        counters = RunState()
+        if resume is not None:
+            path = self.checkpoints / step_name(resume)
+            with RunSession(self.config | {"resume": str(path)}, [], None) as session:
+                session.repair()
+            saved = load_checkpoint(path).state
+            counters.restore(saved.to_dict())
+            book.restore({name: getattr(saved, name) for name in BOOK})
+        book.open(counters)
+        return book
 
     def periodic(self, opt_steps: int, best_return: float) -> None:
         """A periodic checkpoint, written as :meth:`RunBook.save` writes one."""

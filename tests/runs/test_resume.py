@@ -17,14 +17,9 @@ import torch
 
 from border_py import train
 from border_py.errors import ConfigError
-from border_py.runs.checkpoint import (
-    REQUIRED,
-    find_checkpoint,
-    load_checkpoint,
-    periodic_checkpoints,
-    set_aside_newer,
-)
-from border_py.runs.run_dir import session_lock
+from border_py.runs.checkpoint import load_checkpoint
+from border_py.runs.lock import session_lock
+from border_py.runs.timeline import REQUIRED, find_checkpoint, periodic_checkpoints, set_aside_newer
 from border_py.trainers.train import prepare
 
 from ..conftest import BORDER, TINY, make_config, run_border, scalar_tags
@@ -58,6 +53,10 @@ def test_checkpoints_hold_the_full_state_and_load_without_pickle(tmp_path):
     assert state.opt_steps == 300 and state.env_steps == summary["env_steps"]
     assert set(state.rng) == {"python", "numpy", "torch"}
     assert state.best_return == summary["best_return"]
+    for checkpoint in root.iterdir():  # meta.json: derived from the state trainer.pt holds
+        meta = json.loads((checkpoint / "meta.json").read_text())
+        saved = load_checkpoint(checkpoint).state.summary()
+        assert {key: meta[key] for key in saved} == saved, checkpoint.name
     assert ckpt.config["trainer"]["max_opts"] == 300
     buffer = ckpt.buffer()
     assert buffer is not None and len(buffer["reward"]) == state.replay["size"]

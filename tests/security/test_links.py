@@ -15,10 +15,12 @@ import torch
 from border_py import train
 from border_py.errors import ConfigError
 from border_py.reports.collect import find_runs
-from border_py.runs.checkpoint import load_checkpoint, save_checkpoint, set_aside_newer
+from border_py.runs.checkpoint import load_checkpoint, save_checkpoint
+from border_py.runs.lock import session_lock
 from border_py.runs.results import write_result
-from border_py.runs.run_dir import claim, session_lock, set_aside_attempt
+from border_py.runs.run_dir import claim, set_aside_attempt
 from border_py.runs.state import TrainerState
+from border_py.runs.timeline import set_aside_newer
 from border_py.trainers.train import run_log
 
 from ..conftest import make_config, run_border

@@ -16,7 +16,7 @@ import pytest
 import wandb
 
 from border_py.errors import ConfigError
-from border_py.trainers.run_book import build_recorder
+from border_py.recorders.composite import build_recorders
 from border_py.trainers.train import prepare
 
 from ..conftest import make_config
@@ -108,7 +108,7 @@ def wandb_init_arguments(plan: Any, run: Path, monkeypatch) -> dict[str, Any]:
         return FakeRun()
 
     monkeypatch.setattr(wandb, "init", init)
-    build_recorder(plan.config).open(run, plan.config, 300)
+    build_recorders(plan.config.get("recorder")).open(run, plan.config, 300)
     return got
 
 
@@ -191,7 +191,7 @@ def test_a_saved_mlflow_store_is_not_used_on_resume(trained, tmp_path, recorder)
     the default store decides."""
     run = crafted(trained, tmp_path, recorder=recorder)
     plan = resume(tmp_path, run)
-    built = build_recorder(plan.config)
+    built = build_recorders(plan.config.get("recorder"))
     assert getattr(built, "members", [built])[0].tracking_uri is None
     canonical = crafted(trained, tmp_path / "canonical", recorder={"mlflow": MLFLOW_STORE})
     with pytest.raises(ConfigError, match=r"^recorder\.mlflow\.tracking_uri=http://127.*again"):

@@ -22,7 +22,7 @@ from border_py.errors import ConfigError
 from border_py.evaluation.evaluator import Evaluator
 from border_py.evaluation.seeds import run_eval_seeds, selection_seed
 from border_py.evaluation.service import InlineEvaluation
-from border_py.runs.checkpoint import is_complete
+from border_py.runs.timeline import is_complete
 from border_py.trainers.final import PolicySnapshot, final_scores, final_seeds
 from border_py.trainers.train import prepare
 

@@ -39,9 +39,10 @@ class InlineActors:
         self.records = [ActorRecord()]
         self.sampler: Sampler | None = None
         self.weights = InlineWeights()
+        self._resume: dict[str, Any] | None = None  # the envs' saved episodes (see restore)
 
     def start(self, launch: Launch) -> None:
-        """Build the envs (restored from the checkpoint of a resumed run)."""
+        """Build the envs (a resumed run's replay their saved episodes: :meth:`restore`)."""
         config, agent = launch.config, launch.agent
         epsilons = self.settings.epsilons(n_actors=1)[0]
         if epsilons is not None:
@@ -58,9 +59,8 @@ class InlineActors:
             **sampler_options(config),
         )
         self.publish(launch.policy, launch.opt_steps)
-        if launch.resume is not None:
-            self.sampler.restore(launch.resume["sampler"])
-            self.records[0] = ActorRecord.resumed(launch.resume.get("actor", _fresh()))
+        if self._resume is not None:
+            self.sampler.restore(self._resume)
 
     def publish(self, policy: dict[str, torch.Tensor], opt_steps: int) -> None:
         """Nothing to copy: the sampler acts with the learner's agent itself."""
@@ -102,6 +102,12 @@ class InlineActors:
         """The envs' current episodes and pending n-step windows, and the slot's counters."""
         assert self.sampler is not None
         return {"sampler": self.sampler.state(), "actor": self.records[0].state()}
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Continue from :meth:`state`: the slot's counters now, the envs' episodes as
+        :meth:`start` builds the envs."""
+        self._resume = saved["sampler"]
+        self.records[0] = ActorRecord.resumed(saved.get("actor", _fresh()))
 
     def accounting(self) -> dict[str, int]:
         """Every transition the sampler emitted went straight into the replay buffer."""

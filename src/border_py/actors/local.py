@@ -3,28 +3,28 @@
 :class:`LocalActorSettings` are their settings, :class:`LocalActors` their runtime: it starts
 ``n_actors`` actor processes from one multiprocessing context, each with its own channel
 (:mod:`border_py.transport.channel`: shared-memory slots, a notices pipe and a credits pipe) and a
-heartbeat. It hands batches to the learner as they are announced, restarts an actor that died or
-went silent for ``heartbeat_timeout`` seconds (a hung env, a deadlock) with a fresh incarnation,
-ends the run in one line when a restart cannot help
-(:class:`~border_py.processes.supervision.RestartPolicy`), and shuts the actors down in stages.
+heartbeat. It hands batches to the learner as they are announced (the data in:
+:mod:`border_py.actors.incarnation`), restarts an actor that died or went silent for
+``heartbeat_timeout`` seconds (a hung env, a deadlock) with a fresh incarnation, ends the run in
+one line when a restart cannot help (:class:`~border_py.processes.supervision.RestartPolicy`), and
+shuts the actors down in stages.
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing as mp
-import select
 import time
 from dataclasses import dataclass
-from multiprocessing.connection import Connection
 from typing import Any, cast
 
 import gymnasium as gym
 import torch
 
 from border_py.actors.clock import SharedClock
+from border_py.actors.incarnation import Incarnation, Notices
 from border_py.actors.process import ActorLinks, actor_main
-from border_py.actors.runtime import ActorRecord, Deliver, Launch, accounting_of, slots_state
+from border_py.actors.runtime import Deliver, Launch, accounting_of, slots_state
 from border_py.actors.sampler import sampler_options
 from border_py.actors.settings import ActorSettings
 from border_py.config import is_int, require
@@ -35,7 +35,7 @@ from border_py.processes.children import (
     lower_priority,
     start_process,
 )
-from border_py.processes.supervision import Heartbeats, RestartPolicy, exit_cause
+from border_py.processes.supervision import Heartbeats, exit_cause
 from border_py.resources import (
     actors_per_core,
     enforced,
@@ -44,36 +44,13 @@ from border_py.resources import (
     size_text,
     usable_cores,
 )
-from border_py.transport.channel import (
-    BatchLayout,
-    Readable,
-    SlotRing,
-    hand_back,
-    poll_milliseconds,
-    receive,
-)
-from border_py.transport.messages import ActorDone, BatchReady, WorkerFailed
+from border_py.transport.channel import BatchLayout, SlotRing
 from border_py.transport.weights import SharedWeights
 
 log = logging.getLogger(__name__)
 
-MESSAGES_PER_POLL = 64  # messages taken from one actor per poll
 EXIT_GRACE_SECONDS = 2.0  # after the drain: how long an actor may take to exit before SIGTERM
 RETIRE_SECONDS = 2.0  # how long the messages of a dead actor are read before it is replaced
-
-
-@dataclass
-class _Incarnation:
-    """The learner's handle on one running incarnation of an actor slot."""
-
-    process: Any
-    notices: Connection  # the learner reads
-    credits: Connection  # the learner writes
-    server: int | None  # the pid of the forkserver that forked it (None: spawned)
-    closed: bool = False  # the notices pipe reached EOF
-
-    def __post_init__(self) -> None:
-        self.readable = Readable(self.notices)
 
 
 @dataclass(kw_only=True)
@@ -158,16 +135,12 @@ class LocalActors:
 
     def __init__(self, settings: LocalActorSettings) -> None:
         self.settings = settings
-        self.records: list[ActorRecord] = []
-        self.kept: list[ActorRecord] = []  # slots a resume dropped (see ActorSettings.slots)
-        self._running: list[_Incarnation | None] = []
-        self._policies: list[RestartPolicy] = []
+        self.records, self.kept, self._policies = settings.slots(None)  # kept: see slots
+        self._running: list[Incarnation | None] = []
         self._ctx: Context | None = None
         self._stopped = False
         self._halted = False  # the budget is reached: the actors are ending
-        self._poller = select.poll()  # the notices pipes of self._polled (see poll)
-        self._polled: dict[Connection, int] = {}
-        self._by_fd: dict[int, int] = {}
+        self._notices = Notices()
 
     # -- start and weights -------------------------------------------------------------------
 
@@ -194,7 +167,6 @@ class LocalActors:
         self.heartbeats = Heartbeats.create(ctx, n)
         self.stopping = ctx.RawValue("b", 0)
         self.clock = SharedClock.create(ctx, n, launch.env_steps)
-        self.records, self.kept, self._policies = settings.slots(launch.resume)
         self._running = [None] * n
         for index in range(n):
             self._spawn(index)
@@ -218,7 +190,7 @@ class LocalActors:
         credits_r.close()
         assert process.pid is not None  # started
         lower_priority(process.pid, self.settings.nice)
-        self._running[index] = _Incarnation(process, notices_r, credits_w, server)
+        self._running[index] = Incarnation(process, notices_r, credits_w, server)
 
     def publish(self, policy: dict[str, torch.Tensor], opt_steps: int) -> None:
         """Write the weights into shared memory; each actor takes them before its next batch."""
@@ -228,47 +200,13 @@ class LocalActors:
 
     def poll(self, timeout: float, deliver: Deliver) -> int:
         """Hand announced batches to ``deliver`` (waiting up to ``timeout`` for the first)."""
-        links = {run.notices: i for i, run in enumerate(self._running) if run and not run.closed}
-        if not links:
-            if timeout > 0:
-                time.sleep(min(timeout, 0.05))
-            return 0
-        if links != self._polled:  # an actor started or ended: register the pipes anew
-            poller = select.poll()
-            for conn in links:
-                poller.register(conn.fileno(), select.POLLIN)
-            by_fd = {conn.fileno(): i for conn, i in links.items()}
-            self._poller, self._polled, self._by_fd = poller, links, by_fd
-        delivered = 0
-        for fd, _ in self._poller.poll(poll_milliseconds(timeout)):  # a message, EOF or an error
-            delivered += self._read(self._by_fd[fd], deliver)
-        return delivered
+        return sum(self._read(i, deliver) for i in self._notices.ready(self._running, timeout))
 
     def _read(self, index: int, deliver: Deliver | None) -> int:
         """Take the messages waiting from actor ``index``; note EOF (the actor is gone)."""
         run = self._running[index]
         assert run is not None
-        try:
-            messages = receive(run.notices, MESSAGES_PER_POLL, run.readable)
-        except (EOFError, OSError):
-            run.closed = True
-            return 0
-        delivered = 0
-        record = self.records[index]
-        for message in messages:
-            if isinstance(message, BatchReady):
-                batch = self.rings[index].read(message)
-                record.count(batch)
-                if deliver is not None:
-                    deliver(batch)
-                hand_back(run.credits, message.slot)
-                delivered += 1
-            elif isinstance(message, ActorDone):
-                record.end_incarnation(message.sent, message.dropped)
-            elif isinstance(message, WorkerFailed):
-                log.error("actor %d crashed:\n%s", index, message.error.rstrip())
-                record.incarnation_error = message.exception
-        return delivered
+        return run.read(index, self.rings[index], self.records[index], deliver)
 
     def halt(self) -> None:
         """Raise the stop flag: each actor sends the batch it is sampling (a slot free) and says
@@ -325,10 +263,9 @@ class LocalActors:
         if not record.said_bye:
             record.end_incarnation(None)
         error = record.incarnation_error
-        run.credits.close()
-        run.notices.close()
+        run.close()
         self._running[index] = None
-        self._polled = {}  # its fd may come back as another pipe's: register anew
+        self._notices.forget()
         record.restart_or_fail(index, self._policies[index], cause, error, exitcode)
         self._spawn(index)
 
@@ -368,16 +305,20 @@ class LocalActors:
             record = self.records[index]
             if not record.said_bye:
                 record.end_incarnation(None)
-            run.credits.close()
-            run.notices.close()
+            run.close()
             self._running[index] = None
-            self._polled = {}
+            self._notices.forget()
 
     # -- reporting ---------------------------------------------------------------------------
 
     def state(self) -> dict[str, Any]:
         """The slots' counters."""
         return slots_state(self.records, self.kept)
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Continue the saved slots' counters (see
+        :meth:`~border_py.actors.settings.ActorSettings.slots`)."""
+        self.records, self.kept, self._policies = self.settings.slots(saved)
 
     def accounting(self) -> dict[str, int]:
         """Transitions sent, received and dropped this session; received over all sessions."""

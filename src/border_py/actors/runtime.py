@@ -139,7 +139,6 @@ class Launch:
         opt_steps: the learner's opt steps (a resumed run starts later).
         env_steps: the run's env steps so far (where the actors' exploration schedules start:
             :mod:`border_py.actors.clock`).
-        resume: the trainer state of the checkpoint a resumed run continues, else None.
     """
 
     config: dict[str, Any]
@@ -148,7 +147,6 @@ class Launch:
     policy: dict[str, torch.Tensor]
     opt_steps: int
     env_steps: int = 0
-    resume: dict[str, Any] | None = None
 
 
 @runtime_checkable
@@ -156,7 +154,8 @@ class Actors(Protocol):
     """The actors of a run, wherever they run: what the learning loop needs from them.
 
     An implementation is built from its settings (an
-    :class:`~border_py.actors.settings.ActorSettings`) and starts nothing before :meth:`start`.
+    :class:`~border_py.actors.settings.ActorSettings`) and starts nothing before :meth:`start`; a
+    resumed run's are restored (:meth:`restore`) before they start.
     """
 
     records: list[ActorRecord]  # one per actor slot it runs
@@ -184,6 +183,9 @@ class Actors(Protocol):
 
     def state(self) -> dict[str, Any]:
         """The actors' state for a checkpoint (plain data)."""
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Continue from :meth:`state` (before :meth:`start`)."""
 
     def accounting(self) -> dict[str, int]:
         """Transitions this session: ``sent``, ``received``, ``dropped`` (sampled, not sent at

@@ -24,14 +24,8 @@ import gymnasium as gym
 import torch
 from torch import nn
 
-from border_py.agents.networks import (
-    GaussianPolicy,
-    QEnsemble,
-    QuantileNetwork,
-    flat_dim,
-    input_scale,
-    q_network,
-)
+from border_py.agents.continuous import GaussianPolicy, QEnsemble
+from border_py.agents.networks import QuantileNetwork, flat_dim, input_scale, q_network
 from border_py.agents.spaces import check_spaces
 from border_py.config import coerce_counts, config_keys, is_int, resolve_target
 from border_py.errors import ConfigError, first_line

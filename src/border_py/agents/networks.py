@@ -108,65 +108,6 @@ def resolve_device(device: str) -> torch.device:
     return dev
 
 
-class GaussianPolicy(nn.Module):
-    """A diagonal Gaussian over pre-squash actions ``u``: ``obs -> (mean, log_std)``, each (B, A).
-
-    One MLP outputs both halves; ``log_std`` is clamped to ``[LOG_STD_MIN, LOG_STD_MAX]`` (the
-    bounds of the SAC reference implementations), which keeps ``std`` away from 0 and infinity.
-    Observations are flattened and multiplied by ``scale`` first (:class:`VectorInput`).
-    """
-
-    LOG_STD_MIN = -20.0
-    LOG_STD_MAX = 2.0
-
-    def __init__(
-        self, obs_dim: int, hidden_sizes: Sequence[int], act_dim: int, scale: float = 1.0
-    ) -> None:
-        super().__init__()
-        self.body = mlp(obs_dim, hidden_sizes, 2 * act_dim, scale)
-
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        mean, log_std = self.body(obs).chunk(2, dim=-1)
-        return mean, log_std.clamp(self.LOG_STD_MIN, self.LOG_STD_MAX)
-
-
-class QEnsemble(nn.Module):
-    """``n`` independent Q-networks ``Q_i(s, a)``, ReLU MLPs over ``[s, a]``, evaluated together.
-
-    Layer ``k`` of all ``n`` networks is one batched matrix product (weights of shape
-    ``(n, in, out)``), so ``n`` critics cost the kernel launches of one. Each network is
-    initialized like ``nn.Linear`` (weights and biases uniform in ``+-1/sqrt(in)``). Observations
-    are flattened and multiplied by ``scale`` first (:class:`VectorInput`).
-    """
-
-    def __init__(
-        self, obs_dim: int, act_dim: int, hidden_sizes: Sequence[int], n: int, scale: float = 1.0
-    ) -> None:
-        super().__init__()
-        self.obs_input = VectorInput(scale)
-        sizes = [obs_dim + act_dim, *(int(h) for h in hidden_sizes), 1]
-        self.weights = nn.ParameterList()
-        self.biases = nn.ParameterList()
-        for k in range(len(sizes) - 1):
-            fan_in, fan_out = sizes[k], sizes[k + 1]
-            bound = 1.0 / math.sqrt(fan_in)
-            self.weights.append(
-                nn.Parameter(torch.empty(n, fan_in, fan_out).uniform_(-bound, bound))
-            )
-            self.biases.append(nn.Parameter(torch.empty(n, 1, fan_out).uniform_(-bound, bound)))
-
-    def forward(self, obs: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
-        """Q-values of every network, shape (n, B)."""
-        x = torch.cat([self.obs_input(obs), action], dim=1)
-        h = x.expand(len(self.weights[0]), *x.shape)
-        last = len(self.weights) - 1
-        for k, (weight, bias) in enumerate(zip(self.weights, self.biases, strict=True)):
-            h = torch.baddbmm(bias, h, weight)
-            if k < last:
-                h = torch.relu(h)
-        return h.squeeze(-1)
-
-
 # -- value networks for discrete actions: torsos, dueling and quantile heads (DQN, IQN) ----------
 
 

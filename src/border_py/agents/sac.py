@@ -2,15 +2,9 @@
 Algorithms and Applications", arXiv:1812.05905), for continuous (Box) action spaces.
 
 Policy: ``u ~ N(mean(s), std(s))``, ``a = tanh(u)`` in ``[-1, 1]^A``; the env receives
-``center + scale * a``, the affine map onto its bounds. The log-probability of the squashed
-action is the Gaussian's corrected by the change of variables (the paper's appendix C):
-
-    log pi(a|s) = sum_i [ log N(u_i; mean_i, std_i) - log(1 - tanh(u_i)^2) ]
-
-Log-probabilities, entropies and ``target_entropy`` are those of ``a`` in ``[-1, 1]^A``, as in the
-reference implementation and SB3: the affine map to the env's bounds would only add the constant
-``-sum_i log(scale_i)``, and leaving it out makes ``target_entropy = -|A|`` mean the same for
-every env. Critics see actions in the same ``[-1, 1]`` units.
+``center + scale * a``, the affine map onto its bounds. Log-probabilities, entropies and
+``target_entropy`` are those of ``a`` in ``[-1, 1]^A``, and critics see actions in the same units
+(the squashed Gaussian, its log-probability, the critics: :mod:`border_py.agents.continuous`).
 
 One update on a batch of 1-step transitions ``(s, a, R, s', d)``, ``d = gamma`` (0 after a
 terminal state), in the paper's order (critics, policy, temperature, targets):
@@ -21,16 +15,9 @@ terminal state), in the paper's order (critics, policy, temperature, targets):
     J_alpha  = -mean[ log_alpha * (log pi(a~|s) + target_entropy) ]
     Q'_i    <- tau * Q_i + (1 - tau) * Q'_i
 
-Exploration: an exploring actor samples ``u = mean + std * eps``. With ``noise_correlation`` rho
-> 0 the ``eps`` of each env is an AR(1) process (a discrete Ornstein-Uhlenbeck process) instead
-of white noise,
-
-    eps_t = rho * eps_{t-1} + sqrt(1 - rho^2) * xi_t,    xi_t ~ N(0, 1),
-
-still N(0, 1) at every step (the policy's own action distribution) but correlated over about
-``1 / (1 - rho)`` steps, so that pushes persist: what a sparse-reward task with momentum
-(MountainCarContinuous) needs to be solved by chance at all (temporally correlated exploration,
-as with gSDE or colored noise).
+Exploration: an exploring actor samples ``u = mean + std * eps``, ``eps`` white noise or, with
+``noise_correlation`` > 0, correlated over steps
+(:func:`~border_py.agents.continuous.correlated_noise`).
 """
 
 from __future__ import annotations
@@ -44,7 +31,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from border_py.agents.base import Accepts
 from border_py.agents.batch import TensorBatch, obs_tensor
@@ -57,40 +43,20 @@ from border_py.agents.checkpointed import (
     Tensor,
     Weights,
 )
+from border_py.agents.continuous import (
+    GaussianPolicy,
+    QEnsemble,
+    correlated_noise,
+    squashed_log_prob,
+)
 from border_py.agents.footprint import Footprint, sac_footprint
 from border_py.agents.hparams import HParams, configured_by
 from border_py.agents.inference import MLPInference
-from border_py.agents.networks import (
-    GaussianPolicy,
-    QEnsemble,
-    flat_dim,
-    input_scale,
-    polyak_update,
-)
+from border_py.agents.networks import flat_dim, input_scale, polyak_update
 from border_py.agents.optim import Adam, Optimizers
 from border_py.agents.spaces import check_spaces
 from border_py.config import is_number, require
 from border_py.transitions import Transitions
-
-LOG_2 = math.log(2.0)
-LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
-
-
-def squashed_log_prob(u: torch.Tensor, mean: torch.Tensor, log_std: torch.Tensor) -> torch.Tensor:
-    """``log pi(tanh(u))`` for ``u ~ N(mean, exp(log_std))``, summed over action dims: shape (B,).
-
-    ``log(1 - tanh(u)^2)`` is computed as ``2 * (log 2 - u - softplus(-2u))``, exact and finite
-    even where ``tanh(u)`` rounds to 1.
-    """
-    gaussian = -0.5 * ((u - mean) / log_std.exp()) ** 2 - log_std - LOG_SQRT_2PI
-    log_det = 2.0 * (LOG_2 - u - F.softplus(-2.0 * u))
-    return (gaussian - log_det).sum(dim=-1)
-
-
-def correlated_noise(previous: np.ndarray, rho: float, xi: np.ndarray) -> np.ndarray:
-    """The next step of the AR(1) exploration noise: ``rho * previous + sqrt(1 - rho^2) * xi``
-    (N(0, 1) marginals when ``previous`` and ``xi`` are)."""
-    return (rho * previous + math.sqrt(1.0 - rho * rho) * xi).astype(np.float32)
 
 
 def soft_targets(

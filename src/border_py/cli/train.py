@@ -26,14 +26,9 @@ from border_py.cli.recipes import lookup, recipes, searchpath_of
 from border_py.config import config_dir
 from border_py.errors import ConfigError, RunError
 from border_py.overrides import parse_overrides
+from border_py.runs.lock import RunInUse, refuse_if_in_use
 from border_py.runs.results import read_result, write_result
-from border_py.runs.run_dir import (
-    RunCompleted,
-    RunInUse,
-    refuse_if_in_use,
-    settle_resume,
-    start_afresh,
-)
+from border_py.runs.run_dir import RunCompleted, settle_resume, start_afresh
 from border_py.trainers.train import train
 
 log = logging.getLogger("border_py")

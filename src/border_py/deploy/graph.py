@@ -25,9 +25,10 @@ import torch
 from torch import nn
 
 from border_py.agents.base import Agent
+from border_py.agents.continuous import GaussianPolicy
 from border_py.agents.dqn import DQN
 from border_py.agents.iqn import IQN, midpoints
-from border_py.agents.networks import GaussianPolicy, QuantileNetwork
+from border_py.agents.networks import QuantileNetwork
 from border_py.agents.sac import SAC
 from border_py.errors import ConfigError
 

@@ -20,7 +20,7 @@ from border_py._version import __version__
 from border_py.deploy.export import DESCRIPTION, NUMPY_FILES, policy_source
 from border_py.errors import ConfigError, printable
 from border_py.files import NotRegular, make_dir, present
-from border_py.runs.checkpoint import POLICY_FILES
+from border_py.runs.timeline import POLICY_FILES
 
 # the folder border push uploads (see border_py.hub.folder), by name
 CARD = "README.md"

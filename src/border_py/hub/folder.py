@@ -19,7 +19,6 @@ trust gate (:mod:`border_py.runs.trust`).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import json
 import logging
@@ -28,7 +27,6 @@ import re
 import shutil
 import tempfile
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,11 +34,9 @@ from typing import Any
 from border_py._version import __version__
 from border_py.config import count, is_int, is_number
 from border_py.deploy.export import description_path, export_policy
-from border_py.deploy.load import Policy, load_policy
-from border_py.errors import ConfigError, first_line, printable
-from border_py.evaluation.evaluator import Evaluator
+from border_py.deploy.load import load_policy
+from border_py.errors import ConfigError
 from border_py.evaluation.seeds import run_eval_seeds
-from border_py.evaluation.video import check_video
 from border_py.files import (
     create_file,
     dir_mode,
@@ -60,11 +56,9 @@ from border_py.hub.contents import (
     RESULTS,
     pull_dir,
 )
-from border_py.hub.score import Score, fresh_score
+from border_py.hub.media import draw_curve, record_replay
+from border_py.hub.score import fresh_score
 from border_py.layout import CHECKPOINTS, CONFIG, META, POLICY
-from border_py.reports.aggregate import group_runs
-from border_py.reports.collect import read_run
-from border_py.reports.plots import plot_runs
 from border_py.resources import MAX_EVAL_EPISODES
 from border_py.runs.checkpoint import Checkpoint, pick_checkpoint
 from border_py.runs.results import read_result
@@ -156,47 +150,6 @@ def copy_policy_files(checkpoint: Path, into: Path) -> None:
         config = json.load(source)
     create_file(into / CONFIG, json.dumps(redact(config), indent=2).encode())
     fsync_dir(into)
-
-
-def draw_curve(run_dir: Path, label: str, out: Path) -> bool:
-    """The run's ``eval/return_mean`` over env steps as a PNG (``border report``'s per-run figure,
-    titled with the env, agent and budget, its curve named ``label``); False when the run has no evaluation to draw."""
-    row = dataclasses.replace(read_run(run_dir, run_dir), job=label, overrides=[])
-    groups, _ = group_runs([row])
-    drawn = plot_runs(groups, out, "env_steps")
-    if not drawn:
-        log.warning("learning curve skipped: %s has no evaluations with env steps", run_dir)
-    return drawn
-
-
-def record_replay(policy: Policy, score: Score, out: Path) -> bool:
-    """Record the fresh evaluation's first episode as ``out`` (an mp4); False, with a warning
-    saying why, when the env cannot render ``rgb_array`` frames or moviepy is missing."""
-    try:
-        check_video(policy.env_factory, "replay video skipped")
-    except ConfigError as exc:
-        log.warning("%s", printable(first_line(exc)))
-        return False
-    frames = Path(tempfile.mkdtemp(prefix=".replay-", dir=out.parent))
-    try:
-        with warnings.catch_warnings():  # the video dir is new: made just above
-            warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
-            evaluator = Evaluator(
-                policy.env_factory, 1, score.seeds.start, score.max_steps, frames, score.epsilon
-            )
-        try:
-            evaluator.evaluate(policy.agent)
-        finally:
-            evaluator.close()
-        videos = sorted(frames.glob("*.mp4"))
-        if not videos:
-            log.warning("replay video skipped: the recorder wrote no video")
-            return False
-        with open_regular(videos[0]) as source:
-            create_file(out, lambda f: shutil.copyfileobj(source, f))
-        return True
-    finally:
-        shutil.rmtree(frames, ignore_errors=True)
 
 
 def _number(value: Any) -> int | float | None:

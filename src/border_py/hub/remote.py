@@ -23,8 +23,8 @@ from border_py.hub.card import CardFacts
 from border_py.hub.contents import CARD, CHECKPOINT, check_not_a_module, keep, left_out_line
 from border_py.hub.folder import PushSettings, build, publish
 from border_py.layout import CONFIG
-from border_py.runs.checkpoint import holds_policy
 from border_py.runs.compat import current_targets
+from border_py.runs.timeline import holds_policy
 from border_py.runs.trust import Trust
 
 log = logging.getLogger(__name__)

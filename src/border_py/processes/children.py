@@ -128,7 +128,7 @@ STDLIB_METHODS = ("fork", "spawn", "forkserver")
 # the objects loaded so far are frozen (border_py.frozen_heap: a faster exit of the server)
 FORKSERVER_PRELOAD = [
     "border_py.actors.process",
-    "border_py.evaluation.worker",
+    "border_py.evaluation.process",
     "border_py.frozen_heap",
 ]
 

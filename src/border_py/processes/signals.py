@@ -47,9 +47,10 @@ class StopSignals:
     a signal that lands during a long call into C is handled when the call returns.
 
     One instance per process (:meth:`acquire`): the ``border`` command installs it first thing, so
-    a Ctrl-C during start-up is a graceful stop of the run that follows, and ``train`` uses the
-    same one. Poll :attr:`requested`. Outside the main thread (where handlers cannot be installed)
-    it does nothing.
+    a Ctrl-C during start-up is a graceful stop of the run that follows, and ``train`` and the
+    tuner use the same one, held for their run: ``with StopSignals.acquire() as signals:``. Poll
+    :attr:`requested`. Outside the main thread (where handlers cannot be installed) it does
+    nothing.
     """
 
     _shared: StopSignals | None = None
@@ -126,7 +127,8 @@ class StopSignals:
         self._previous.clear()
 
     def __enter__(self) -> StopSignals:
-        return self.install()
+        """Hold it (:meth:`acquire` first): it is released when the block ends."""
+        return self
 
     def __exit__(self, *exc: object) -> None:
-        self.restore()
+        self.release()

@@ -17,10 +17,11 @@ from border_py.files import read_record
 from border_py.layout import BUFFER_NPZ, CONFIG, HYDRA, HYDRA_OVERRIDES
 from border_py.overrides import parse_overrides, set_key, to_plain
 from border_py.resources import enforced, memory
-from border_py.runs.checkpoint import Checkpoint, run_dir_of_checkpoint
+from border_py.runs.checkpoint import Checkpoint
 from border_py.runs.replay_snapshot import snapshot_nbytes
 from border_py.runs.results import read_result
 from border_py.runs.run_dir import claimed_overrides
+from border_py.runs.timeline import run_dir_of_checkpoint
 from border_py.runs.trust import CALLERS, Trust, literal
 from border_py.secrets import redact, refuse_redacted
 

@@ -9,23 +9,19 @@ if it holds a complete checkpoint, and otherwise starts fresh there after moving
 earlier attempt left (its log, TensorBoard files, result) into ``attempts/<n>/``: nothing of an
 earlier run is ever deleted or replaced.
 
-A session holds its run dir for as long as it trains (:func:`session_lock`): a resume started
-while the run still trains elsewhere is refused in one line instead of moving or deleting the
-live session's files.
+A session holds its run dir for as long as it trains (:mod:`border_py.runs.lock`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import itertools
 import json
 import logging
 import os
 import stat
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,10 +29,9 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 
 from border_py.errors import ConfigError
-from border_py.files import create_file, fsync_dir, link_refusal, make_dir, read_json
+from border_py.files import create_file, fsync_dir, make_dir, read_json
 from border_py.layout import (
     ATTEMPTS,
-    BEST,
     CHECKPOINTS,
     CLAIM,
     LOCK,
@@ -48,25 +43,12 @@ from border_py.layout import (
     WANDB,
     WANDB_RUN,
 )
-from border_py.runs.checkpoint import (
-    find_checkpoint,
-    is_complete,
-    periodic_checkpoints,
-    run_dir_of_checkpoint,
-)
 from border_py.runs.links import refuse_links
 from border_py.runs.results import read_result
+from border_py.runs.timeline import find_checkpoint, newest_checkpoint, run_dir_of_checkpoint
 from border_py.secrets import redact_override
 
 log = logging.getLogger(__name__)
-
-# flock errors of filesystems that do not support it (some NFS and Lustre mounts): run unguarded
-NO_LOCKS = (errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EBADF, errno.EINVAL)
-
-
-class RunInUse(ConfigError):
-    """Another live session trains the run (see :func:`session_lock`)."""
-
 
 # what a run leaves in its dir (Hydra's .hydra/ and train.log are written before a run starts),
 # its recorders' stores included: a store found in a fresh run's dir would choose where it records
@@ -200,71 +182,6 @@ def claimed_overrides(run_dir: Path) -> list[str] | None:
     return None
 
 
-@contextlib.contextmanager
-def session_lock(run_dir: Path) -> Iterator[None]:
-    """Hold ``run_dir`` for this session (creating the dir and its :data:`LOCK` file if needed,
-    never through a symlink; nothing is written into it).
-
-    An advisory ``flock``: the kernel releases it when the process exits, however it ends
-    (``kill -9`` included), so a stale lock never outlives its session.
-
-    On a filesystem without ``flock`` the session goes on unguarded, with a warning.
-
-    Raises:
-        RunInUse: another live session holds the dir (its pid is named where Linux says it).
-        ConfigError: :data:`LOCK` is a symlink.
-    """
-    run_dir.mkdir(parents=True, exist_ok=True)
-    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC  # NFS locks need write access
-    try:
-        fd = os.open(run_dir / LOCK, flags, 0o666)  # the umask decides (a group may share runs)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise link_refusal(run_dir / LOCK) from None
-        raise
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunInUse(
-                f"{run_dir}: another border session ({_lock_holder(fd)}) is training this run;"
-                " wait for it to end (or stop it) before resuming"
-            ) from None
-        except OSError as exc:
-            if exc.errno not in NO_LOCKS:
-                raise
-            log.warning(
-                "%s: its filesystem does not lock files (%s); nothing keeps a second session"
-                " from resuming this run while it trains",
-                run_dir,
-                exc.strerror,
-            )
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
-def refuse_if_in_use(run_dir: Path) -> None:
-    """Raise :func:`session_lock`'s refusal now if a live session trains the run in ``run_dir``
-    (a check before anything of the run is read or moved; the session takes the lock itself).
-    A dir without the lock file has no session: it is left as it is."""
-    if (run_dir / LOCK).is_file():
-        with session_lock(run_dir):
-            pass
-
-
-def _lock_holder(fd: int) -> str:
-    """``pid N`` of the process holding the flock on ``fd``'s file (from ``/proc/locks``)."""
-    st = os.fstat(fd)
-    file_id = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/locks").read_text().splitlines():
-            fields = line.split()
-            if len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == file_id:
-                return f"pid {fields[4]}"
-    return "pid unknown"
-
-
 def fresh_dir(path: Path) -> Path:
     """``path`` itself if it does not exist yet, else ``path-2``, ``path-3``, ...: created now,
     atomically, so that two runs started in the same second never share one."""
@@ -275,16 +192,6 @@ def fresh_dir(path: Path) -> Path:
             candidate.mkdir()
             return candidate
     raise ConfigError(f"{path}: no free run dir name next to it")
-
-
-def newest_checkpoint(run_dir: Path) -> Path | None:
-    """The newest complete checkpoint of the run in ``run_dir``: the last periodic one, else
-    ``best`` (a run stopped before its first periodic checkpoint), else None."""
-    periodic = periodic_checkpoints(run_dir / CHECKPOINTS)
-    if periodic:
-        return periodic[-1]
-    best = run_dir / CHECKPOINTS / BEST
-    return best if is_complete(best) else None
 
 
 def set_aside_attempt(run_dir: Path, keep: Collection[str] = ()) -> Path | None:

@@ -4,16 +4,21 @@ config resumed and checked against the agent, and its outcome recorded in ``resu
 Every session of ``border train`` and :func:`border_py.train` follows these rules, in this order:
 
 1. ``resume=`` is settled (:func:`~border_py.runs.run_dir.settle_resume`); a resumed run's dir is
-   held (:func:`~border_py.runs.run_dir.session_lock`) before anything in it is read for the run
+   held (:func:`~border_py.runs.lock.session_lock`) before anything in it is read for the run
    or moved, and ``resume=auto`` without a checkpoint sets an earlier attempt's files aside;
 2. a resumed run's saved config takes the command line's overrides
    (:func:`~border_py.runs.resume.resumed_config`, a run dir being data:
    :mod:`border_py.runs.trust`);
 3. the trainer validates the config (the caller's step), then :meth:`RunSession.fits` checks the
    checkpoint's budgets and state against it;
-4. :meth:`RunSession.start`: a fresh run claims its dir and holds it;
+4. :meth:`RunSession.start`: a fresh run claims its dir and holds it; the run's checkpoints are
+   repaired (:meth:`RunSession.repair`: what a killed write left, a newer timeline set aside);
 5. :meth:`RunSession.finish` records the summary; leaving the session after :meth:`start` with an
    exception records the run as ``interrupted`` (a second Ctrl-C) or ``failed``.
+
+Validating a run without a session of it (``border train``'s checks, the tuner's) takes the same
+route through steps 2 and 3 (:meth:`RunSession.resolve`, :meth:`RunSession.fits`) without entering
+the session: nothing is settled, locked, moved or written.
 """
 
 from __future__ import annotations
@@ -27,36 +32,16 @@ from typing import Any
 from border_py.agents.base import Agent
 from border_py.config import require
 from border_py.errors import ConfigError, RunError, first_line
-from border_py.layout import RESULT
-from border_py.runs.checkpoint import Checkpoint, load_checkpoint, run_dir_of_checkpoint
+from border_py.layout import CHECKPOINTS, RESULT
+from border_py.runs.checkpoint import Checkpoint, load_checkpoint, recover
+from border_py.runs.lock import session_lock
 from border_py.runs.results import objective_value, read_result, write_result
 from border_py.runs.resume import check_fits, resumed_config
-from border_py.runs.run_dir import (
-    RunCompleted,
-    claim,
-    session_lock,
-    settle_resume,
-    start_afresh,
-)
+from border_py.runs.run_dir import RunCompleted, claim, settle_resume, start_afresh
+from border_py.runs.timeline import run_dir_of_checkpoint, set_aside_newer
 from border_py.runs.trust import Trust
 
 log = logging.getLogger(__name__)
-
-
-def resolve(
-    config: dict[str, Any], overrides: list[str]
-) -> tuple[dict[str, Any], Checkpoint | None]:
-    """A session's config and the checkpoint it continues: for ``resume=<checkpoint>``, the saved
-    config with ``overrides`` applied (what the command trusts: :meth:`Trust.of` its own config);
-    else ``config`` itself. Reads the checkpoint; writes nothing.
-
-    Raises:
-        ConfigError: one line: a bad checkpoint, override or untrusted saved config.
-    """
-    if not config.get("resume"):
-        return config, None
-    checkpoint = load_checkpoint(config["resume"])
-    return resumed_config(checkpoint, overrides, Trust.of(config), config), checkpoint
 
 
 class RunSession(contextlib.AbstractContextManager["RunSession"]):
@@ -108,7 +93,7 @@ class RunSession(contextlib.AbstractContextManager["RunSession"]):
             if settled.fresh:
                 start_afresh(settled.run_dir, keep=self._launcher_files)
             self.config["resume"] = None if settled.checkpoint is None else str(settled.checkpoint)
-        self.config, self.checkpoint = resolve(self.config, self.overrides)
+        self.resolve()
         if self.checkpoint is not None:
             self.dir = run_dir_of_checkpoint(self.checkpoint.path)
         if self.dir is None:
@@ -116,6 +101,20 @@ class RunSession(contextlib.AbstractContextManager["RunSession"]):
                 "run_dir: not set and no Hydra run dir is active (set run_dir=<path>)"
             )
         return self
+
+    def resolve(self) -> None:
+        """The session's config and the checkpoint it continues: for ``resume=<checkpoint>``, the
+        saved config with the overrides applied (what the command trusts: :meth:`Trust.of` its
+        own config); else the config itself. Reads the checkpoint; writes nothing.
+
+        Raises:
+            ConfigError: one line: a bad checkpoint, override or untrusted saved config.
+        """
+        if self.config.get("resume"):
+            checkpoint = load_checkpoint(self.config["resume"])
+            trust = Trust.of(self.config)
+            self.config = resumed_config(checkpoint, self.overrides, trust, self.config)
+            self.checkpoint = checkpoint
 
     def fits(
         self,
@@ -125,17 +124,33 @@ class RunSession(contextlib.AbstractContextManager["RunSession"]):
         max_env_steps: int | None,
     ) -> None:
         """For a resumed run: refuse budgets the checkpoint has already reached, settings its state
-        cannot follow, and an agent or spaces its state does not fit; then load the agent's state.
+        cannot follow, and an agent or spaces its state does not fit; then load the agent's state
+        (checking that it fits is loading it: the agent holds the checkpoint's state from now on).
 
         Raises:
             ConfigError: one line naming the key and the checkpoint.
         """
-        if self.checkpoint is not None:
-            fits(self.checkpoint, self.config, agent, spaces, max_opts, max_env_steps)
+        checkpoint = self.checkpoint
+        if checkpoint is None:
+            return
+        for key, unit, budget, done in (
+            ("trainer.max_opts", "opt steps", max_opts, checkpoint.state.opt_steps),
+            ("trainer.max_env_steps", "env steps", max_env_steps, checkpoint.state.env_steps),
+        ):
+            if budget is not None:
+                require(
+                    key,
+                    budget > done,
+                    f"> {done}, the {unit} {checkpoint.path} already has (raise it to continue)",
+                    budget,
+                )
+        check_fits(checkpoint, self.config)
+        restore_agent(checkpoint, agent, spaces)
 
     def start(self) -> Path:
-        """A fresh run claims its dir (refused when the dir holds a run) and holds it; return the
-        run's dir. From now on, leaving the session with an exception records the run's end."""
+        """A fresh run claims its dir (refused when the dir holds a run) and holds it, and the
+        run's checkpoints are repaired (:meth:`repair`); return the run's dir. From now on,
+        leaving the session with an exception records the run's end."""
         assert self.dir is not None, "entered"
         if self.checkpoint is None:
             claim(self.dir, self.overrides)
@@ -143,7 +158,20 @@ class RunSession(contextlib.AbstractContextManager["RunSession"]):
             self._held.enter_context(session_lock(self.dir))
             self._locked = True
         self._started = True
+        self.repair()
         return self.dir
+
+    def repair(self) -> None:
+        """Put the run's ``checkpoints/`` in order for this session (its dir held): what a process
+        killed while writing left is cleaned up (:func:`~border_py.runs.checkpoint.recover`), and
+        a run resumed from an older checkpoint sets the newer ones aside: they are another
+        timeline's (:func:`~border_py.runs.timeline.set_aside_newer`)."""
+        assert self.dir is not None, "entered"
+        checkpoints = self.dir / CHECKPOINTS
+        recover(checkpoints)
+        if self.checkpoint is not None:
+            for path in set_aside_newer(checkpoints, self.checkpoint.state.opt_steps):
+                log.warning("resuming from an older checkpoint: moved %s aside", path)
 
     def recorded_overrides(self) -> list[str]:
         """What ``result.json`` records: the run's first overrides, then each resumed session's,
@@ -191,30 +219,6 @@ class RunSession(contextlib.AbstractContextManager["RunSession"]):
                     log.error("result.json could not be written: %s", write_error)
         finally:
             self._held.close()
-
-
-def fits(
-    checkpoint: Checkpoint,
-    config: dict[str, Any],
-    agent: Agent,
-    spaces: tuple[Any, Any],
-    max_opts: int | None,
-    max_env_steps: int | None,
-) -> None:
-    """See :meth:`RunSession.fits` (also for a validation without a session)."""
-    for key, unit, budget, done in (
-        ("trainer.max_opts", "opt steps", max_opts, checkpoint.state.opt_steps),
-        ("trainer.max_env_steps", "env steps", max_env_steps, checkpoint.state.env_steps),
-    ):
-        if budget is not None:
-            require(
-                key,
-                budget > done,
-                f"> {done}, the {unit} {checkpoint.path} already has (raise it to continue)",
-                budget,
-            )
-    check_fits(checkpoint, config)
-    restore_agent(checkpoint, agent, spaces)  # does the saved state fit the agent? (it does now)
 
 
 def restore_agent(checkpoint: Checkpoint, agent: Agent, spaces: tuple[Any, Any]) -> None:

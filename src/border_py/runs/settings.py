@@ -45,6 +45,9 @@ class RunSettings:
     """Seconds between plain progress lines."""
     check_resources: bool
     """Whether a setting beyond this machine or border's ranges is refused (False: a warning)."""
+    callbacks: tuple[Any, ...]
+    """The hooks into the run: component specs of :class:`~border_py.callbacks.Callback`
+    subclasses, built by :func:`~border_py.callbacks.build_callbacks`."""
 
     @classmethod
     def of(cls, config: Mapping[str, Any]) -> RunSettings:
@@ -66,6 +69,13 @@ class RunSettings:
         flag("progress", config["progress"])
         positive("progress_interval", config["progress_interval"])
         flag("check_resources", config["check_resources"])
+        hooks = config["callbacks"]
+        require(
+            "callbacks",
+            hooks is None or isinstance(hooks, list),
+            "a list of components, e.g. [{_target_: my_pkg.MyCallback}]",
+            hooks,
+        )
         return cls(
             seed=config["seed"],
             device=str(config["device"]),
@@ -76,6 +86,7 @@ class RunSettings:
             progress=config["progress"],
             progress_interval=float(config["progress_interval"]),
             check_resources=config["check_resources"],
+            callbacks=tuple(hooks or ()),
         )
 
 

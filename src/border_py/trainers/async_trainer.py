@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from border_py.config import non_negative, positive, require
+from border_py.evaluation.process import EvalSettings
 from border_py.evaluation.seeds import selection_seed
-from border_py.evaluation.worker import EvalSettings, EvalWorker
+from border_py.evaluation.worker import EvalWorker
 from border_py.trainers.components import Components
 from border_py.trainers.settings import LoopSettings, RunState, Wiring
 

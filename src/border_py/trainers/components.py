@@ -35,7 +35,7 @@ from border_py.resources import (
     enforced,
     memory,
 )
-from border_py.runs.checkpoint import is_complete, periodic_checkpoints
+from border_py.runs.timeline import is_complete, periodic_checkpoints
 from border_py.seeding import derive_seed
 
 log = logging.getLogger(__name__)

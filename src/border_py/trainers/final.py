@@ -26,7 +26,8 @@ from border_py.evaluation.evaluator import EvalResult
 from border_py.evaluation.seeds import fresh_seeds
 from border_py.evaluation.service import EvalService
 from border_py.recorders.console import format_number
-from border_py.runs.checkpoint import is_complete, load_checkpoint
+from border_py.runs.checkpoint import load_checkpoint
+from border_py.runs.timeline import is_complete
 
 log = logging.getLogger(__name__)
 

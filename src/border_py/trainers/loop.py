@@ -2,7 +2,7 @@
 
 The learner takes batches from the actors into the replay buffer, optimizes when the gate
 says it may, publishes its weights, asks for evaluations, records, checkpoints, and stops at the
-budget, the target return, a stop signal or the ``on_eval`` callback's request; at a normal end it
+budget, the target return, a stop signal or a callback's request; at a normal end it
 has its final weights and the best checkpoint's played on fresh episodes
 (:mod:`border_py.trainers.final`). Trainers differ only in their wiring
 (:mod:`border_py.trainers.serial`, :mod:`border_py.trainers.async_trainer`): which actors, which
@@ -15,7 +15,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,11 +23,13 @@ import numpy as np
 from border_py.agents.base import Agent
 from border_py.layout import BEST
 from border_py.processes.signals import StopSignals
+from border_py.recorders.progress import Steps
 from border_py.replay.base import PrioritizedReplay, ReplayBuffer
-from border_py.runs.state import TrainerState
-from border_py.seeding import global_rng_state
+from border_py.runs.state import Owners, TrainerState
+from border_py.trainers.cadence import Cadence
 from border_py.trainers.components import Components
 from border_py.trainers.final import PolicySnapshot, best_snapshot, final_scores
+from border_py.trainers.metrics import Window, training_scalars
 from border_py.trainers.prefetch import build_prefetcher
 from border_py.trainers.run_book import RunBook
 from border_py.trainers.settings import LoopSettings, RunState, Wiring
@@ -58,29 +60,23 @@ def learn_step(agent: Agent, buffer: ReplayBuffer) -> dict[str, Any]:
 
 
 @dataclass
-class Window:
-    """What happened since the last record."""
-
-    env_steps: int = 0
-    samples: int = 0
-    opts: int = 0
-    lag_sum: float = 0.0
-    waited: float = 0.0
-    returns: list[float] = field(default_factory=list)
-    lengths: list[int] = field(default_factory=list)
-    exploration: dict[str, list[float]] = field(default_factory=dict)
-    start: float = field(default_factory=time.perf_counter)
-
-
-@dataclass
 class LearnerParts:
     """What the learning loop works with: the components, the trainer's wiring (actors,
-    evaluation service, gate), the run's bookkeeping and its final evaluations' reset seeds."""
+    evaluation service, gate), the run's bookkeeping, when it evaluates and saves, and its final
+    evaluations' reset seeds."""
 
     components: Components
     wiring: Wiring
     book: RunBook
+    cadence: Cadence
     final_seeds: range = range(0)  # none: no final evaluation
+
+    def owners(self, counters: RunState) -> Owners:
+        """Who holds each part of the run's state (:mod:`border_py.runs.state`)."""
+        wiring = self.wiring
+        return Owners(
+            counters, self.cadence, wiring.gate, self.components.buffer, wiring.actors, self.book
+        )
 
 
 class Learner:
@@ -89,36 +85,27 @@ class Learner:
     Args:
         settings: the trainer's loop settings.
         parts: the components, the wiring and the run's bookkeeping.
-        state: the run's counters (a resumed run's, or zeros).
+        state: the run's counters (a resumed run's, restored, or zeros).
         signals: the stop signals installed for the run.
-        resume: the trainer state of the checkpoint a resumed run continues.
     """
 
     def __init__(
-        self,
-        settings: LoopSettings,
-        parts: LearnerParts,
-        state: RunState,
-        signals: StopSignals,
-        resume: TrainerState | None,
+        self, settings: LoopSettings, parts: LearnerParts, state: RunState, signals: StopSignals
     ) -> None:
         wiring = parts.wiring
-        self.settings, self.book = settings, parts.book
+        self.settings, self.book, self.cadence = settings, parts.book, parts.cadence
         self.agent, self.buffer = parts.components.agent, parts.components.buffer
         self.actors, self.evaluation, self.gate = wiring.actors, wiring.evaluation, wiring.gate
         self.publish_interval = wiring.publish_interval
         self.state, self.signals = state, signals
+        self.owners = parts.owners(state)
         self.final_seeds = parts.final_seeds
         self.scores: dict[str, dict[str, Any]] = {}  # the final evaluations (trainers/final.py)
         self.session_opts = state.opt_steps  # where this session started
         self.first_opt_at: float | None = None  # when this session's first opt step began
         self.last_opt_at = 0.0  # when its latest opt step (and what came with it) ended
-        self.last_saved = state.opt_steps if resume is not None else -1
+        self.last_saved = state.opt_steps  # a resumed run's checkpoint is its own
         self.last_eval_requested = -1
-        # env-step intervals: the last interval index an evaluation (checkpoint) was done in
-        buckets = resume.env_intervals if resume is not None else {}
-        self.eval_bucket = int(buckets.get("eval", self._bucket(settings.eval_env_interval)))
-        self.save_bucket = int(buckets.get("save", self._bucket(settings.save_env_interval)))
         self.window = Window()
         self.published: deque[tuple[int, float]] = deque(maxlen=64)  # (opt steps, time)
         self.prefetch = build_prefetcher(
@@ -180,7 +167,7 @@ class Learner:
         if state.opt_steps > 0 and state.opt_steps != self.last_saved:
             self.save()
         self.book.progress.finish(
-            self.book.budget_position(state.opt_steps, state.env_steps),
+            Steps(state.opt_steps, state.env_steps),
             state.samples,
             len(self.buffer),
             self.actors.alive(),
@@ -215,30 +202,18 @@ class Learner:
             return "max_opts reached"
         return "max_env_steps reached"
 
-    def _bucket(self, interval: int | None) -> int:
-        """Which ``interval``-long stretch of env steps the run is in (0 when no interval)."""
-        return self.state.env_steps // interval if interval else 0
-
     def ingest(self, batch: ReceivedBatch) -> None:
         """Take a batch into the replay buffer and the counters (the actors' ``deliver``)."""
-        w, state = self.window, self.state
+        state = self.state
+        self.window.take(batch, state.opt_steps)
         if batch.transitions is not None and len(batch.transitions):
-            n = len(batch.transitions)
             with self.buffer_lock:
                 self.buffer.push(batch.transitions)
-            state.samples += n
-            w.samples += n
-            w.lag_sum += n * (state.opt_steps - batch.policy_opt_steps)
+            state.samples += len(batch.transitions)
         state.env_steps += batch.env_steps
-        w.env_steps += batch.env_steps
         budget = self.settings.max_env_steps
         if budget is not None and state.env_steps >= budget:
             self.actors.halt()  # at once: what actors sample on until the stop is overshoot
-        w.waited += batch.waited
-        w.returns += batch.episode_returns
-        w.lengths += batch.episode_lengths
-        for key, value in batch.exploration.items():
-            w.exploration.setdefault(key, []).append(value)
 
     def _optimize(self) -> None:
         state, settings = self.state, self.settings
@@ -259,16 +234,10 @@ class Learner:
         if state.opt_steps % settings.record_interval == 0:
             self._record(metrics)
         self.last_opt_at = time.perf_counter()
-        eval_bucket = self._bucket(settings.eval_env_interval)
-        by_opts = settings.eval_interval and state.opt_steps % settings.eval_interval == 0
-        if by_opts or eval_bucket > self.eval_bucket:
-            self.eval_bucket = eval_bucket
+        if self.cadence.evaluation_due():
             self._request_evaluation()
             self._collect_evaluations()
-        save_bucket = self._bucket(settings.save_env_interval)
-        by_opts = settings.save_interval and state.opt_steps % settings.save_interval == 0
-        if by_opts or save_bucket > self.save_bucket:
-            self.save_bucket = save_bucket
+        if self.cadence.save_due():
             self.save()
 
     # -- evaluations ---------------------------------------------------------------------------
@@ -318,37 +287,23 @@ class Learner:
     # -- records and checkpoints -------------------------------------------------------------
 
     def _record(self, metrics: dict[str, Any]) -> None:
-        w, state, now = self.window, self.state, time.perf_counter()
-        seconds = max(now - w.start, 1e-9)
-        n_actors = len(self.actors.records)
-        scalars = dict(metrics) | {k: float(np.mean(v)) for k, v in w.exploration.items()}
-        if w.returns:
-            scalars |= {
-                "actor/episode_return": float(np.mean(w.returns)),
-                "actor/episode_length": float(np.mean(w.lengths)),
-            }
-        scalars |= {
-            "perf/env_steps": state.env_steps,
-            "perf/env_steps_per_sec": w.env_steps / seconds,
-            "perf/samples_total": state.samples,
-            "perf/samples_per_sec": w.samples / seconds,
-            "perf/opt_steps_per_sec": w.opts / seconds,
-            "perf/samples_per_opt_step": w.samples / max(w.opts, 1),
-            "perf/replay_ratio": w.opts * self.agent.batch_size / max(w.env_steps, 1),
-            "actor/alive": self.actors.alive(),
-            "actor/restarts": self.actors.restarts(),
-            "actor/backpressure": w.waited / (seconds * max(n_actors, 1)),
-            "buffer/size": len(self.buffer),
-        }
-        if w.samples:
-            scalars["perf/policy_lag"] = w.lag_sum / w.samples
-        self.book.record(scalars, state.opt_steps, state.env_steps)
+        now = time.perf_counter()
+        scalars = training_scalars(
+            metrics,
+            self.window,
+            self.state,
+            self.actors,
+            self.agent.batch_size,
+            len(self.buffer),
+            now,
+        )
+        self.book.record(scalars, self.state.opt_steps, self.state.env_steps)
         self.window = Window(start=now)
 
     def _show_progress(self) -> None:
         if self.book.progress.due():
             self.book.progress.update(
-                self.book.budget_position(self.state.opt_steps, self.state.env_steps),
+                Steps(self.state.opt_steps, self.state.env_steps),
                 self.state.samples,
                 len(self.buffer),
                 self.actors.alive(),
@@ -356,37 +311,18 @@ class Learner:
             )
 
     def trainer_state(self) -> TrainerState:
-        """The run's state beside the agent's: counters, gate, replay position, RNG, actors (the
-        run's book adds its evaluations and seconds when it saves)."""
-        state = self.state
+        """The run's state now (:meth:`TrainerState.capture`), the replay buffer held still."""
         with self.buffer_lock:
-            replay = self.buffer.state()
-        return TrainerState(
-            opt_steps=state.opt_steps,
-            env_steps=state.env_steps,
-            samples=state.samples,
-            gate=self.gate.state(),
-            env_intervals={"eval": self.eval_bucket, "save": self.save_bucket},
-            replay=replay,
-            rng=global_rng_state(),
-            actors=self.actors.state(),
-        )
+            return TrainerState.capture(self.owners)
 
     def save(self) -> None:
         """A periodic (or final) checkpoint of the run as it is now (with prefetch: the last
         step's priorities written back first, the sampling thread held off meanwhile)."""
-        state = self.state
         if self.prefetch is not None:
             self.prefetch.flush()
         with self.buffer_lock:
-            self.book.save(
-                state.opt_steps,
-                state.env_steps,
-                self.agent,
-                self.trainer_state(),
-                self.buffer.arrays(),
-            )
-        self.last_saved = state.opt_steps
+            self.book.save(self.agent, self.trainer_state(), self.buffer.arrays())
+        self.last_saved = self.state.opt_steps
 
     def opt_steps_per_sec(self) -> float:
         """This session's opt steps per second while it optimized: from the start of its first opt

@@ -1,4 +1,5 @@
-"""A run's bookkeeping: recording, progress, evaluation results, best and periodic checkpoints."""
+"""A run's bookkeeping: recording, progress, evaluation results, best and periodic checkpoints,
+and the run's callbacks (:mod:`border_py.callbacks`), which hear each of these."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import io
 import logging
 import math
 import time
-from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +17,7 @@ from rich.table import Table
 
 from border_py._version import __version__
 from border_py.agents.base import Agent
+from border_py.callbacks import Callbacks
 from border_py.config import is_number
 from border_py.files import read_json
 from border_py.layout import BEST, CHECKPOINTS, META
@@ -24,18 +25,11 @@ from border_py.recorders import Recorder
 from border_py.recorders.composite import build_recorders
 from border_py.recorders.console import format_number
 from border_py.recorders.progress import Budget, ProgressView, Steps
-from border_py.runs.checkpoint import (
-    Checkpoint,
-    is_complete,
-    prune,
-    recover,
-    save_checkpoint,
-    set_aside_newer,
-    step_name,
-)
+from border_py.runs.checkpoint import save_checkpoint
 from border_py.runs.state import TrainerState
+from border_py.runs.timeline import is_complete, prune, step_name
 from border_py.secrets import redact
-from border_py.trainers.settings import LoopSettings
+from border_py.trainers.settings import LoopSettings, RunState
 
 if TYPE_CHECKING:
     from border_py.actors.runtime import ActorRecord
@@ -43,22 +37,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# called after each evaluation with (opt steps, env steps, eval/return_mean); True stops the run
-EvalCallback = Callable[[int, int, float], bool]
-
-
-def build_recorder(config: dict[str, Any]) -> Recorder:
-    """The ``recorder`` group: every recorder it names (TensorBoard for configs saved before the
-    group existed)."""
-    return build_recorders(config.get("recorder"))
-
 
 def kept_best_return(checkpoints: Path, saved: float) -> float:
     """The best return a run resumed with its checkpoints in ``checkpoints`` goes on from, so that
     it always names the weights of ``checkpoints/best``: the return that checkpoint was saved for
     (its ``meta.json``; ``saved``, the resumed checkpoint's, when its meta does not say), or -inf
-    when there is no complete ``best`` (:func:`~border_py.runs.checkpoint.set_aside_newer` moved it
-    aside: the run's next evaluation writes a new one).
+    when there is no complete ``best`` (the session's repair moved it aside:
+    :meth:`~border_py.runs.session.RunSession.start`; the run's next evaluation writes a new one).
 
     ``best`` can be newer than the checkpoint's evaluations without being set aside: an
     evaluation asked for at the checkpoint's opt step may end after it was written.
@@ -77,7 +62,8 @@ def kept_best_return(checkpoints: Path, saved: float) -> float:
 
 class RunBook:
     """Run bookkeeping shared by trainers: recording, progress, evaluations, best and periodic
-    checkpoints.
+    checkpoints; the owner of the run's evaluation history and training seconds (its
+    :meth:`state`). Nothing is opened before :meth:`open`.
 
     Args:
         run_dir: the run directory.
@@ -87,9 +73,7 @@ class RunBook:
         spaces: the env's (observation, action) spaces, saved into checkpoints' meta.
         capacity: the replay buffer's capacity (shown as a fill ratio).
         n_actors: actor processes (None: the serial trainer).
-        resume: the checkpoint a resumed run continues from (recording then continues after its
-            opt steps, the evaluation history carries over, and the best return is that of the
-            ``best`` checkpoint the run keeps: :func:`kept_best_return`).
+        callbacks: the run's callbacks.
     """
 
     def __init__(
@@ -100,47 +84,70 @@ class RunBook:
         spaces: tuple[Any, Any],
         capacity: int,
         n_actors: int | None = None,
-        resume: Checkpoint | None = None,
-        on_eval: EvalCallback | None = None,
+        callbacks: Callbacks | None = None,
     ) -> None:
         self.run_dir = Path(run_dir)
-        self.on_eval_callback = on_eval
+        self.callbacks = Callbacks() if callbacks is None else callbacks
         self.stopped_by_callback = False
         self.checkpoints = self.run_dir / CHECKPOINTS
         self.config = config
         self.loop = loop
         self.spaces = {"observation_space": str(spaces[0]), "action_space": str(spaces[1])}
+        self.capacity, self.n_actors = capacity, n_actors
         self.best_return = float("-inf")
         self.eval_returns: list[float] = []  # eval/return_mean of every evaluation, in order
         self.seconds_before = 0.0
-        start_opts = start_env = 0
-        recover(self.checkpoints)
-        if resume is not None:
-            state = resume.state
-            start_opts, start_env = state.opt_steps, state.env_steps
-            for path in set_aside_newer(self.checkpoints, start_opts):
-                log.warning("resuming from an older checkpoint: moved %s aside", path)
-            self.best_return = kept_best_return(self.checkpoints, state.best_return)
-            self._log_best_return(state.best_return)
-            self.eval_returns = list(state.eval_returns)
-            self.seconds_before = state.seconds
-        self.recorder: Recorder = build_recorder(config)
-        start_step = self.step_of(start_opts, start_env)
+        self.resumed = False
+        self.recorder: Recorder = build_recorders(config.get("recorder"))
+        self._progress: ProgressView | None = None
+        self.solved_at: dict[str, float] | None = None
+        self.start = time.perf_counter()
+
+    def state(self) -> dict[str, Any]:
+        """The book's part of the run's state: the best return, every evaluation's, and the
+        training seconds of all sessions."""
+        return {
+            "best_return": self.best_return,
+            "eval_returns": list(self.eval_returns),
+            "seconds": self.elapsed(),
+        }
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Continue from :meth:`state`: recording then continues after the resumed opt steps, the
+        evaluation history carries over, and the best return is that of the ``best`` checkpoint
+        the run keeps (:func:`kept_best_return`)."""
+        self.resumed = True
+        self.best_return = kept_best_return(self.checkpoints, saved["best_return"])
+        self._log_best_return(saved["best_return"])
+        self.eval_returns = list(saved["eval_returns"])
+        self.seconds_before = float(saved["seconds"])
+
+    def open(self, counters: RunState) -> None:
+        """Start recording and showing the run where its ``counters`` stand, and tell the
+        callbacks it starts."""
+        start = Steps(counters.opt_steps, counters.env_steps)
+        resume_step = self.step_of(start.opt_steps, start.env_steps) if self.resumed else None
         try:  # a resumed run's events after the checkpoint (written before a crash) are discarded
-            self.recorder.open(self.run_dir, config, None if resume is None else start_step)
+            self.recorder.open(self.run_dir, self.config, resume_step)
         except BaseException:
             self.recorder.close("failed")  # whatever did open (e.g. TensorBoard of recorder=both)
             raise
-        self.progress = ProgressView(
-            Budget.of(loop.max_opts, loop.max_env_steps),
-            Steps(start_opts, start_env),
-            config["progress"],
-            float(config["progress_interval"]),
-            capacity,
-            n_actors,
+        self._progress = ProgressView(
+            Budget.of(self.loop.max_opts, self.loop.max_env_steps),
+            start,
+            self.config["progress"],
+            float(self.config["progress_interval"]),
+            self.capacity,
+            self.n_actors,
         )
-        self.solved_at: dict[str, float] | None = None
         self.start = time.perf_counter()
+        self.callbacks.on_start(self.run_dir, redact(self.config), start.opt_steps, start.env_steps)
+
+    @property
+    def progress(self) -> ProgressView:
+        """The progress view (:meth:`open` first)."""
+        assert self._progress is not None, "open() first"
+        return self._progress
 
     def _log_best_return(self, saved: float) -> None:
         """Say why a resumed run's best return is not its checkpoint's (``saved``)."""
@@ -163,19 +170,16 @@ class RunBook:
         """The recorded step of a moment of the run (``trainer.log_step``)."""
         return env_steps if self.loop.log_step == "env_steps" else opt_steps
 
-    def budget_position(self, opt_steps: int, env_steps: int) -> Steps:
-        """Where the run is, as the progress view takes it (both counters: it shows the budget's
-        on the bar and the rate of each)."""
-        return Steps(opt_steps, env_steps)
-
     def record(self, scalars: dict[str, Any], opt_steps: int, env_steps: int) -> None:
         """Record scalars at the moment (opt steps, env steps) on the run's step axis."""
-        self.recorder.scalars(scalars, self.step_of(opt_steps, env_steps))
+        step = self.step_of(opt_steps, env_steps)
+        self.recorder.scalars(scalars, step)
+        self.callbacks.on_record(step, scalars)
 
     @property
     def finished(self) -> bool:
         """Whether an evaluation ended the run early (``target_return`` reached, or the
-        ``on_eval`` callback asked to stop)."""
+        callbacks asked to stop)."""
         return self.solved_at is not None or self.stopped_by_callback
 
     def elapsed(self) -> float:
@@ -184,24 +188,18 @@ class RunBook:
 
     def on_eval(self, outcome: EvalOutcome) -> None:
         """Record an evaluation at the opt step of the weights it evaluated; save ``best`` if it
-        is a new best; note whether it ends the run (``target_return``, the callback)."""
+        is a new best; note whether it ends the run (``target_return``, the callbacks)."""
         result, opt_steps, env_steps = outcome.result, outcome.opt_steps, outcome.env_steps
         self.record(result.scalars() | {"eval/env_steps": env_steps}, opt_steps, env_steps)
         self.eval_returns.append(result.return_mean)
         new_best = result.return_mean > self.best_return
         if new_best:
             self.best_return = result.return_mean
-            agent_state, trainer_state = outcome.snapshot()
-            self._write(
-                BEST,
-                opt_steps,
-                env_steps,
-                outcome.policy,
-                agent_state,
-                trainer_state,
-                None,
-                {"eval": result.scalars()},
+            agent_state, trainer_state = outcome.snapshot()  # as the evaluation was asked for
+            path = self._write(
+                BEST, outcome.policy, agent_state, trainer_state, None, {"eval": result.scalars()}
             )
+            self.callbacks.on_save(path, opt_steps, env_steps)
         self.progress.on_eval(result.return_mean, self.best_return)
         target = self.loop.target_return
         if target is not None and self.solved_at is None and result.return_mean >= target:
@@ -221,27 +219,20 @@ class RunBook:
             " | new best" if new_best else "",
             self.elapsed(),
         )
-        callback = self.on_eval_callback
-        if callback is not None and callback(opt_steps, env_steps, result.return_mean):
-            log.info("stopping early at opt step %d: the on_eval callback asked to", opt_steps)
+        if self.callbacks.on_eval(opt_steps, env_steps, result.return_mean):
+            log.info("stopping early at opt step %d: a callback's on_eval asked to", opt_steps)
             self.stopped_by_callback = True
 
     def save(
-        self,
-        opt_steps: int,
-        env_steps: int,
-        agent: Agent,
-        trainer_state: TrainerState,
-        buffer: dict[str, Any] | None,
+        self, agent: Agent, trainer_state: TrainerState, buffer: dict[str, Any] | None
     ) -> Path:
-        """A checkpoint of the run as it is now, ``checkpoints/<opt_steps:09d>/``; older ones pruned.
+        """A checkpoint of the run as it is now (``trainer_state``, just captured),
+        ``checkpoints/<opt_steps:09d>/``; older ones pruned.
 
         ``buffer`` (the replay buffer's arrays) is written when ``save_replay_buffer`` is on.
         """
         path = self._write(
-            step_name(opt_steps),
-            opt_steps,
-            env_steps,
+            step_name(trainer_state.opt_steps),
             agent.policy_state(),
             agent.state_dict(),
             trainer_state,
@@ -249,34 +240,27 @@ class RunBook:
             {},
         )
         prune(self.checkpoints, self.loop.keep_checkpoints)
+        self.callbacks.on_save(path, trainer_state.opt_steps, trainer_state.env_steps)
         return path
 
     def _write(
         self,
         name: str,
-        opt_steps: int,
-        env_steps: int,
         policy: dict[str, torch.Tensor],
         agent_state: dict[str, Any],
         trainer_state: TrainerState,
         buffer: dict[str, Any] | None,
         extra: dict[str, Any],
     ) -> Path:
-        meta = {
-            "opt_steps": opt_steps,
-            "env_steps": env_steps,
-            "best_return": self.best_return,
-            "seconds": round(self.elapsed(), 3),
+        """Write checkpoint ``name`` of ``trainer_state`` with the book's part as it is now (a
+        best checkpoint's state was captured when its evaluation was asked for); its
+        ``meta.json`` is the state's summary and what people want to know of the checkpoint."""
+        state = replace(trainer_state, **self.state())
+        meta = state.summary() | {
             "spaces": self.spaces,
             "replay_buffer": buffer is not None,
             "border_py": __version__,
-        } | extra
-        state = replace(
-            trainer_state,
-            best_return=self.best_return,
-            eval_returns=list(self.eval_returns),
-            seconds=self.elapsed(),
-        )
+        }
         return save_checkpoint(
             self.checkpoints,
             name,
@@ -284,7 +268,7 @@ class RunBook:
             agent_state=agent_state,
             state=state,
             config=redact(self.config),  # secrets are never recorded
-            meta=meta,
+            meta=meta | extra,
             buffer=buffer,
         )
 
@@ -310,7 +294,8 @@ class RunBook:
     def close(self, status: str) -> None:
         """End the run's recording with ``status`` (``completed``, ``interrupted``, ``failed``)
         and its final returns; stop the progress view (idempotent)."""
-        self.progress.close()
+        if self._progress is not None:
+            self._progress.close()
         final = {
             f"hparams/{key}": value for key, value in self.returns().items() if value is not None
         }

@@ -9,16 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from border_py.actors.runtime import Actors
 from border_py.config import count, flag, fraction, non_negative, null_or, number, positive, require
 from border_py.evaluation.service import EvalService
 from border_py.resources import MAX_EPISODE_STEPS, MAX_PREFETCH, at_most, disk, enforced, size_text
 from border_py.trainers.components import Components, checkpoint_nbytes, reclaimed_nbytes
-
-if TYPE_CHECKING:
-    from border_py.runs.state import TrainerState
 
 
 @dataclass
@@ -29,10 +26,14 @@ class RunState:
     env_steps: int = 0  # env steps the actors took
     samples: int = 0  # transitions received into the replay buffer
 
-    @classmethod
-    def resumed(cls, state: TrainerState) -> RunState:
-        """The counters a checkpoint saved."""
-        return cls(state.opt_steps, state.env_steps, state.samples)
+    def state(self) -> dict[str, int]:
+        """The counters, for a checkpoint."""
+        return {"opt_steps": self.opt_steps, "env_steps": self.env_steps, "samples": self.samples}
+
+    def restore(self, saved: dict[str, int]) -> None:
+        """Continue from :meth:`state`."""
+        self.opt_steps, self.env_steps = int(saved["opt_steps"]), int(saved["env_steps"])
+        self.samples = int(saved["samples"])
 
 
 class Gate(Protocol):

@@ -6,7 +6,7 @@ import contextlib
 import logging
 import multiprocessing
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,20 +16,21 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 from threadpoolctl import threadpool_limits
 
+from border_py.callbacks import Callback, Callbacks, EvalFunction, OnEval, build_callbacks
 from border_py.config import build
 from border_py.errors import ConfigError
 from border_py.files import LogFile
 from border_py.layout import HYDRA, LOG
 from border_py.overrides import to_plain
 from border_py.processes.signals import StopSignals
+from border_py.recorders.composite import build_recorders
 from border_py.recorders.console import PLAIN_FORMAT, summary_table
 from border_py.runs.checkpoint import Checkpoint
 from border_py.runs.compat import complete
-from border_py.runs.session import RunSession, fits, resolve
+from border_py.runs.session import RunSession
 from border_py.runs.settings import RunSettings
 from border_py.secrets import RedactingFormatter
 from border_py.trainers.components import Components
-from border_py.trainers.run_book import EvalCallback, build_recorder
 from border_py.trainers.settings import LoopSettings
 from border_py.trainers.trainer import Trainer
 
@@ -58,14 +59,15 @@ def command_line_overrides() -> list[str]:
     return []
 
 
-def check(config: dict[str, Any]) -> tuple[Trainer, Components]:
+def check(config: dict[str, Any]) -> tuple[Trainer, Components, list[Callback]]:
     """Validate the whole resolved config (top-level keys, every group, cross-field rules).
 
-    Builds the trainer and the learner-side components without starting anything; returns both.
-    Raises :class:`ConfigError` with one line naming the bad key.
+    Builds the trainer, the learner-side components and the ``callbacks`` without starting
+    anything; returns them. Raises :class:`ConfigError` with one line naming the bad key.
     """
-    RunSettings.of(config)  # train.yaml's own keys
-    build_recorder(config)  # settings only: nothing is opened or written
+    run = RunSettings.of(config)  # train.yaml's own keys
+    build_recorders(config.get("recorder"))  # settings only: nothing is opened or written
+    callbacks = build_callbacks(list(run.callbacks))
     settings = build("trainer", config["trainer"])
     if not isinstance(settings, LoopSettings):
         raise ConfigError(
@@ -73,7 +75,7 @@ def check(config: dict[str, Any]) -> tuple[Trainer, Components]:
             " border_py.trainers.settings.LoopSettings)"
         )
     trainer = Trainer(settings)
-    return trainer, trainer.check(config)
+    return trainer, trainer.check(config), callbacks
 
 
 @dataclass
@@ -84,31 +86,30 @@ class Plan:
     config: dict[str, Any]
     checkpoint: Checkpoint | None
     parts: Components  # built once, while validating: the run uses them
+    callbacks: list[Callback]  # the config's
 
 
 def prepare(cfg: DictConfig | dict[str, Any], overrides: list[str] | None = None) -> Plan:
     """Validate ``cfg`` (for a resume: load the checkpoint and apply ``overrides`` to its config)
-    as a session of it would, without a session: nothing is locked, moved or written.
+    as a session of it would, on the session's own route but without entering it: nothing is
+    locked, moved or written.
 
     Raises :class:`ConfigError` (one line) for any bad input.
     """
     given = command_line_overrides() if overrides is None else overrides
-    config, checkpoint = resolve(complete(to_plain(cfg)), given)
-    trainer, parts = check(config)
-    if checkpoint is not None:
-        fits(checkpoint, config, parts.agent, parts.env_factory.spaces(), *budgets(trainer))
-    return Plan(trainer, config, checkpoint, parts)
-
-
-def budgets(trainer: Trainer) -> tuple[int | None, int | None]:
-    """The run's budgets: (opt steps, env steps), None where there is none."""
-    return trainer.settings.max_opts, trainer.settings.max_env_steps
+    run = RunSession(complete(to_plain(cfg)), given, None)
+    run.resolve()
+    trainer, parts, callbacks = check(run.config)
+    settings = trainer.settings
+    run.fits(parts.agent, parts.env_factory.spaces(), settings.max_opts, settings.max_env_steps)
+    return Plan(trainer, run.config, run.checkpoint, parts, callbacks)
 
 
 def train(
     cfg: DictConfig | dict[str, Any],
     overrides: list[str] | None = None,
-    on_eval: EvalCallback | None = None,
+    on_eval: EvalFunction | None = None,
+    callbacks: Sequence[Callback] = (),
 ) -> dict[str, Any]:
     """Train the agent the config describes; return the run summary (``best_return`` first).
 
@@ -127,6 +128,7 @@ def train(
             the overrides its claim records (default: the current Hydra job's command line).
         on_eval: called after each evaluation with (opt steps, env steps, ``eval/return_mean``);
             returning True stops the run gracefully (e.g. a tuner pruning a trial).
+        callbacks: hooks into the run, after the config's ``callbacks`` (:mod:`~border_py.callbacks`).
 
     Returns:
         The run summary (also in ``result.json``): ``objective`` (per the ``objective`` key),
@@ -138,37 +140,31 @@ def train(
 
     Raises:
         ConfigError: a bad setting, raised before any training starts.
+        CallbackError: a callback raised (one line; see :mod:`~border_py.callbacks`).
     """
     refuse_in_child_bootstrap()
     config = complete(to_plain(cfg))  # a key it lacks: its shipped value (conf/)
     given = command_line_overrides() if overrides is None else overrides
     with (
-        stop_signals() as signals,
+        StopSignals.acquire() as signals,
         RunSession(config, given, _run_dir_or_none(config), launcher_files()) as run,
     ):
         if run.completed is not None:  # resume=auto: the run has completed, nothing to do
             return run.completed
-        trainer, parts = check(run.config)
-        run.fits(parts.agent, parts.env_factory.spaces(), *budgets(trainer))
+        trainer, parts, configured = check(run.config)
+        settings = trainer.settings
+        run.fits(parts.agent, parts.env_factory.spaces(), settings.max_opts, settings.max_env_steps)
+        hooks = Callbacks([*configured, *callbacks, *([OnEval(on_eval)] if on_eval else [])])
         run_dir = run.start()
         with run_log(run_dir):
             log.info("run dir: %s", run_dir)
             with one_thread():
-                summary = trainer.run(run.config, parts, run_dir, run.checkpoint, signals, on_eval)
+                summary = trainer.run(run.config, parts, run_dir, run.checkpoint, signals, hooks)
             summary = run.objective(summary)
             log.info("run summary:\n%s", summary_table(summary))  # before: a full disk keeps it
             run.finish(summary)
+            hooks.on_stop(summary)
             return summary
-
-
-@contextlib.contextmanager
-def stop_signals() -> Iterator[StopSignals]:
-    """The process's stop signals, held for a run (see :class:`StopSignals`)."""
-    signals = StopSignals.acquire()
-    try:
-        yield signals
-    finally:
-        signals.release()
 
 
 @contextlib.contextmanager

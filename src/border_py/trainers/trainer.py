@@ -3,8 +3,9 @@ how a run is assembled from them, the same for every trainer.
 
 The settings say how the learning loop (:mod:`border_py.trainers.loop`) is wired: which actors,
 evaluation service and gate (:meth:`~border_py.trainers.settings.LoopSettings.wiring`).
-Everything else is done here once: bounding and building the components, restoring a resumed run,
-starting the actors, the loop, the staged stop and the summary.
+Everything else is done here once: bounding and building the components, restoring a resumed run
+(what it restores: :mod:`border_py.runs.state`), starting the actors, the loop, the staged stop and
+the summary.
 """
 
 from __future__ import annotations
@@ -15,14 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from border_py.actors.runtime import Launch
+from border_py.callbacks import Callbacks
 from border_py.processes.signals import StopSignals
 from border_py.resources import MAX_EVAL_EPISODES, at_most, enforced
 from border_py.runs.checkpoint import Checkpoint
-from border_py.seeding import set_global_rng_state
+from border_py.trainers.cadence import Cadence
 from border_py.trainers.components import Components, build_components
 from border_py.trainers.final import final_seeds
 from border_py.trainers.loop import Learner, LearnerParts
-from border_py.trainers.run_book import EvalCallback, RunBook
+from border_py.trainers.run_book import RunBook
 from border_py.trainers.settings import LoopSettings, RunState, Wiring
 
 log = logging.getLogger(__name__)
@@ -72,41 +74,43 @@ class Trainer:
         run_dir: Path,
         resume: Checkpoint | None,
         signals: StopSignals,
-        on_eval: EvalCallback | None = None,
+        callbacks: Callbacks | None = None,
     ) -> dict[str, Any]:
         """Train ``parts`` (built from the resolved ``config`` by :meth:`check`; with ``resume``,
-        the agent already holds the checkpoint's state) into ``run_dir``.
+        the agent already holds the checkpoint's state) into ``run_dir``, telling ``callbacks``.
 
-        The actors start first (their envs and first steps overlap the learner's own set-up).
-        Returns the run summary (see :func:`border_py.trainers.train.train`).
+        A resumed run's state goes back to its owners first
+        (:meth:`~border_py.runs.state.TrainerState.restore`); then the actors start (their envs
+        and first steps overlap the learner's own set-up). Returns the run summary (see
+        :func:`border_py.trainers.train.train`).
         """
         settings = self.settings
-        state = RunState() if resume is None else RunState.resumed(resume.state)
+        state = RunState()
         status = "failed"
         book: RunBook | None = None
         wiring: Wiring | None = None
         try:
             wiring = settings.wiring(config, parts)
-            if resume is not None:
-                self._restore(resume, parts, wiring, state)
-            started = not signals.requested  # a stop signal during start-up: start nothing
-            if started:
-                wiring.actors.start(self._launch(config, parts, state, resume))
+            spaces, shown = parts.env_factory.spaces(), settings.actors_shown(parts)
             book = RunBook(
-                run_dir,
-                config,
-                settings,
-                parts.env_factory.spaces(),
-                parts.buffer.capacity,
-                settings.actors_shown(parts),
-                resume,
-                on_eval,
+                run_dir, config, settings, spaces, parts.buffer.capacity, shown, callbacks
             )
-            resumed = None if resume is None else resume.state
             episodes = settings.final_episodes(parts.env_factory.final_eval_episodes)
             seeds = final_seeds(config["seed"], episodes)
-            learner_parts = LearnerParts(parts, wiring, book, seeds)
-            learner = Learner(settings, learner_parts, state, signals, resumed)
+            learner_parts = LearnerParts(parts, wiring, book, Cadence(settings, state), seeds)
+            if resume is not None:
+                resume.state.restore(learner_parts.owners(state), resume.buffer())
+                log.info(
+                    "resumed from %s at opt step %d, env step %d",
+                    resume.path,
+                    state.opt_steps,
+                    state.env_steps,
+                )
+            started = not signals.requested  # a stop signal during start-up: start nothing
+            if started:
+                wiring.actors.start(self._launch(config, parts, state))
+            book.open(state)
+            learner = Learner(settings, learner_parts, state, signals)
             interrupted = learner.run() if started else True
             status = "interrupted" if interrupted else "completed"
         finally:
@@ -114,9 +118,7 @@ class Trainer:
         return self._summary(book, learner, wiring, state, status, parts)
 
     @staticmethod
-    def _launch(
-        config: dict[str, Any], parts: Components, state: RunState, resume: Checkpoint | None
-    ) -> Launch:
+    def _launch(config: dict[str, Any], parts: Components, state: RunState) -> Launch:
         return Launch(
             config=config,
             spaces=parts.env_factory.spaces(),
@@ -124,7 +126,6 @@ class Trainer:
             policy=parts.agent.policy_state(),
             opt_steps=state.opt_steps,
             env_steps=state.env_steps,
-            resume=None if resume is None else resume.state.actors,
         )
 
     @staticmethod
@@ -163,28 +164,3 @@ class Trainer:
         shown = self.settings.actors_shown(parts) is not None
         book.log_actors(wiring.actors.records, summary, table=shown)
         return summary
-
-    def _restore(
-        self, resume: Checkpoint, parts: Components, wiring: Wiring, state: RunState
-    ) -> None:
-        """Put the replay buffer, the gate and the RNGs back as the checkpoint left them."""
-        saved, gate = resume.state, wiring.gate
-        gate.restore(saved.gate)
-        arrays = resume.buffer()
-        if arrays is not None:
-            parts.buffer.load(saved.replay, arrays)
-        else:
-            parts.buffer.continue_schedule(saved.replay)
-            gate.restart(state)
-            log.warning(
-                "resuming without a replay buffer (trainer.save_replay_buffer was off):"
-                " collecting %d transitions before optimizing again",
-                self.settings.warmup_period,
-            )
-        set_global_rng_state(saved.rng)
-        log.info(
-            "resumed from %s at opt step %d, env step %d",
-            resume.path,
-            state.opt_steps,
-            state.env_steps,
-        )

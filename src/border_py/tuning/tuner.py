@@ -124,7 +124,7 @@ class Tuner:
         ctx = multiprocessing.get_context("spawn")
         running: dict[int, Any] = {}
         launched, stopping = 0, False
-        with StopSignals() as signals:
+        with StopSignals.acquire() as signals:
             try:
                 while running or (launched < self.n_trials and not stopping):
                     stopping = stopping or signals.requested

@@ -22,13 +22,12 @@ from typing import Any
 import torch
 
 from border_py.actors.ray.calls import Calls
-from border_py.actors.ray.placement import STRATEGIES, place
+from border_py.actors.ray.placement import STRATEGIES, place, unplace
 from border_py.actors.ray.session import check_address, connect, leave
 from border_py.actors.ray.worker import SamplerActor
-from border_py.actors.runtime import ActorRecord, Deliver, Launch, accounting_of, slots_state
+from border_py.actors.runtime import Deliver, Launch, accounting_of, slots_state
 from border_py.actors.settings import ActorSettings
 from border_py.config import positive, require
-from border_py.processes.supervision import RestartPolicy
 from border_py.resources import actors_per_core, enforced, usable_cores
 from border_py.transport.weights import RayWeights
 
@@ -116,11 +115,9 @@ class RayActors:
 
     def __init__(self, settings: RayActorSettings) -> None:
         self.settings = settings
-        self.records: list[ActorRecord] = []
-        self.kept: list[ActorRecord] = []  # slots a resume dropped (see ActorSettings.slots)
+        self.records, self.kept, self._policies = settings.slots(None)  # kept: see slots
         self.nodes: list[str | None] = []  # per slot: the node id of its current incarnation
         self._calls = Calls(0)
-        self._policies: list[RestartPolicy] = []
         self._owner: str | None = None  # who owns the Ray session (see session.connect)
         self._group: Any = None  # the placement group
         self._remote: Any = None  # ray.remote(SamplerActor)
@@ -137,7 +134,6 @@ class RayActors:
 
         settings, n = self.settings, self.settings.n_actors
         self._config = launch.config
-        self.records, self.kept, self._policies = settings.slots(launch.resume)
         self._env_steps = launch.env_steps  # the run's, received: where new calls explore from
         self._calls = Calls(n)
         self.nodes = [None] * n
@@ -323,11 +319,8 @@ class RayActors:
 
     def _release(self) -> None:
         """Remove the placement group; stop or leave Ray as it was found."""
-        from ray.util.placement_group import remove_placement_group
-
         if self._group is not None:
-            with contextlib.suppress(Exception):
-                remove_placement_group(self._group)
+            unplace(self._group)
             self._group = None
         owner, self._owner = self._owner, None
         leave(owner)
@@ -337,6 +330,10 @@ class RayActors:
     def state(self) -> dict[str, Any]:
         """The slots' counters (as local actors')."""
         return slots_state(self.records, self.kept)
+
+    def restore(self, saved: dict[str, Any]) -> None:
+        """Continue the saved slots' counters (as local actors')."""
+        self.records, self.kept, self._policies = self.settings.slots(saved)
 
     def accounting(self) -> dict[str, int]:
         """Transitions sent, received and dropped this session; received over all sessions."""

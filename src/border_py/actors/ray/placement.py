@@ -6,6 +6,7 @@ so that a run that cannot be placed ends in one line instead of waiting for Ray.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from border_py.actors.runtime import ActorFailure
@@ -49,6 +50,14 @@ def place(n_actors: int, cpu: float, strategy: str, enforce: bool) -> Any:
             " cluster's CPUs are busy (ray status shows them)"
         ) from None
     return group
+
+
+def unplace(group: Any) -> None:
+    """Remove a placement group :func:`place` made (quietly: Ray may be gone already)."""
+    from ray.util.placement_group import remove_placement_group
+
+    with contextlib.suppress(Exception):
+        remove_placement_group(group)
 
 
 def check_strategy(n_actors: int, cpu: float, strategy: str, node_cpus: list[float]) -> None:
