@@ -37,13 +37,14 @@ def parse(args: list[str]) -> tuple[argparse.Namespace, object]:
     """
     parser = OneLineParser(prog="border export", add_help=False)
     parser.add_argument("path")
+    parser.add_argument("overrides", nargs="*", default=[])
     parser.add_argument("--format", "-f", dest="fmt", required=True)
     parser.add_argument("--output", "-o", dest="out", required=True)
     parser.add_argument("--force", action="store_true")
-    parsed, rest = parser.parse_known_args(args)
+    parsed = parser.parse_intermixed_args(args)
     trust: object = None
     parsed.check_resources = True
-    for override in parse_overrides(rest):
+    for override in parse_overrides(parsed.overrides):
         if override.key_or_group == "check_resources":
             parsed.check_resources = override.value()
             flag("check_resources", parsed.check_resources)
