@@ -61,6 +61,22 @@ def lookup(config: Mapping[str, Any], key: str) -> Any:
     return node
 
 
+def flatten(config: Any) -> dict[str, Any]:
+    """Plain nested mappings as ``dotted.key: value`` pairs, depth first: leaves only (a list is a
+    leaf, an empty mapping gives no pair); :func:`lookup` reads a key back."""
+    flat: dict[str, Any] = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                walk(value, f"{prefix}.{key}" if prefix else str(key))
+        else:
+            flat[prefix] = node
+
+    walk(config, "")
+    return flat
+
+
 def closest(word: str, choices: Iterable[str], prefix: str = "") -> str:
     """A ' (did you mean ...?)' hint, or '' when nothing is close; ``prefix`` goes before each
     suggestion (what the user typed before ``word``, so that the suggestion is what to type)."""

@@ -10,7 +10,6 @@ Loss on a batch of n-step transitions ``(s, a, R, s', d)`` where ``d`` already h
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -20,23 +19,15 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from border_py.agents.base import Accepts
 from border_py.agents.batch import TensorBatch, obs_tensor
-from border_py.agents.checkpointed import (
-    Checkpointed,
-    Count,
-    OptimizerStates,
-    RandomState,
-    Weights,
-)
+from border_py.agents.checkpointed import Count, OptimizerStates, RandomState, Weights
 from border_py.agents.compiled import check_mode, compiled
-from border_py.agents.exploration import EpsilonGreedy, linear_epsilon
+from border_py.agents.discrete import DiscreteValueAgent
+from border_py.agents.exploration import linear_epsilon
 from border_py.agents.footprint import Footprint, dqn_footprint
 from border_py.agents.hparams import HParams, Rule, configured_by
 from border_py.agents.inference import ConvInference, MLPInference
 from border_py.agents.networks import polyak_update, q_network
-from border_py.agents.optim import Adam, Optimizers
-from border_py.agents.spaces import check_spaces
 from border_py.transitions import Transitions
 
 __all__ = ["DQN", "DQNArgs", "dqn_targets", "linear_epsilon"]
@@ -107,7 +98,7 @@ class DQNArgs(HParams):
     ``max-autotune``."""
 
 
-class DQN(EpsilonGreedy, Checkpointed):
+class DQN(DiscreteValueAgent[DQNArgs]):
     """DQN agent for discrete actions, epsilon-greedy.
 
     The Q-network is an MLP for vector observations and the Nature CNN (Mnih et al. 2015) for
@@ -123,10 +114,7 @@ class DQN(EpsilonGreedy, Checkpointed):
         **hparams: the fields of :class:`DQNArgs`.
     """
 
-    accepts = Accepts(observation=(gym.spaces.Box,), action=(gym.spaces.Discrete,))
-    reports_td_error = True  # update() returns td_error for prioritized samples (agents/base.py)
     acting_module = "q"  # actors act with the online Q-network
-    discrete_actions = True  # TensorUpdate: actions as int64 indices
     checkpointed = {
         "q": Weights("q"),
         "q_target": Weights("q_target"),
@@ -145,30 +133,18 @@ class DQN(EpsilonGreedy, Checkpointed):
         seed: int = 0,
         **hparams: Any,
     ) -> None:
-        check_spaces(type(self), observation_space, action_space)
-        args = self.args = DQNArgs(**hparams)
-        assert isinstance(action_space, gym.spaces.Discrete)  # check_spaces made sure
-        n_actions = int(action_space.n)
-        super().__init__(n_actions, seed, args.eps_start, args.eps_final, args.eps_decay_steps)
-        self.gamma, self.n_step, self.batch_size = args.gamma, args.n_step, args.batch_size
-        self.device = torch.device(device)
+        super().__init__(DQNArgs, observation_space, action_space, device, seed, hparams)
+        args = self.args
 
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            q = q_network(
-                observation_space, n_actions, args.hidden_sizes, args.network, args.dueling
+        def q_net() -> torch.nn.Sequential:
+            return q_network(
+                observation_space, self.n_actions, args.hidden_sizes, args.network, args.dueling
             )
-        self.q = q.to(self.device)
-        self.q_target = copy.deepcopy(self.q).requires_grad_(False)
-        self.optimizers = Optimizers(
-            q=Adam(
-                list(self.q.parameters()), args.lr, args.adam_eps, max_grad_norm=args.max_grad_norm
-            )
-        )
+
+        self.q, self.q_target, self.optimizers = self.value_network("q", seed, q_net)
         # plain MLPs act with numpy, others with the module (or in bfloat16: set_acting_dtype)
         self.fast_q: MLPInference | ConvInference | None = MLPInference.of(self.q)
         self._loss = compiled(self._td_loss, args.compile, args.compile_mode)
-        self.opt_steps = 0
 
     @classmethod
     def footprint(

@@ -28,27 +28,28 @@ functional path costs what the module does, so float32 acting keeps the module).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from border_py.agents.networks import DuelingHead, MinAtarCNN, NatureCNN, VectorInput
+from border_py.agents.layers import Layer, NotALayer, network_layers
 
 
 class MLPInference:
-    """A plain MLP (:class:`VectorInput`, then ``Linear`` layers with ``ReLU`` between them)
-    evaluated without module dispatch (numpy on CPU, torch's functional ops elsewhere); build it
-    with :meth:`of`.
+    """A plain MLP (a flattening ``input``, then ``linear`` layers with ``relu`` between them: see
+    :mod:`border_py.agents.layers`) evaluated without module dispatch (numpy on CPU, torch's
+    functional ops elsewhere); build it with :meth:`of`.
 
     Args:
-        encoder: the MLP's input module (flattening and scaling).
+        scale: what the input multiplies the observations by.
         layers: the MLP's ``Linear`` layers (with biases), in order.
     """
 
-    def __init__(self, encoder: VectorInput, layers: list[nn.Linear]) -> None:
-        self.encoder = encoder
+    def __init__(self, scale: float, layers: list[nn.Linear]) -> None:
+        self.scale = scale
         self.layers = layers
         self._refresh()
 
@@ -80,16 +81,11 @@ class MLPInference:
     @classmethod
     def of(cls, net: nn.Module) -> MLPInference | None:
         """The fast path for ``net`` if it is a plain MLP, else None (CNN torsos, dueling heads)."""
-        if not isinstance(net, nn.Sequential) or len(net) < 2:
+        found = _layers(net)
+        if not found or found[0].op != "input" or not found[0].flatten:
             return None
-        encoder, *rest = list(net)
-        if not isinstance(encoder, VectorInput) or len(rest) % 2 == 0:
-            return None
-        expected = [nn.Linear if i % 2 == 0 else nn.ReLU for i in range(len(rest))]
-        if any(type(module) is not kind for module, kind in zip(rest, expected, strict=True)):
-            return None
-        layers = [m for m in rest if isinstance(m, nn.Linear)]
-        return cls(encoder, layers) if all(m.bias is not None for m in layers) else None
+        linears = _dense(found[1:])
+        return None if linears is None else cls(found[0].scale, linears)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         """The MLP's outputs for a batch of observations, float32 numpy (B, out)."""
@@ -102,8 +98,8 @@ class MLPInference:
             x = x.flatten(1)
         if x.dtype != torch.float32:
             x = x.float()
-        if self.encoder.scale != 1.0:
-            x = x * self.encoder.scale
+        if self.scale != 1.0:
+            x = x * self.scale
         last = len(self.views) - 1
         for i, (weight, bias) in enumerate(self.views):
             x = F.linear(x, weight, bias)
@@ -120,8 +116,8 @@ class MLPInference:
             x = x.reshape(len(x), math.prod(x.shape[1:]))
         if x.dtype != np.float32:
             x = x.astype(np.float32)
-        if self.encoder.scale != 1.0:
-            x = x * np.float32(self.encoder.scale)
+        if self.scale != 1.0:
+            x = x * np.float32(self.scale)
         last = len(self.arrays) - 1
         for i, (weight_t, bias) in enumerate(self.arrays):
             x = x @ weight_t
@@ -158,28 +154,29 @@ class ConvInference:
     fused optimizers) are not seen.
 
     Args:
-        torso: the network's :class:`NatureCNN` or :class:`MinAtarCNN`.
+        scale: what the input multiplies the observations by (folded into the first convolution).
+        convs: the torso's convolutions, each followed by ReLU, the last one's output flattened.
         hidden: the ``Linear`` layers between the torso and the head, each followed by ReLU.
-        head: the output ``Linear`` or :class:`DuelingHead`.
+        value: a dueling head's value stream (``Linear`` layers, ReLU between them); none for a
+            plain head.
+        advantage: the advantage stream of a dueling head, or the plain head's one ``Linear``.
         dtype: ``float32`` or ``bfloat16``: the precision the forward pass runs in.
     """
 
     def __init__(
         self,
-        torso: NatureCNN | MinAtarCNN,
+        scale: float,
+        convs: list[nn.Conv2d],
         hidden: list[nn.Linear],
-        head: nn.Linear | DuelingHead,
+        value: list[nn.Linear],
+        advantage: list[nn.Linear],
         dtype: str = "float32",
     ) -> None:
-        self.scale = torso.scale
-        self.convs = [m for m in torso.conv if isinstance(m, nn.Conv2d)]
+        self.scale = scale
+        self.convs = convs
         self.hidden = hidden
-        self.dueling = isinstance(head, DuelingHead)
-        if isinstance(head, DuelingHead):
-            self.value = _linears(head.value)
-            self.advantage = _linears(head.advantage)
-        else:
-            self.value, self.advantage = [], [head]
+        self.dueling = bool(value)
+        self.value, self.advantage = value, advantage
         self.dtype = ACTING_DTYPES[dtype]
         self.channels_last = self.dtype == torch.bfloat16  # faster in bf16, slower in float32
         self.layers: list[nn.Conv2d | nn.Linear] = [
@@ -193,26 +190,33 @@ class ConvInference:
     @classmethod
     def of(cls, net: nn.Module, dtype: str = "float32") -> ConvInference | None:
         """The fast path for ``net`` if it is a conv Q-network (:func:`~border_py.agents.networks.
-        q_network` with a CNN torso), else None."""
-        if not isinstance(net, nn.Sequential) or len(net) < 2:
+        q_network` with a CNN torso: convolutions with ReLU after each, flattened, ``Linear``
+        layers with ReLU after each, a ``Linear`` or dueling head), else None."""
+        found = _layers(net) or []
+        ops = [layer.op for layer in found]
+        if not found or ops[0] != "input" or found[0].flatten or "flatten" not in ops:
             return None
-        torso, *rest = list(net)
-        *body, head = rest
-        if not isinstance(torso, NatureCNN | MinAtarCNN) or len(body) % 2 == 1:
+        cut = ops.index("flatten")  # the torso: the input, convolutions with ReLU, flatten
+        torso, body = found[1:cut], found[cut + 1 :]
+        if not torso or ops[1:cut] != ["conv", "relu"] * (len(torso) // 2) or not body:
             return None
-        expected = [nn.Linear if i % 2 == 0 else nn.ReLU for i in range(len(body))]
-        if any(type(module) is not kind for module, kind in zip(body, expected, strict=True)):
+        *hidden, head = body
+        if [layer.op for layer in hidden] != ["linear", "relu"] * (len(hidden) // 2):
             return None
-        if type(head) is not nn.Linear and not isinstance(head, DuelingHead):
+        if head.op == "dueling":
+            value, advantage = _dense(head.value), _dense(head.advantage)
+        else:
+            value, advantage = [], _dense([head])
+        if value is None or advantage is None:
             return None
-        hidden = [m for m in body if isinstance(m, nn.Linear)]
-        convs = [m for m in torso.conv if isinstance(m, nn.Conv2d)]
-        if any(m.groups != 1 or m.padding != (0, 0) or m.dilation != (1, 1) for m in convs):
-            return None
-        linears = _linears(head) if isinstance(head, DuelingHead) else [head]
-        if any(m.bias is None for m in [*convs, *hidden, *linears]):
-            return None
-        return cls(torso, hidden, head, dtype)
+        return cls(
+            found[0].scale,
+            [layer.module for layer in torso if isinstance(layer.module, nn.Conv2d)],
+            [layer.module for layer in hidden if isinstance(layer.module, nn.Linear)],
+            value,
+            advantage,
+            dtype,
+        )
 
     def _refresh(self) -> None:
         """The weights in the acting precision: the first convolution's times the input scale,
@@ -278,10 +282,22 @@ def _bias(layer: nn.Conv2d | nn.Linear) -> torch.Tensor:
     return layer.bias.detach()
 
 
-def _linears(stream: nn.Module) -> list[nn.Linear]:
-    """The ``Linear`` layers of a dueling stream (``Linear``, ``ReLU``, ..., ``Linear``), or of
-    both streams of a :class:`DuelingHead`."""
-    return [m for m in stream.modules() if isinstance(m, nn.Linear)]
+def _layers(net: nn.Module) -> list[Layer] | None:
+    """``net``'s layers (:func:`~border_py.agents.layers.network_layers`), or None when it holds
+    another module (no fast path then)."""
+    try:
+        return network_layers(net, "")
+    except NotALayer:
+        return None
+
+
+def _dense(layers: Sequence[Layer]) -> list[nn.Linear] | None:
+    """The ``Linear`` modules of ``layers`` if they are ``linear`` layers with ``relu`` between
+    them (at least one), else None."""
+    ops = [layer.op for layer in layers]
+    if ops != ["linear", "relu"] * (len(ops) // 2) + ["linear"]:
+        return None
+    return [layer.module for layer in layers if isinstance(layer.module, nn.Linear)]
 
 
 def _stream(x: torch.Tensor, weights: list[tuple[torch.Tensor, torch.Tensor]]) -> torch.Tensor:

@@ -18,7 +18,6 @@ same expectation estimated without noise, so an evaluation is a function of the 
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -28,21 +27,12 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from border_py.agents.base import Accepts
 from border_py.agents.batch import TensorBatch, obs_tensor
-from border_py.agents.checkpointed import (
-    Checkpointed,
-    Count,
-    OptimizerStates,
-    RandomState,
-    Weights,
-)
-from border_py.agents.exploration import EpsilonGreedy
+from border_py.agents.checkpointed import Count, OptimizerStates, RandomState, Weights
+from border_py.agents.discrete import DiscreteValueAgent
 from border_py.agents.footprint import Footprint, iqn_footprint
 from border_py.agents.hparams import HParams, configured_by
 from border_py.agents.networks import QuantileNetwork
-from border_py.agents.optim import Adam, Optimizers
-from border_py.agents.spaces import check_spaces
 from border_py.config import widths
 from border_py.transitions import Transitions
 
@@ -116,7 +106,7 @@ class IQNArgs(HParams):
     """Env steps over which epsilon decays linearly."""
 
 
-class IQN(EpsilonGreedy, Checkpointed):
+class IQN(DiscreteValueAgent[IQNArgs]):
     """IQN agent: a quantile network with the cosine embedding, the quantile Huber loss, hard
     target copies and epsilon-greedy exploration.
 
@@ -135,9 +125,6 @@ class IQN(EpsilonGreedy, Checkpointed):
         **hparams: the fields of :class:`IQNArgs`.
     """
 
-    accepts = Accepts(observation=(gym.spaces.Box,), action=(gym.spaces.Discrete,))
-    reports_td_error = True  # update() returns td_error: usable with prioritized replay
-    discrete_actions = True  # TensorUpdate: actions as int64 indices
     acting_module = "z"  # actors act with the online quantile network
     checkpointed = {
         "z": Weights("z"),
@@ -158,29 +145,17 @@ class IQN(EpsilonGreedy, Checkpointed):
         seed: int = 0,
         **hparams: Any,
     ) -> None:
-        check_spaces(type(self), observation_space, action_space)
-        args = self.args = IQNArgs(**hparams)
-        assert isinstance(action_space, gym.spaces.Discrete)  # check_spaces made sure
-        n_actions = int(action_space.n)
-        super().__init__(n_actions, seed, args.eps_start, args.eps_final, args.eps_decay_steps)
-        self.gamma, self.n_step, self.batch_size = args.gamma, args.n_step, args.batch_size
-        self.device = torch.device(device)
+        super().__init__(IQNArgs, observation_space, action_space, device, seed, hparams)
+        args = self.args
 
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            z = QuantileNetwork(
-                observation_space, n_actions, args.hidden_sizes, args.network, args.n_cos
+        def z_net() -> QuantileNetwork:
+            return QuantileNetwork(
+                observation_space, self.n_actions, args.hidden_sizes, args.network, args.n_cos
             )
-        self.z = z.to(self.device)
-        self.z_target = copy.deepcopy(self.z).requires_grad_(False)
+
+        self.z, self.z_target, self.optimizers = self.value_network("z", seed, z_net)
         self.tau_rng = torch.Generator(device=self.device)
         self.tau_rng.manual_seed(seed)
-        self.optimizers = Optimizers(
-            z=Adam(
-                list(self.z.parameters()), args.lr, args.adam_eps, max_grad_norm=args.max_grad_norm
-            )
-        )
-        self.opt_steps = 0
 
     @classmethod
     def footprint(

@@ -1,11 +1,13 @@
-"""How ``border`` reports bad input and failed runs: one line on stderr and an exit status, and
-Hydra's multi-line errors worded as such a line."""
+"""How ``border`` reports bad input and failed runs: one line on stderr and an exit status;
+Hydra's multi-line errors and argparse's usage errors worded as such a line."""
 
 from __future__ import annotations
 
+import argparse
 import sys
+from typing import NoReturn
 
-from border_py.errors import first_line, printable
+from border_py.errors import ConfigError, first_line, printable
 from border_py.secrets import redact_text
 
 
@@ -14,6 +16,15 @@ def fail(message: str, status: int = 2) -> int:
     ``status`` (2: bad input, 1: a failed run)."""
     print(f"border: error: {printable(redact_text(message))}", file=sys.stderr)
     return status
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """The argument parser of every ``border`` command: a bad argument is one
+    :class:`ConfigError` line naming the command and where its help is (the command prints it
+    with :func:`fail`, exit 2), not argparse's usage lines and exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ConfigError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
 def hydra_error_line(exc: Exception) -> str:

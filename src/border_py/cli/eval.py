@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from border_py.cli.errors import fail
+from border_py.cli.errors import OneLineParser, fail
 from border_py.config import closest, count, flag, fraction, is_number, null_or, positive, require
 from border_py.deploy.load import build_policy_agent
 from border_py.errors import ConfigError, RunError, number_text, printable
@@ -211,11 +211,17 @@ def eval_command(args: list[str]) -> int:
     """``border eval``: evaluate a checkpoint, print a table and where the videos went (with
     ``eval.video=true``), then write the record (a write that fails is one line after the table,
     exit status 1)."""
-    if not args or args[0] in ("-h", "--help"):
+    if args[:1] in (["-h"], ["--help"]):
         print(EVAL_USAGE)
-        return 0 if args else 2
+        return 0
+    parser = OneLineParser(prog="border eval", add_help=False)
+    parser.add_argument("path")
+    parser.add_argument("overrides", nargs="*", default=[])
     try:
-        checkpoint, settings, result, out, record = evaluate_checkpoint(args[0], args[1:])
+        parsed = parser.parse_args(args)
+        checkpoint, settings, result, out, record = evaluate_checkpoint(
+            parsed.path, parsed.overrides
+        )
         print_result(checkpoint, settings, result)
         if record["videos"] is not None:
             print(f"videos: {printable(record['videos'])}", flush=True)

@@ -4,9 +4,8 @@ the greedy policy as a model that runs without border-py (see :mod:`border_py.de
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
 
-from border_py.cli.errors import fail
+from border_py.cli.errors import OneLineParser, fail
 from border_py.config import flag
 from border_py.deploy.export import FORMATS, export_policy
 from border_py.errors import ConfigError, RunError
@@ -28,13 +27,6 @@ policy's networks even when they look larger than the memory available.
 """
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are one :class:`ConfigError` line (not usage and exit)."""
-
-    def error(self, message: str) -> NoReturn:
-        raise ConfigError(f"border export: {message} (border export --help)")
-
-
 def parse(args: list[str]) -> tuple[argparse.Namespace, object]:
     """The parsed arguments (``check_resources`` among them: true unless overridden) and the
     ``trust`` override's value (None without one).
@@ -43,15 +35,16 @@ def parse(args: list[str]) -> tuple[argparse.Namespace, object]:
         ConfigError: a missing or unknown argument, or an override other than ``trust`` and
             ``check_resources``.
     """
-    parser = _Parser(prog="border export", add_help=False)
+    parser = OneLineParser(prog="border export", add_help=False)
     parser.add_argument("path")
+    parser.add_argument("overrides", nargs="*", default=[])
     parser.add_argument("--format", "-f", dest="fmt", required=True)
     parser.add_argument("--output", "-o", dest="out", required=True)
     parser.add_argument("--force", action="store_true")
-    parsed, rest = parser.parse_known_args(args)
+    parsed = parser.parse_intermixed_args(args)
     trust: object = None
     parsed.check_resources = True
-    for override in parse_overrides(rest):
+    for override in parse_overrides(parsed.overrides):
         if override.key_or_group == "check_resources":
             parsed.check_resources = override.value()
             flag("check_resources", parsed.check_resources)
@@ -67,9 +60,9 @@ def parse(args: list[str]) -> tuple[argparse.Namespace, object]:
 
 def export_command(args: list[str]) -> int:
     """``border export``: write the policy, print where."""
-    if not args or args[0] in ("-h", "--help"):
+    if args[:1] in (["-h"], ["--help"]):
         print(EXPORT_USAGE)
-        return 0 if args else 2
+        return 0
     try:
         parsed, trust = parse(args)
         out = export_policy(

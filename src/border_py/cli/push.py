@@ -7,14 +7,12 @@ pushed folder holds and how its score is measured); bad input is one error line.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import logging
 from collections.abc import Iterator
 from pathlib import Path
-from typing import NoReturn
 
-from border_py.cli.errors import fail
+from border_py.cli.errors import OneLineParser, fail
 from border_py.config import flag
 from border_py.errors import ConfigError, RunError
 from border_py.hub.contents import pull_dir
@@ -22,13 +20,6 @@ from border_py.hub.folder import FORMATS, PushSettings
 from border_py.hub.remote import pull, push
 from border_py.overrides import parse_overrides
 from border_py.runs.trust import check_trust_list
-
-
-class _Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are one :class:`ConfigError` line (``--help`` prints)."""
-
-    def error(self, message: str) -> NoReturn:
-        raise ConfigError(f"{self.prog}: {message} (see {self.prog} --help)")
 
 
 def _overrides(overrides: list[str], prog: str) -> tuple[tuple[str, ...], bool]:
@@ -69,7 +60,7 @@ def _console_log() -> Iterator[None]:
 
 def push_command(args: list[str]) -> int:
     """``border push``: evaluate, build the folder, upload it (or write it: ``--dry-run``)."""
-    parser = _Parser(
+    parser = OneLineParser(
         prog="border push",
         description="Share a run's policy on the Hugging Face Hub: a model card with a fresh"
         " evaluation's score, the checkpoint, the exported policy, the learning curve and a"
@@ -80,6 +71,7 @@ def push_command(args: list[str]) -> int:
     parser.add_argument(
         "overrides",
         nargs="*",
+        default=[],
         help="trust=[my_pkg]: code the run may import; check_resources=false: sizes only warn",
     )
     parser.add_argument("--repo", required=True, help="the Hub repo: <owner>/<name>")
@@ -121,7 +113,7 @@ def _failed(exc: Exception) -> int:
 
 def pull_command(args: list[str]) -> int:
     """``border pull``: download a pushed policy into a new dir; say how to load it."""
-    parser = _Parser(
+    parser = OneLineParser(
         prog="border pull",
         description="Download a policy shared with border push into a new dir, keeping only the"
         " files border push writes; it loads with border_py.load_policy(<dir>/checkpoint).",

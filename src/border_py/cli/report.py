@@ -6,10 +6,9 @@ docstring says what a report shows); bad input is one error line.
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-from border_py.cli.errors import fail
+from border_py.cli.errors import OneLineParser, fail
 from border_py.errors import ConfigError
 from border_py.reports.collect import X_AXES
 from border_py.reports.intervals import BOOTSTRAP_FROM
@@ -18,7 +17,7 @@ from border_py.reports.report import report
 
 def report_command(args: list[str]) -> int:
     """``border report``: a table of the runs under a directory, a PNG of their eval curves."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="border report",
         # argparse %-formats help strings but prints the description as it is: one % here
         description="Compare runs: a table and a PNG of their eval/return_mean curves. Runs that"
@@ -49,7 +48,10 @@ def report_command(args: list[str]) -> int:
         " final_eval when every run has one, else final_return; curves: runs x tasks x"
         " evaluations) to this .npz file",
     )
-    parsed = parser.parse_args(args)
+    try:
+        parsed = parser.parse_args(args)
+    except ConfigError as exc:
+        return fail(str(exc))
     if parsed.export_scores is not None and parsed.export_scores.suffix != ".npz":
         return fail(f"--export-scores {parsed.export_scores}: the file name must end in .npz")
     try:

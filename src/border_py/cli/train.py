@@ -20,7 +20,7 @@ from omegaconf import DictConfig
 from border_py._version import __version__
 from border_py.cli.checks import check_overrides, hydra_args
 from border_py.cli.config_source import ConfigSource, hide_bases
-from border_py.cli.errors import fail
+from border_py.cli.errors import OneLineParser, fail
 from border_py.cli.hydra_callbacks import report_sweep
 from border_py.cli.recipes import lookup, recipes, searchpath_of
 from border_py.config import config_dir
@@ -108,8 +108,8 @@ def train_command(args: list[str]) -> int:
         print(f"border-py {__version__}")
         return 0
     args = _info_before_overrides(args)
-    parsed = get_args_parser().parse_args(args)
     try:
+        parsed = _parse(args)
         _check_hydra_keys(parsed)
     except ConfigError as exc:
         return fail(str(exc))
@@ -124,7 +124,7 @@ def train_command(args: list[str]) -> int:
     except RunCompleted as done:
         print(f"border: {done}", file=sys.stderr)
         return 0
-    parsed = get_args_parser().parse_args(args)
+    parsed = _parse(args)
     custom_config = parsed.config_name or parsed.config_path
     recipe = (
         None
@@ -133,7 +133,7 @@ def train_command(args: list[str]) -> int:
     )
     if recipe is not None:  # RL Zoo's rule: the task's recipe, under the command line's keys
         args = _with_override(args, parsed.overrides, f"experiment={recipe}")
-        parsed = get_args_parser().parse_args(args)
+        parsed = _parse(args)
     if not custom_config:
         try:  # --cfg, --info and --help compose only: they never build an env or an agent
             checked = check_overrides(
@@ -151,6 +151,16 @@ def train_command(args: list[str]) -> int:
     if fresh_in is not None:  # resume=auto with no checkpoint: start fresh there
         start_afresh(fresh_in)
     return _run_hydra(args)
+
+
+def _parse(args: list[str]) -> argparse.Namespace:
+    """Hydra's reading of the command line (its flags, then the overrides).
+
+    Raises:
+        ConfigError: an unknown flag or a bad value of one, in one line (not argparse's usage).
+    """
+    parser = OneLineParser(prog="border train", parents=[get_args_parser()], add_help=False)
+    return parser.parse_args(args)
 
 
 def _check_hydra_keys(parsed: argparse.Namespace) -> None:

@@ -11,18 +11,23 @@ import argparse
 import logging
 from pathlib import Path
 
-from border_py.cli.errors import fail
+from border_py.cli.errors import OneLineParser, fail
 from border_py.errors import ConfigError
 from border_py.tuning.tuner import tune
 
 
 def _n_jobs(value: str) -> int | str:
-    return value if value == "auto" else int(value)
+    if value == "auto":
+        return value
+    try:
+        return int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r}: a whole number, or 'auto'") from None
 
 
 def tune_command(args: list[str]) -> int:
     """``border tune``: parse the command line, set up the console log, run the search."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="border tune",
         description="Tune hyper-parameters with Optuna: parallel trials, pruning on the eval"
         " curve, a persistent study (a journal file in the study dir, or --storage).",
@@ -30,7 +35,9 @@ def tune_command(args: list[str]) -> int:
         " --n-trials 50 trainer=serial",
     )
     parser.add_argument("space", help="a search space: tune/<space>.yaml on the config path")
-    parser.add_argument("overrides", nargs="*", help="border train overrides for every trial")
+    parser.add_argument(
+        "overrides", nargs="*", default=[], help="border train overrides for every trial"
+    )
     parser.add_argument(
         "--config-dir",
         action="append",
@@ -48,7 +55,10 @@ def tune_command(args: list[str]) -> int:
     parser.add_argument(
         "--n-jobs", type=_n_jobs, help="trials at once, or 'auto' (default: the space's)"
     )
-    parsed = parser.parse_intermixed_args(args)  # overrides may come before or after options
+    try:  # overrides may come before or after options
+        parsed = parser.parse_intermixed_args(args)
+    except ConfigError as exc:
+        return fail(str(exc))
     from border_py.recorders.console import log_handler
 
     root = logging.getLogger("border_py")

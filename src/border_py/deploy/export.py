@@ -15,8 +15,8 @@ scaled twice) and in another layout (:func:`check_refusals`).
 ``preprocessing.json`` (:mod:`border_py.deploy.describe`) goes beside the model: into the numpy
 dir, and as ``<file name>.preprocessing.json`` beside a file. Nothing existing is replaced without
 ``force``; a symlink at an output is refused, never written through; files are fsynced before the
-rename that publishes them (:func:`border_py.files.write_file`), a numpy dir is written in a
-hidden temporary dir renamed into place.
+rename that publishes them (:func:`border_py.files.write_file`), and a numpy dir is published
+whole (:func:`border_py.files.publish_dir`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,6 @@ import io
 import json
 import logging
 import os
-import shutil
-import tempfile
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -45,7 +43,7 @@ from border_py.deploy.graph import CheckedInput, greedy_module, sample_observati
 from border_py.deploy.load import load_policy
 from border_py.deploy.numpy_network import numpy_network
 from border_py.errors import ConfigError, RunError, first_line
-from border_py.files import create_file, dir_mode, fsync_dir, link_refusal, write_file
+from border_py.files import create_file, link_refusal, publish_dir, write_file
 
 FORMATS = ("onnx", "torchscript", "numpy")
 ONNX_NEEDS = ("onnx", "onnxruntime", "onnxscript")
@@ -227,32 +225,20 @@ def load_numpy_export(path: Path) -> Forward:
     return module.load(path).forward
 
 
-def publish_dir(files: dict[str, Any], out: Path, check: Callable[[Path], None]) -> None:
-    """Write ``files`` into a hidden temporary dir beside ``out``, fsynced, ``check`` it, then
-    rename it to ``out`` (an earlier export there, which :func:`check_outputs` let ``force``
-    replace, is moved aside first and deleted after)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
+def write_numpy_dir(
+    files: dict[str, Any], out: Path, check: Callable[[Path], None], force: bool
+) -> None:
+    """Publish ``files`` as the dir ``out`` (:func:`border_py.files.publish_dir`), ``check``-ed
+    in its hidden temporary dir first; with ``force``, an earlier export there (the only thing
+    :func:`check_outputs` lets it replace) is replaced."""
+
+    def fill(tmp: Path) -> None:
         for name, data in files.items():
             create_file(tmp / name, data)
-        os.chmod(tmp, dir_mode())  # mkdtemp's 0700 would stay with the export
-        fsync_dir(tmp)
         check(tmp)
-        old = out.parent / f".{out.name}.old-{os.getpid()}"
-        earlier = out.is_dir() and not out.is_symlink()
-        if earlier:
-            os.replace(out, old)
-        try:
-            os.replace(tmp, out)
-        except BaseException:
-            if earlier:
-                os.replace(old, out)  # the earlier export rather than none
-            raise
-        fsync_dir(out.parent)
-        shutil.rmtree(old, ignore_errors=True)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    publish_dir(out, fill, replace=force)
 
 
 def export_policy(
@@ -299,7 +285,7 @@ def export_policy(
     try:
         if fmt == "numpy":
             files = numpy_files(module, policy.observation_space, description, out.name)
-            publish_dir(files, out, lambda tmp: check(str(out), load_numpy_export(tmp)))
+            write_numpy_dir(files, out, lambda tmp: check(str(out), load_numpy_export(tmp)), force)
             return out
         example = torch.as_tensor(sample[:2])
         if fmt == "onnx":

@@ -2,10 +2,9 @@
 ``network.json``'s layer list and ``weights.npz``'s arrays, which ``policy.py``
 (:mod:`border_py.deploy.numpy_policy`) runs.
 
-Layers: ``input`` (float32, flattened or not, scaled), ``conv`` (valid, square stride),
-``relu``, ``flatten``, ``linear`` and ``dueling`` (a value and an advantage stream). Every network
-border's agents build is made of these (MLPs, the Nature and MinAtar CNNs, dueling heads, IQN's
-embedding); any other module is refused in one line.
+The layers are those of :mod:`border_py.agents.layers` (``input``, ``conv``, ``relu``,
+``flatten``, ``linear``, ``dueling``), which every network border's agents build is made of; any
+other module is refused in one line.
 """
 
 from __future__ import annotations
@@ -16,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 from torch import nn
 
-from border_py.agents.networks import DuelingHead, MinAtarCNN, NatureCNN, VectorInput
+from border_py.agents.layers import Layer, NotALayer, network_layers
 from border_py.deploy.graph import GreedyGaussian, GreedyQ, GreedyQuantile
 from border_py.errors import ConfigError
 
@@ -29,64 +28,44 @@ def _array(arrays: Arrays, name: str, value: Any) -> str:
 
 
 def layers(module: nn.Module, name: str, arrays: Arrays) -> list[dict[str, Any]]:
-    """``module``'s layers in order (named after its state-dict keys under ``name``), their
-    arrays added to ``arrays``.
+    """``module``'s layers in order (:func:`~border_py.agents.layers.network_layers`, named
+    after its state-dict keys under ``name``) as ``network.json`` lists them, their arrays added
+    to ``arrays``.
 
     Raises:
         ConfigError: a module the numpy export cannot run (one line naming it).
     """
-    if isinstance(module, nn.Sequential):
-        return [op for i, child in enumerate(module) for op in layers(child, f"{name}.{i}", arrays)]
-    if isinstance(module, VectorInput):
-        return [{"op": "input", "flatten": True, "scale": float(module.scale)}]
-    if isinstance(module, NatureCNN | MinAtarCNN):
-        start = [{"op": "input", "flatten": False, "scale": float(module.scale)}]
-        return start + layers(module.conv, f"{name}.conv", arrays)
-    if isinstance(module, nn.Linear) and module.bias is not None:
-        weight = _array(arrays, f"{name}.weight", module.weight)
-        return [
-            {"op": "linear", "weight": weight, "bias": _array(arrays, f"{name}.bias", module.bias)}
-        ]
-    if isinstance(module, nn.ReLU):
-        return [{"op": "relu"}]
-    if isinstance(module, nn.Flatten) and module.start_dim == 1 and module.end_dim == -1:
-        return [{"op": "flatten"}]
-    if isinstance(module, nn.Conv2d) and _plain_conv(module):
-        return [
-            {
-                "op": "conv",
-                "weight": _array(arrays, f"{name}.weight", module.weight),
-                "bias": _array(arrays, f"{name}.bias", module.bias),
-                "stride": int(module.stride[0]),
-            }
-        ]
-    if isinstance(module, DuelingHead):
-        value = layers(module.value, f"{name}.value", arrays)
-        return [
-            {
-                "op": "dueling",
-                "value": value,
-                "advantage": layers(module.advantage, f"{name}.advantage", arrays),
-            }
-        ]
-    raise ConfigError(
-        f"{name}: a {type(module).__name__} layer, which the numpy export cannot run (it runs"
-        " linear, ReLU, flatten, dueling and unpadded square-stride conv layers); use"
-        " --format onnx or torchscript"
-    )
+    try:
+        found = network_layers(module, name)
+    except NotALayer as exc:
+        raise ConfigError(
+            f"{exc}, which the numpy export cannot run (it runs linear, ReLU, flatten, dueling"
+            " and unpadded square-stride conv layers); use --format onnx or torchscript"
+        ) from None
+    return [_entry(layer, arrays) for layer in found]
 
 
-def _plain_conv(conv: nn.Conv2d) -> bool:
-    """Whether ``conv`` is one :func:`policy.conv2d` computes: biased, unpadded, undilated,
-    ungrouped, with a square stride."""
-    return (
-        conv.bias is not None
-        and conv.padding in ((0, 0), "valid")
-        and conv.dilation == (1, 1)
-        and conv.groups == 1
-        and conv.stride[0] == conv.stride[1]
-        and conv.padding_mode == "zeros"
-    )
+def _entry(layer: Layer, arrays: Arrays) -> dict[str, Any]:
+    """``layer`` as ``network.json`` lists it (see :func:`policy.run`), its arrays added."""
+    if layer.op == "input":
+        return {"op": "input", "flatten": layer.flatten, "scale": layer.scale}
+    if layer.op in ("linear", "conv"):
+        entry: dict[str, Any] = {
+            "op": layer.op,
+            "weight": _array(arrays, f"{layer.name}.weight", layer.weight),
+            "bias": _array(arrays, f"{layer.name}.bias", layer.bias),
+        }
+        if isinstance(layer.module, nn.Conv2d):
+            entry["stride"] = int(layer.module.stride[0])
+        return entry
+    if layer.op == "dueling":
+        value = [_entry(sub, arrays) for sub in layer.value]
+        return {
+            "op": "dueling",
+            "value": value,
+            "advantage": [_entry(sub, arrays) for sub in layer.advantage],
+        }
+    return {"op": layer.op}  # relu, flatten
 
 
 def numpy_network(module: nn.Module, observation_space: gym.Space) -> tuple[dict[str, Any], Arrays]:

@@ -18,14 +18,11 @@ trust gate (:mod:`border_py.runs.trust`).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import logging
-import os
 import re
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,10 +36,10 @@ from border_py.errors import ConfigError
 from border_py.evaluation.seeds import run_eval_seeds
 from border_py.files import (
     create_file,
-    dir_mode,
     fsync_dir,
     make_dir,
     open_regular,
+    publish_dir,
     write_file,
 )
 from border_py.hub.card import CardFacts, card, fenced, version
@@ -239,12 +236,6 @@ def results(facts: CardFacts) -> dict[str, Any]:
     }
 
 
-def _fsync_tree(root: Path) -> None:
-    """fsync every dir under ``root``, deepest first (their entries durable before a rename)."""
-    for top, _, _ in sorted(os.walk(root), key=lambda entry: -len(entry[0])):
-        fsync_dir(Path(top))
-
-
 def check_destination(dest: Path, option: str) -> None:
     """Refuse a destination that is a link, a file, or a dir with anything in it.
 
@@ -261,8 +252,9 @@ def check_destination(dest: Path, option: str) -> None:
 
 
 def publish(fill: Any, dest: Path, option: str) -> Any:
-    """Fill a hidden dir beside ``dest`` with ``fill(dir)``, then rename it to ``dest`` (new, or
-    an empty dir); return what ``fill`` returns. Nothing is left behind when ``fill`` fails.
+    """Publish ``dest`` (new, or an empty dir) filled by ``fill(dir)`` (see
+    :func:`border_py.files.publish_dir`); return what ``fill`` returns. Nothing is left behind
+    when ``fill`` fails.
 
     Raises:
         ConfigError: ``dest`` is not new or empty (checked before and at the rename), or its
@@ -272,23 +264,12 @@ def publish(fill: Any, dest: Path, option: str) -> Any:
     check_destination(dest, option)
     make_dir(dest.parent)
     try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent))
+        return publish_dir(dest, fill)
     except OSError as exc:
-        raise ConfigError(f"{option} {dest}: cannot write there ({exc.strerror or exc})") from None
-    try:
-        os.chmod(tmp, dir_mode())  # mkdtemp's 0700 would stay with the folder
-        value = fill(tmp)
-        _fsync_tree(tmp)
-        try:
-            os.rename(tmp, dest)  # an empty dir there is replaced; anything else refused
-        except OSError:
-            check_destination(dest, option)
+        if exc.filename != str(dest):  # fill's own
             raise
-        fsync_dir(dest.parent)
-        return value
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            shutil.rmtree(tmp)
+        check_destination(dest, option)
+        raise ConfigError(f"{option} {dest}: cannot write there ({exc.strerror or exc})") from None
 
 
 def export_target(folder: Path, fmt: str) -> Path:

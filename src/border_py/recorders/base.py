@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from border_py.config import flatten
 from border_py.secrets import redact
 
 HParam = float | int | str | bool
@@ -39,18 +40,15 @@ class Recorder(Protocol):
 def hyperparameters(config: dict[str, Any]) -> dict[str, HParam]:
     """The resolved config as flat ``group.key: value`` pairs (lists as text), settings only,
     secrets redacted (:mod:`border_py.secrets`)."""
-    flat: dict[str, HParam] = {}
+    settings = redact({k: v for k, v in config.items() if k not in NOT_HPARAMS})
+    return {key: _hparam(value) for key, value in flatten(settings).items()}
 
-    def walk(node: Any, prefix: str) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                walk(value, f"{prefix}.{key}" if prefix else str(key))
-        elif isinstance(node, (bool, int, float, str)):
-            flat[prefix] = node
-        elif node is None:
-            flat[prefix] = "null"
-        else:
-            flat[prefix] = json.dumps(node, default=str)
 
-    walk(redact({k: v for k, v in config.items() if k not in NOT_HPARAMS}), "")
-    return flat
+def _hparam(value: Any) -> HParam:
+    """A config value as a hyper-parameter: a number, text or bool as it is, None as ``null``,
+    anything else (a list) as JSON."""
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    if value is None:
+        return "null"
+    return json.dumps(value, default=str)

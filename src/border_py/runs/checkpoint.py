@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ import numpy as np
 import torch
 
 from border_py.errors import ConfigError, RunError, first_line
-from border_py.files import create_file, dir_mode, fsync_dir, make_dir, read_json
+from border_py.files import create_file, make_dir, publish_dir, read_json
 from border_py.layout import AGENT, BEST, CHECKPOINTS, CONFIG, META, POLICY, TRAINER
 from border_py.runs.compat import current_config
 from border_py.runs.pt_files import load_pt
@@ -61,20 +60,18 @@ def save_checkpoint(
 ) -> Path:
     """Write ``root/name/`` atomically (replacing an older one) and return its path.
 
-    Every file is written into a hidden temporary dir and fsynced, the dir too, before the rename
-    that publishes it (and the parent after it): a crash or power loss leaves the old checkpoint
-    or the new one, never a torn one. Files and dirs get the umask's modes (see
-    :mod:`border_py.files`).
+    The dir is published whole (:func:`border_py.files.publish_dir`: written into a hidden
+    temporary dir, every file and dir fsynced before the rename, the parent after it): a crash or
+    power loss leaves the old checkpoint or the new one, never a torn one. Files and dirs get the
+    umask's modes (see :mod:`border_py.files`).
 
     Raises:
         RunError: a file could not be written (disk full, permissions, a file size limit); the
             earlier checkpoints are intact and no temporary dir is left.
         ConfigError: ``root`` is a symlink.
     """
-    tmp: Path | None = None
-    try:
-        make_dir(root)
-        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=root))
+
+    def fill(tmp: Path) -> None:
         create_file(tmp / POLICY, lambda f: torch.save(policy, f))
         create_file(tmp / AGENT, lambda f: torch.save(agent_state, f))
         create_file(tmp / TRAINER, lambda f: torch.save(state.to_dict(), f))
@@ -82,37 +79,16 @@ def save_checkpoint(
         if buffer is not None:
             write_snapshot(tmp, buffer)
         create_file(tmp / META, json.dumps(meta, indent=2).encode())
-        os.chmod(tmp, dir_mode())  # mkdtemp's 0700 would stay with the checkpoint
-        fsync_dir(tmp)
-        return _publish(tmp, root, name)
+
+    try:
+        publish_dir(make_dir(root) / name, fill, replace=True)
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise RunError(
             f"checkpoint {root / name} could not be written ({reason}); the earlier"
             " checkpoints are intact"
         ) from exc
-    finally:
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _publish(tmp: Path, root: Path, name: str) -> Path:
-    """Rename the written ``tmp`` to ``root/name`` (a previous one is kept until then)."""
-    final = root / name
-    if final.exists():
-        old = root / f".old-{name}-{os.getpid()}"
-        os.replace(final, old)
-        try:
-            os.replace(tmp, final)
-        except BaseException:
-            os.replace(old, final)  # keep the previous one rather than none
-            raise
-        fsync_dir(root)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, final)
-    fsync_dir(root)
-    return final
+    return root / name
 
 
 def recover(root: Path) -> None:

@@ -11,7 +11,7 @@ import yaml
 from hydra.core.override_parser.types import OverrideType
 from omegaconf import DictConfig, OmegaConf
 
-from border_py.config import GROUPS, OVERLAYS, lookup, require
+from border_py.config import GROUPS, OVERLAYS, flatten, lookup, require
 from border_py.errors import ConfigError, printable
 from border_py.files import read_record
 from border_py.layout import BUFFER_NPZ, CONFIG, HYDRA, HYDRA_OVERRIDES
@@ -46,15 +46,6 @@ USER_SETTINGS: dict[str | None, tuple[str, ...]] = {
 SAFE_VALUES: dict[str | None, dict[str, tuple[str, ...]]] = {
     "border_py.recorders.wandb.WandbRecorder": {"mode": ("offline", "disabled")},
 }
-
-
-def _flatten(node: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(node, dict):
-        return {prefix: node}
-    out: dict[str, Any] = {}
-    for key, value in node.items():
-        out |= _flatten(value, f"{prefix}.{key}" if prefix else str(key))
-    return out
 
 
 def without_user_settings(saved: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -175,7 +166,7 @@ def _log_changes(saved: dict[str, Any], held: dict[str, Any], config: dict[str, 
     """Log every key the resumed ``config`` changes from the ``saved`` one, and each saved user
     setting (``held``) that is not used (redacted: no secrets; the keys escaped, as their
     values are by ``%r``: a saved key name is text from a file, whatever handler prints it)."""
-    before, after = _flatten(redact(saved)), _flatten(redact(config))
+    before, after = flatten(redact(saved)), flatten(redact(config))
     for key in sorted(set(before) | set(after)):
         if before.get(key) != after.get(key):
             log.info(
