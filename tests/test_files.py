@@ -1,4 +1,4 @@
-"""``files.publish_dir``: a dir published whole or not at all, never over what it may not replace,
+"""``publishing.publish_dir``: a dir published whole or not at all, never over what it may not replace,
 never through a link, with the umask's mode, every file and dir fsynced before the rename; and
 the leftovers of a process killed while publishing are what a checkpoint's recovery cleans."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from border_py.files import publish_dir
+from border_py.publishing import publish_dir
 from border_py.runs.checkpoint import recover, save_checkpoint
 from border_py.runs.state import TrainerState
 
@@ -184,7 +184,7 @@ def test_a_process_killed_while_publishing_leaves_what_recovery_cleans(tmp_path)
     killed = """
 import os, sys
 from pathlib import Path
-from border_py import files
+from border_py import publishing
 root, when = Path(sys.argv[1]), sys.argv[2]
 real = os.replace
 def replace(src, dst):
@@ -196,7 +196,7 @@ def fill(into):
     (into / "policy.pt").write_text("new")
     if when == "filling":
         os._exit(9)
-files.publish_dir(root / "best", fill, replace=True)
+publishing.publish_dir(root / "best", fill, replace=True)
 """
     for when in ("filling", "between"):
         run = subprocess.run([sys.executable, "-c", killed, str(root), when], check=False)

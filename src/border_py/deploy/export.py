@@ -16,7 +16,7 @@ scaled twice) and in another layout (:func:`check_refusals`).
 dir, and as ``<file name>.preprocessing.json`` beside a file. Nothing existing is replaced without
 ``force``; a symlink at an output is refused, never written through; files are fsynced before the
 rename that publishes them (:func:`border_py.files.write_file`), and a numpy dir is published
-whole (:func:`border_py.files.publish_dir`).
+whole (:func:`border_py.publishing.publish_dir`).
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ from border_py.deploy.graph import CheckedInput, greedy_module, sample_observati
 from border_py.deploy.load import load_policy
 from border_py.deploy.numpy_network import numpy_network
 from border_py.errors import ConfigError, RunError, first_line
-from border_py.files import create_file, link_refusal, publish_dir, write_file
+from border_py.files import create_file, link_refusal, write_file
+from border_py.publishing import publish_dir
 
 FORMATS = ("onnx", "torchscript", "numpy")
 ONNX_NEEDS = ("onnx", "onnxruntime", "onnxscript")
@@ -228,7 +229,7 @@ def load_numpy_export(path: Path) -> Forward:
 def write_numpy_dir(
     files: dict[str, Any], out: Path, check: Callable[[Path], None], force: bool
 ) -> None:
-    """Publish ``files`` as the dir ``out`` (:func:`border_py.files.publish_dir`), ``check``-ed
+    """Publish ``files`` as the dir ``out`` (:func:`border_py.publishing.publish_dir`), ``check``-ed
     in its hidden temporary dir first; with ``force``, an earlier export there (the only thing
     :func:`check_outputs` lets it replace) is replaced."""
 

@@ -39,7 +39,6 @@ from border_py.files import (
     fsync_dir,
     make_dir,
     open_regular,
-    publish_dir,
     write_file,
 )
 from border_py.hub.card import CardFacts, card, fenced, version
@@ -56,6 +55,7 @@ from border_py.hub.contents import (
 from border_py.hub.media import draw_curve, record_replay
 from border_py.hub.score import fresh_score
 from border_py.layout import CHECKPOINTS, CONFIG, META, POLICY
+from border_py.publishing import publish_dir
 from border_py.resources import MAX_EVAL_EPISODES
 from border_py.runs.checkpoint import Checkpoint, pick_checkpoint
 from border_py.runs.results import read_result
@@ -253,7 +253,7 @@ def check_destination(dest: Path, option: str) -> None:
 
 def publish(fill: Any, dest: Path, option: str) -> Any:
     """Publish ``dest`` (new, or an empty dir) filled by ``fill(dir)`` (see
-    :func:`border_py.files.publish_dir`); return what ``fill`` returns. Nothing is left behind
+    :func:`border_py.publishing.publish_dir`); return what ``fill`` returns. Nothing is left behind
     when ``fill`` fails.
 
     Raises:

@@ -36,8 +36,9 @@ import numpy as np
 import torch
 
 from border_py.errors import ConfigError, RunError, first_line
-from border_py.files import create_file, make_dir, publish_dir, read_json
+from border_py.files import create_file, make_dir, read_json
 from border_py.layout import AGENT, BEST, CHECKPOINTS, CONFIG, META, POLICY, TRAINER
+from border_py.publishing import publish_dir
 from border_py.runs.compat import current_config
 from border_py.runs.pt_files import load_pt
 from border_py.runs.replay_snapshot import read_snapshot, write_snapshot
@@ -60,7 +61,7 @@ def save_checkpoint(
 ) -> Path:
     """Write ``root/name/`` atomically (replacing an older one) and return its path.
 
-    The dir is published whole (:func:`border_py.files.publish_dir`: written into a hidden
+    The dir is published whole (:func:`border_py.publishing.publish_dir`: written into a hidden
     temporary dir, every file and dir fsynced before the rename, the parent after it): a crash or
     power loss leaves the old checkpoint or the new one, never a torn one. Files and dirs get the
     umask's modes (see :mod:`border_py.files`).
