@@ -5,26 +5,27 @@ from __future__ import annotations
 import io
 from dataclasses import dataclass, field
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
 
 from border_py.actors.sequencer import SequenceBuilder
-from border_py.envs.vector import VectorStep
+from border_py.envs.vector import VectorEnv, VectorStep
 from border_py.sequences import STORED_SEQUENCE, Sequences
 
 
 def _vstep(next_obs, reward, terminated, truncated) -> VectorStep:
-    next_obs = np.asarray(next_obs)
-    return VectorStep(
-        next_obs,
-        next_obs,
-        np.asarray(reward, np.float32),
+    """A step whose ended envs' next observation to act on is a reset one, 99 (never stored in
+    the ended episode's windows: its final observation, ``next_obs``, is)."""
+    next_obs, terminated, truncated = (
+        np.asarray(next_obs),
         np.asarray(terminated, bool),
         np.asarray(truncated, bool),
-        [],
-        [],
     )
+    obs = next_obs.copy()
+    obs[terminated | truncated] = 99
+    return VectorStep(next_obs, obs, np.asarray(reward, np.float32), terminated, truncated, [], [])
 
 
 def _single_env(builder: SequenceBuilder, lengths, truncated=False, take_every=1) -> Sequences:
@@ -300,6 +301,51 @@ def test_random_episodes_match_the_reference_and_every_step_is_learned(
             assert learned == set(range(ep.end)), (e, j)
 
 
+def test_real_envs_with_time_limits_match_the_reference():
+    # CartPole: terminations (the pole falls) and truncations (9 and 60 steps), same-step resets
+    envs = [gym.make("CartPole-v1", max_episode_steps=limit) for limit in (9, 60)]
+    vector = VectorEnv(envs, seed=3)
+    B_, L_, period, N_ = 2, 4, 2, 3
+    builder = SequenceBuilder(2, B_, L_, period, N_, 0.9, (2, 3))
+    episodes = [[_Episode()], [_Episode()]]
+    rng, out = np.random.default_rng(0), []
+    for _ in range(150):
+        obs, action = vector.obs, rng.integers(0, 2, 2)
+        state = rng.normal(size=(2, 2, 3)).astype(np.float32)
+        step = vector.step(action)
+        builder.add(obs, state, action, step)
+        for e in range(2):
+            ep = episodes[e][-1]
+            ep.obs.append(obs[e])
+            ep.state.append(state[e])
+            ep.action.append(int(action[e]))
+            ep.reward.append(float(step.reward[e]))
+            if step.terminated[e] or step.truncated[e]:
+                ep.obs.append(step.next_obs[e])
+                ep.end, ep.terminated = len(ep.action), bool(step.terminated[e])
+                episodes[e].append(_Episode())
+        if (batch := builder.take()) is not None:
+            out.append(batch)
+    seq = Sequences.concat(out)
+    want = [
+        w
+        for eps in episodes
+        for ep in eps
+        for w in _reference(ep, B_, L_, N_, period, 0.9).values()
+    ]
+    ended = [ep for eps in episodes for ep in eps if ep.end is not None]
+    assert len(seq) == len(want) and {ep.terminated for ep in ended} == {False, True}
+    # the random state at a window's first present index and its burn-in name the window
+    rows = {(seq.state[r].tobytes(), seq.burn[r]): r for r in range(len(seq))}
+    assert len(rows) == len(seq)
+    for w in want:
+        r = rows[(np.asarray(w["state"]).tobytes(), w["burn"])]
+        np.testing.assert_array_equal(seq.obs[r], np.array(w["obs"]))
+        np.testing.assert_array_equal(seq.mask[r], w["mask"])
+        np.testing.assert_allclose(seq.ret[r], w["ret"], rtol=1e-6)
+        np.testing.assert_allclose(seq.discount[r], w["discount"], rtol=1e-6)
+
+
 @pytest.mark.parametrize("cut", [0, 7, 40, 88])
 def test_a_builder_restored_mid_episode_emits_what_the_uninterrupted_one_does(cut):
     args = (3, 120, 3, 4, 2, 3, 0.95)  # n_envs, steps, B, L, period, N, gamma
@@ -330,8 +376,19 @@ def test_state_refuses_untaken_sequences_and_restore_refuses_other_settings():
     ):
         with pytest.raises(ValueError, match="cut with"):
             other.restore(saved)
-    with pytest.raises(ValueError, match=r"recurrent states are \(1, 2\) per env, not \(2, 2\)"):
+    with pytest.raises(ValueError, match=r"do not fit 1 envs with recurrent states \(2, 2\)"):
         SequenceBuilder(1, 0, 1, 1, 1, 0.5, (2, 2)).restore(saved)
+    # a crafted checkpoint: objects (pickles), names numpy does not know, rows that disagree
+    for column, change, match in [
+        ("obs", {"dtype": "|O"}, "dtype '|O' and shape .* only numeric arrays"),
+        ("obs", {"dtype": "no-such-type"}, "only numeric arrays"),
+        ("obs", {"shape": [-1, 1, 3]}, r"shape \[-1, 1, 3\]: only numeric"),
+        ("action", {"shape": [1, 1], "data": saved["rows"]["action"]["data"][:8]}, "do not fit"),
+        ("reward", {"data": b"\0" * 3}, "buffer size must be a multiple"),
+    ]:
+        crafted = {**saved, "rows": {**saved["rows"], column: saved["rows"][column] | change}}
+        with pytest.raises(ValueError, match=match):
+            SequenceBuilder(1, 0, 1, 1, 1, 0.5, (1, 2)).restore(crafted)
     with pytest.raises(ValueError, match=r"state of shape \(1, 2\), expected \(1, 1, 2\)"):
         builder.add(
             np.zeros((1, 3)),

@@ -215,7 +215,8 @@ class SequenceBuilder:
         """Continue from :meth:`state` (ready sequences not taken are dropped).
 
         Raises:
-            ValueError: ``saved`` was taken with other settings, envs or state shape.
+            ValueError: ``saved`` was taken with other settings, envs or state shape, or its
+                rows do not fit them.
         """
         settings = [self.burn_in, self.length, self.period, self.n_step, self.gamma]
         if list(saved["settings"]) != settings or len(saved["start"]) != self.n_envs:
@@ -224,12 +225,7 @@ class SequenceBuilder:
                 f" gamma) = {tuple(saved['settings'])} and {len(saved['start'])} envs, not"
                 f" {tuple(settings)} and {self.n_envs}"
             )
-        rows = {k: [] if v is None else list(_unpack(v)) for k, v in saved["rows"].items()}
-        if rows["state"] and rows["state"][0].shape != (self.n_envs, *self.state_shape):
-            raise ValueError(
-                f"the checkpoint's recurrent states are {rows['state'][0].shape[1:]} per env,"
-                f" not {self.state_shape}"
-            )
+        rows = _unpack_rows(saved["rows"], self.n_envs, self.state_shape)
         self._obs, self._action, self._reward = rows["obs"], rows["action"], rows["reward"]
         self._state, self._base = rows["state"], 0
         self._start = np.array(saved["start"], dtype=np.int64)
@@ -249,7 +245,39 @@ def _unpack(packed: dict[str, Any]) -> np.ndarray:
     Raises:
         ValueError: a dtype that is not bool, int, uint or float, or bytes that do not fit.
     """
-    dtype = np.dtype(packed["dtype"])
-    if dtype.kind not in "biuf":
-        raise ValueError(f"a saved array of dtype {dtype}: only numeric arrays are restored")
-    return np.frombuffer(packed["data"], dtype=dtype).reshape(packed["shape"])
+    try:
+        dtype = np.dtype(packed["dtype"])
+    except TypeError:
+        dtype = np.dtype(object)  # not a dtype numpy knows: refused below
+    shape = [int(n) for n in packed["shape"]]
+    if dtype.kind not in "biuf" or min(shape, default=0) < 0:
+        raise ValueError(
+            f"a saved array of dtype {packed['dtype']!r} and shape {shape}: only numeric arrays"
+            " are restored"
+        )
+    return np.frombuffer(packed["data"], dtype=dtype).reshape(shape)
+
+
+def _unpack_rows(
+    saved: dict[str, Any], n_envs: int, state_shape: tuple[int, ...]
+) -> dict[str, list[np.ndarray]]:
+    """The rows :meth:`SequenceBuilder.state` saved, one array per row and column, checked:
+    every column as many rows of ``n_envs`` entries, one action and reward per env, states of
+    ``state_shape``.
+
+    Raises:
+        ValueError: they do not fit.
+    """
+    names = ("obs", "action", "reward", "state")
+    if all(saved.get(name) is None for name in names):
+        return {name: [] for name in names}
+    arrays = {name: _unpack(saved[name]) for name in names}
+    heads = {a.shape[:2] for a in arrays.values()}
+    tails = [arrays[name].shape[2:] for name in ("action", "reward", "state")]
+    if len(heads) != 1 or heads.pop()[1:] != (n_envs,) or tails != [(), (), state_shape]:
+        shapes = {name: a.shape for name, a in arrays.items()}
+        raise ValueError(
+            f"the checkpoint's sequence rows {shapes} do not fit {n_envs} envs with recurrent"
+            f" states {state_shape}"
+        )
+    return {name: list(a) for name, a in arrays.items()}
