@@ -203,12 +203,12 @@ class SequenceBuilder:
             raise RuntimeError("take() the ready sequences before saving the sequence windows")
         settings = [self.burn_in, self.length, self.period, self.n_step, self.gamma]
         rows = {"obs": self._obs, "action": self._action, "reward": self._reward}
+        rows["state"] = self._state
         return {
             "settings": settings,
             "start": (self._start - self._base).tolist(),
             "next": self._next.tolist(),
-            "rows": {k: _pack(np.stack(v)) if v else None for k, v in rows.items()}
-            | {"state": _pack(np.stack(self._state)) if self._state else None},
+            "rows": {k: _pack(np.stack(v)) if v else None for k, v in rows.items()},
         }
 
     def restore(self, saved: dict[str, Any]) -> None:
