@@ -141,7 +141,12 @@ def test_no_module_over_the_cap_and_no_function_over_60():
 # are handed back by TrainerState.restore, the run dir is repaired by its owner, the session
 RESTORED_IN_ONE_PLACE = {
     "set_global_rng_state": {"runs/state.py"},
-    "continue_schedule": {"runs/state.py", "replay/prioritized.py"},  # prioritized: its super's
+    # the prioritized buffers: their super's
+    "continue_schedule": {
+        "runs/state.py",
+        "replay/prioritized.py",
+        "replay/sequence_prioritized.py",
+    },
     "recover": {"runs/session.py"},
     "set_aside_newer": {"runs/session.py"},
 }
