@@ -37,6 +37,10 @@ starts (a setting that needs one the agent lacks fails in one line):
   prefetch (``trainer.prefetch``) hands the update a batch a background thread already sampled
   and copied to ``device``. An agent with only ``update(Transitions)`` trains as before, without
   prefetch (the learner says so in one log line).
+- :class:`RecurrentActing` (``initial_state``, ``act_recurrent``): the agent acts with a recurrent
+  state per env (R2D2): its actor keeps each env's state, zeroes it at every episode start and
+  hands it in with the previous action and reward; the agent learns on
+  :class:`~border_py.sequences.Sequences`.
 """
 
 from __future__ import annotations
@@ -137,6 +141,26 @@ class ExplorationPosition(Protocol):
     def set_exploration_step(self, env_steps: int) -> None:
         """Act from now on as the schedule says at the run's env step ``env_steps`` (called
         before each exploring ``act``; cheap: an assignment)."""
+
+
+@runtime_checkable
+class RecurrentActing(Protocol):
+    """An agent that acts with a recurrent state per env (numpy in, numpy out)."""
+
+    def initial_state(self, n: int) -> np.ndarray:
+        """The state of ``n`` envs at an episode's start: float32 ``(n, k, hidden)``."""
+
+    def act_recurrent(
+        self,
+        obs: np.ndarray,
+        state: np.ndarray,
+        prev_action: np.ndarray,
+        prev_reward: np.ndarray,
+        explore: bool,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``(actions, next_state)`` for a batch of envs from ``obs``, each env's ``state``
+        before this step, and the action (-1: none, at an episode's first step) and reward
+        (0.0 there) that preceded it; ``explore`` adds exploration and advances its schedule."""
 
 
 @runtime_checkable

@@ -1,11 +1,13 @@
-"""What the value-based agents over discrete actions (DQN, IQN) set up before their own network.
+"""What the value-based agents over discrete actions (DQN, IQN, R2D2) set up before their own
+network.
 
 :class:`DiscreteValueAgent` checks the env's spaces against the class's, reads the
 hyper-parameters into their dataclass, starts epsilon-greedy exploration, and keeps what the
 actors and the learner read (``gamma``, ``n_step``, ``batch_size``, the device);
 :meth:`~DiscreteValueAgent.value_network` builds the one online network under torch's RNG seeded
 with the agent's seed, with its target copy and its Adam optimizer. The agent's own loss, update
-and acting stay in its module (:mod:`border_py.agents.dqn`, :mod:`border_py.agents.iqn`).
+and acting stay in its module (:mod:`border_py.agents.dqn`, :mod:`border_py.agents.iqn`,
+:mod:`border_py.agents.r2d2`).
 """
 
 from __future__ import annotations
