@@ -71,12 +71,12 @@ class NotALayer(ValueError):
     """A module that is none of the layers border's networks are made of.
 
     Attributes:
-        name: where it is in the network's state dict.
+        name: where it is in the network's state dict ("": the network walked itself).
         module: the module.
     """
 
     def __init__(self, name: str, module: nn.Module) -> None:
-        super().__init__(f"{name}: a {type(module).__name__} layer")
+        super().__init__(f"{name or 'the network'}: a {type(module).__name__} layer")
         self.name, self.module = name, module
 
 
