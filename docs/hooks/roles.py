@@ -24,7 +24,7 @@ ROLE = re.compile(r":(?:class|func|mod|meth|attr|data|exc|obj):`(?P<target>[^`]+
 
 def identifier(obj: griffe.Object, target: str) -> str | None:
     """The full dotted path ``target`` names from where ``obj``'s docstring sits, or None."""
-    if target.startswith("border_py."):
+    if target.partition(".")[0] == obj.package.name:
         return target
     if target.startswith("."):
         module = obj if isinstance(obj, griffe.Module) else obj.module
@@ -44,16 +44,26 @@ def linked(obj: griffe.Object, match: re.Match[str]) -> str:
     shown = target.lstrip("~")
     if target.startswith("~"):
         shown = shown.rpartition(".")[2]
-    code = f"<code>{html.escape(shown)}</code>"
+    code = f"`{shown}`"  # a Markdown code span: the docstring is rendered as Markdown
     path = identifier(obj, target.lstrip("~"))
     if path is None:
         return code
     return f'<autoref identifier="{html.escape(path)}" optional>{code}</autoref>'
 
 
+def rewrite(obj: griffe.Object) -> None:
+    """``obj``'s docstring with each of its roles :func:`linked`."""
+    if obj.docstring is not None:
+        obj.docstring.value = ROLE.sub(lambda match: linked(obj, match), obj.docstring.value)
+
+
 class ReSTRoles(griffe.Extension):
-    """Rewrites the reST roles of every docstring once the package is loaded."""
+    """Rewrites the reST roles of every docstring once the package is loaded: the package's own
+    (Griffe calls ``on_package`` for it, ``on_object`` for every object below it) and its
+    members'."""
+
+    def on_package(self, *, pkg: griffe.Module, loader: griffe.GriffeLoader, **kwargs: Any) -> None:
+        rewrite(pkg)
 
     def on_object(self, *, obj: griffe.Object, loader: griffe.GriffeLoader, **kwargs: Any) -> None:
-        if obj.docstring is not None:
-            obj.docstring.value = ROLE.sub(lambda match: linked(obj, match), obj.docstring.value)
+        rewrite(obj)
