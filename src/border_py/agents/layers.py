@@ -27,6 +27,8 @@ from torch import nn
 
 from border_py.agents.networks import DuelingHead, MinAtarCNN, NatureCNN, VectorInput
 
+__all__ = ["Layer", "NotALayer", "network_layers"]
+
 
 @dataclass(frozen=True)
 class Layer:
