@@ -27,6 +27,8 @@ from typing import Any
 from border_py.config import build
 from border_py.errors import ConfigError, RunError, first_line
 
+__all__ = ["Callback", "CallbackError", "Callbacks", "EvalFunction", "OnEval", "build_callbacks"]
+
 EvalFunction = Callable[[int, int, float], bool]  # ``train(cfg, on_eval=...)``'s function
 
 

@@ -22,6 +22,37 @@ from typing import Any
 
 from border_py.errors import ConfigError, first_line
 
+__all__ = [
+    "GROUPS",
+    "OVERLAYS",
+    "Rule",
+    "build",
+    "closest",
+    "coerce_counts",
+    "config_dir",
+    "config_keys",
+    "count",
+    "describe_keys",
+    "flag",
+    "flatten",
+    "fraction",
+    "group_options",
+    "is_base",
+    "is_int",
+    "is_number",
+    "lookup",
+    "non_negative",
+    "non_negative_number",
+    "null_or",
+    "number",
+    "positive",
+    "positive_count",
+    "positive_number",
+    "require",
+    "resolve_target",
+    "widths",
+]
+
 log = logging.getLogger(__name__)
 
 # what a RuntimeError says when an allocation fails: PyTorch's CPU allocator, CUDA, or a size

@@ -10,6 +10,16 @@ import re
 import unicodedata
 from decimal import Decimal
 
+__all__ = [
+    "NUMBER_WIDTH",
+    "ConfigError",
+    "RunError",
+    "TextFormatter",
+    "first_line",
+    "number_text",
+    "printable",
+]
+
 # the Unicode categories of characters that are not text one sees: controls (Cc: C0 but tab and
 # newline, DEL, C1; ESC and CSI start terminal sequences), format characters (Cf: bidi embeddings,
 # overrides, isolates and marks, zero-width spaces and joiners, soft hyphens, invisible operators,

@@ -25,6 +25,22 @@ from typing import Any, BinaryIO, TypeVar
 
 from border_py.errors import ConfigError
 
+__all__ = [
+    "LogFile",
+    "NotRegular",
+    "create_file",
+    "dir_mode",
+    "fsync_dir",
+    "link_refusal",
+    "make_dir",
+    "open_regular",
+    "present",
+    "read_json",
+    "read_record",
+    "refuse_links_in",
+    "write_file",
+]
+
 Writer = Callable[[BinaryIO], object]  # writes a file's bytes into an open binary handle
 T = TypeVar("T")
 RECORD_LIMIT = 16 * 2**20  # bytes: border's JSON and YAML records (configs, results, ids) are KBs

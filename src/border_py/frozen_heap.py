@@ -11,4 +11,6 @@ Frozen objects are skipped; the children the server forks inherit them frozen.
 
 import gc
 
+__all__: list[str] = []
+
 gc.freeze()

@@ -19,6 +19,37 @@ spelled out here once (every other module takes them from here).
 
 from __future__ import annotations
 
+__all__ = [
+    "ABANDONED",
+    "AGENT",
+    "ATTEMPTS",
+    "BEST",
+    "BUFFER",
+    "BUFFER_FILE_SUFFIX",
+    "BUFFER_INDEX",
+    "BUFFER_NPZ",
+    "CHECKPOINTS",
+    "CLAIM",
+    "CONFIG",
+    "HYDRA",
+    "HYDRA_CONFIG",
+    "HYDRA_OVERRIDES",
+    "HYDRA_RECORDS",
+    "LOCK",
+    "LOG",
+    "META",
+    "MLFLOW_ARTIFACTS",
+    "MLFLOW_RUN",
+    "MLFLOW_STORE",
+    "MULTIRUN",
+    "POLICY",
+    "RESULT",
+    "TENSORBOARD",
+    "TRAINER",
+    "WANDB",
+    "WANDB_RUN",
+]
+
 CLAIM = ".border_run"
 LOCK = ".border_lock"
 HYDRA = ".hydra"

@@ -13,6 +13,8 @@ from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
 from border_py.errors import ConfigError, first_line
 
+__all__ = ["parse_overrides", "set_key", "to_plain"]
+
 
 def to_plain(cfg: DictConfig | Mapping[str, Any]) -> dict[str, Any]:
     """Resolve interpolations and return plain dicts/lists, safe to pickle into child processes."""

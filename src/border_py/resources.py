@@ -19,6 +19,30 @@ from typing import Any
 
 from border_py.errors import ConfigError
 
+__all__ = [
+    "MAX_ENVS_PER_ACTOR",
+    "MAX_EPISODE_STEPS",
+    "MAX_EVAL_EPISODES",
+    "MAX_HIDDEN_LAYERS",
+    "MAX_N_BUFFER",
+    "MAX_N_STEP",
+    "MAX_PREFETCH",
+    "MAX_QUEUE_SIZE",
+    "actors_per_core",
+    "at_most",
+    "available_memory",
+    "bound",
+    "disk",
+    "enforced",
+    "free_shared_memory",
+    "memory",
+    "open_files",
+    "open_files_limit",
+    "shared_memory",
+    "size_text",
+    "usable_cores",
+]
+
 log = logging.getLogger(__name__)
 
 # Actor processes per usable core. The shared-memory transport keeps extra actors cheap (8 actors

@@ -45,6 +45,16 @@ from typing import Any
 
 from border_py.errors import ConfigError, printable
 
+__all__ = [
+    "REDACTED",
+    "RedactingFormatter",
+    "redact",
+    "redact_override",
+    "redact_text",
+    "refuse_redacted",
+    "secret_key",
+]
+
 REDACTED = "***"
 ENV_MAPPINGS = ("env_vars", "env_set")  # mappings of environment variables: every value hidden
 

@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
+__all__ = ["derive_seed", "global_rng_state", "set_global_rng_state"]
+
 
 def derive_seed(root: int, *names: str | int) -> int:
     """A 31-bit seed for the consumer named by ``names`` (e.g. ``"actor", 3, "env"``).

@@ -21,6 +21,8 @@ from itertools import pairwise
 
 import numpy as np
 
+__all__ = ["MISSING", "STORED", "ZERO", "FrameChunk", "Transitions"]
+
 STORED = ("obs", "action", "reward", "next_obs", "discount")
 ZERO = -1  # the link below a bottom frame padded with zeros: the rest of the stack is zeros
 MISSING = -2  # an id the store cannot resolve: overwritten, or never received

@@ -27,6 +27,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+__all__ = ["LocalClock", "RunClock", "SharedClock"]
+
 
 @runtime_checkable
 class RunClock(Protocol):

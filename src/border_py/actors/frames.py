@@ -11,6 +11,8 @@ import numpy as np
 
 from border_py.transitions import ZERO, FrameChunk
 
+__all__ = ["FrameEncoder"]
+
 
 class FrameEncoder:
     """Actor side: registers the newest frame of every stacked observation of a vector env.

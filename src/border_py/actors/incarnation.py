@@ -16,6 +16,8 @@ from border_py.actors.runtime import ActorRecord, Deliver
 from border_py.transport.channel import Readable, SlotRing, hand_back, poll_milliseconds, receive
 from border_py.transport.messages import ActorDone, BatchReady, WorkerFailed
 
+__all__ = ["Incarnation", "Notices"]
+
 log = logging.getLogger(__name__)
 
 MESSAGES_PER_POLL = 64  # messages taken from one actor per poll

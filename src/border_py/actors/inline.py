@@ -24,6 +24,8 @@ from border_py.seeding import derive_seed
 from border_py.transport.batch import ReceivedBatch
 from border_py.transport.weights import InlineWeights
 
+__all__ = ["InlineActors"]
+
 
 class InlineActors:
     """The serial trainer's actors: one, in the learner's process (an

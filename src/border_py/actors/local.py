@@ -47,6 +47,8 @@ from border_py.resources import (
 from border_py.transport.channel import BatchLayout, SlotRing
 from border_py.transport.weights import SharedWeights
 
+__all__ = ["LocalActorSettings", "LocalActors"]
+
 log = logging.getLogger(__name__)
 
 EXIT_GRACE_SECONDS = 2.0  # after the drain: how long an actor may take to exit before SIGTERM
@@ -56,14 +58,14 @@ RETIRE_SECONDS = 2.0  # how long the messages of a dead actor are read before it
 @dataclass(kw_only=True)
 class LocalActorSettings(ActorSettings):
     """Actor processes on this machine (the ``actor_manager=default`` option); their runtime is
-    :class:`LocalActors`.
+    :class:`LocalActors`. Their other keys: see
+    :class:`~border_py.actors.settings.ActorSettings`.
 
     Args:
         nice: niceness increment of the actor processes (Unix), so that on a machine with few
             cores the learner keeps its share of CPU however many actors run (0: same priority).
         start_method: ``forkserver`` (children fork from a server that imported border-py once:
             fast starts, fast restarts) or ``spawn`` (every child imports everything anew).
-        Others: see :class:`~border_py.actors.settings.ActorSettings`.
     """
 
     nice: int

@@ -23,6 +23,8 @@ import numpy as np
 from border_py.envs.vector import VectorStep
 from border_py.transitions import Transitions
 
+__all__ = ["NStepProcessor"]
+
 
 class NStepProcessor:
     """Turns vector-env steps into n-step transitions, one pending window per env.

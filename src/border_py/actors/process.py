@@ -33,6 +33,8 @@ from border_py.transport.channel import BatchSender, LearnerGone, SlotRing, send
 from border_py.transport.messages import ActorDone, BatchReady, WorkerFailed
 from border_py.transport.weights import SharedWeights
 
+__all__ = ["ActorLinks", "ActorSpec", "actor_main", "build_sampler"]
+
 log = logging.getLogger(__name__)
 
 WEIGHTS_POLL_SECONDS = 0.02  # how often an actor looks for the first weights

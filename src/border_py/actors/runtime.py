@@ -26,6 +26,16 @@ from border_py.errors import RunError
 from border_py.processes.supervision import RestartPolicy
 from border_py.transport.batch import ReceivedBatch
 
+__all__ = [
+    "ActorFailure",
+    "ActorRecord",
+    "Actors",
+    "Deliver",
+    "Launch",
+    "accounting_of",
+    "slots_state",
+]
+
 log = logging.getLogger(__name__)
 
 Deliver = Callable[[ReceivedBatch], None]

@@ -23,6 +23,8 @@ from border_py.envs.factory import GymEnvFactory
 from border_py.envs.vector import BatchedEnv, VectorEnv
 from border_py.transitions import Transitions
 
+__all__ = ["SampleStats", "Sampler", "sampler_options"]
+
 log = logging.getLogger(__name__)
 
 

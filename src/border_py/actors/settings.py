@@ -27,6 +27,8 @@ from border_py.processes.children import Context, forkserver_context
 from border_py.processes.supervision import RestartPolicy
 from border_py.resources import MAX_N_BUFFER, MAX_QUEUE_SIZE, at_most, enforced
 
+__all__ = ["ActorSettings", "apex_epsilons"]
+
 log = logging.getLogger(__name__)
 
 

@@ -27,6 +27,8 @@ from border_py.agents.base import ValueActing
 from border_py.envs.vector import VectorStep
 from border_py.transitions import Transitions
 
+__all__ = ["RING", "ActedValueScorer", "ActedValues"]
+
 RING = 1 << 18  # values kept: a batch's ids must span fewer (a few per env step, per env)
 
 

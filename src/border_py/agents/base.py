@@ -55,6 +55,20 @@ import torch
 from border_py.agents.batch import TensorBatch
 from border_py.transitions import Transitions
 
+__all__ = [
+    "Accepts",
+    "ActingPrecision",
+    "Agent",
+    "ExplorationPosition",
+    "FixedEpsilon",
+    "TDErrorScoring",
+    "TensorUpdate",
+    "ValueActing",
+    "declared_spaces",
+    "missing_members",
+    "reports_td_error",
+]
+
 
 @runtime_checkable
 class Agent(Protocol):

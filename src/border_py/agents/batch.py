@@ -20,6 +20,8 @@ import torch
 
 from border_py.transitions import Transitions
 
+__all__ = ["TensorBatch", "obs_tensor"]
+
 
 def to_device(
     array: np.ndarray, dtype: torch.dtype | None, device: torch.device, pinned: bool = False

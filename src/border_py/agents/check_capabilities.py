@@ -18,6 +18,15 @@ from border_py.agents.check_probe import Probe, plain_metrics, prioritized, snap
 from border_py.agents.contract import AgentContractError, check_actions
 from border_py.transitions import Transitions
 
+__all__ = [
+    "acting_precision",
+    "fixed_epsilon",
+    "prefetch_parity",
+    "prioritized_replay",
+    "td_error_scoring",
+    "value_acting",
+]
+
 
 def _weights(probe: Probe, rows: int) -> np.ndarray:
     """Importance weights as a prioritized buffer gives them: in (0, 1], the largest 1."""

@@ -24,6 +24,19 @@ from border_py.agents.base import Agent, missing_members
 from border_py.errors import first_line, printable
 from border_py.transitions import Transitions
 
+__all__ = [
+    "OBS_ROWS",
+    "AgentCheckError",
+    "Probe",
+    "collect",
+    "difference",
+    "plain_metrics",
+    "prioritized",
+    "sample",
+    "snapshot",
+    "through_file",
+]
+
 OBS_ROWS = 5  # the batch of observations ``act`` gets in the batched checks
 SHOWN = 8  # integer arrays (actions) up to this size are shown whole where they differ
 

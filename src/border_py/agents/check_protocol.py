@@ -16,6 +16,19 @@ from border_py.agents.check_probe import Probe, plain_metrics, snapshot, through
 from border_py.agents.contract import AgentContractError, check_actions
 from border_py.config import is_number, positive_count
 
+__all__ = [
+    "act_shapes",
+    "attributes",
+    "built",
+    "continues_identically",
+    "deterministic",
+    "greedy_changes_nothing",
+    "plain_data",
+    "policy_state",
+    "state_round_trip",
+    "trained",
+]
+
 
 def _global_rngs() -> dict[str, Any]:
     """The states of torch's (CPU), numpy's and Python's global random generators."""

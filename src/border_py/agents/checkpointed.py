@@ -20,6 +20,17 @@ import torch
 
 from border_py.agents.networks import cpu_weights
 
+__all__ = [
+    "Checkpointed",
+    "Count",
+    "OptimizerStates",
+    "OptionalArray",
+    "Part",
+    "RandomState",
+    "Tensor",
+    "Weights",
+]
+
 
 def described(saved: Any) -> str:
     """``of shape (...)`` for a tensor, ``of type <type>`` for anything else."""

@@ -19,6 +19,8 @@ import torch
 
 from border_py.config import require
 
+__all__ = ["check_mode", "compiled"]
+
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
 
 Fn = TypeVar("Fn", bound=Callable[..., Any])

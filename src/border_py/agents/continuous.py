@@ -35,6 +35,8 @@ from torch import nn
 
 from border_py.agents.networks import VectorInput, mlp
 
+__all__ = ["GaussianPolicy", "QEnsemble", "correlated_noise", "squashed_log_prob"]
+
 LOG_2 = math.log(2.0)
 LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
 

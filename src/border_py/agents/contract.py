@@ -17,6 +17,8 @@ import numpy as np
 
 from border_py.errors import RunError
 
+__all__ = ["AgentContractError", "check_actions", "failure_report"]
+
 
 class AgentContractError(RunError):
     """An agent's ``act`` returned actions its env cannot take; the message is one line."""

@@ -26,6 +26,8 @@ from border_py.agents.exploration import EpsilonGreedy
 from border_py.agents.optim import Adam, Optimizers
 from border_py.agents.spaces import check_spaces
 
+__all__ = ["DiscreteValueAgent", "ValueArgs"]
+
 
 class ValueArgs(Protocol):
     """The hyper-parameters every :class:`DiscreteValueAgent` has (``DQNArgs``, ``IQNArgs``)."""

@@ -15,6 +15,8 @@ import numpy as np
 
 from border_py.config import fraction, non_negative
 
+__all__ = ["EpsilonGreedy", "linear_epsilon"]
+
 
 def linear_epsilon(step: int, start: float, final: float, decay_steps: int) -> float:
     """Epsilon decaying linearly from ``start`` to ``final`` over ``decay_steps`` env steps."""

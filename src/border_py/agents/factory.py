@@ -12,6 +12,8 @@ from border_py.config import build, resolve_target
 from border_py.errors import ConfigError
 from border_py.seeding import derive_seed
 
+__all__ = ["build_agent"]
+
 
 def build_agent(
     config: dict[str, Any],

@@ -38,6 +38,15 @@ from border_py.resources import (
     size_text,
 )
 
+__all__ = [
+    "Footprint",
+    "check_agent_memory",
+    "check_agent_weights",
+    "dqn_footprint",
+    "iqn_footprint",
+    "sac_footprint",
+]
+
 FLOAT = 4  # bytes of a float32: every parameter and activation of border's agents
 LOSS_TERMS = 8  # tensors of shape (B, N, N') IQN's quantile loss and its gradient hold (about)
 

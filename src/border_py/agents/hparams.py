@@ -38,6 +38,8 @@ from border_py.config import (
     widths,
 )
 
+__all__ = ["HParams", "Rule", "configured_by"]
+
 Rule = Callable[[str, Any], None]
 Init = TypeVar("Init", bound=Callable[..., None])
 

@@ -37,6 +37,8 @@ from torch import nn
 
 from border_py.agents.layers import Layer, NotALayer, network_layers
 
+__all__ = ["ACTING_DTYPES", "ConvInference", "MLPInference", "native_bfloat16"]
+
 
 class MLPInference:
     """A plain MLP (a flattening ``input``, then ``linear`` layers with ``relu`` between them: see

@@ -36,6 +36,8 @@ from border_py.agents.networks import QuantileNetwork
 from border_py.config import widths
 from border_py.transitions import Transitions
 
+__all__ = ["IQN", "IQNArgs", "midpoints", "quantile_huber_loss"]
+
 
 def quantile_huber_loss(delta: torch.Tensor, taus: torch.Tensor, kappa: float) -> torch.Tensor:
     """Per-sample quantile Huber loss ``sum_i mean_j rho_{tau_i}(delta_ij)``.

@@ -27,6 +27,8 @@ from torch import nn
 
 from border_py.agents.networks import DuelingHead, MinAtarCNN, NatureCNN, VectorInput
 
+__all__ = ["Layer", "NotALayer", "network_layers"]
+
 
 @dataclass(frozen=True)
 class Layer:
@@ -71,12 +73,12 @@ class NotALayer(ValueError):
     """A module that is none of the layers border's networks are made of.
 
     Attributes:
-        name: where it is in the network's state dict.
+        name: where it is in the network's state dict ("": the network walked itself).
         module: the module.
     """
 
     def __init__(self, name: str, module: nn.Module) -> None:
-        super().__init__(f"{name}: a {type(module).__name__} layer")
+        super().__init__(f"{name or 'the network'}: a {type(module).__name__} layer")
         self.name, self.module = name, module
 
 

@@ -13,6 +13,21 @@ from torch import nn
 from border_py.config import require
 from border_py.errors import ConfigError
 
+__all__ = [
+    "DuelingHead",
+    "MinAtarCNN",
+    "NatureCNN",
+    "QuantileNetwork",
+    "VectorInput",
+    "cpu_weights",
+    "flat_dim",
+    "input_scale",
+    "mlp",
+    "polyak_update",
+    "q_network",
+    "resolve_device",
+]
+
 
 class VectorInput(nn.Module):
     """The input of an MLP: observations flattened to (B, features), as float32 times ``scale``.

@@ -27,6 +27,8 @@ from torch.optim.adam import adam
 
 from border_py.config import is_number
 
+__all__ = ["Adam", "Optimizers"]
+
 log = logging.getLogger(__name__)
 
 CLIP_EPS = 1e-6  # added to the norm before dividing, as torch.nn.utils.clip_grad_norm_ does

@@ -58,6 +58,8 @@ from border_py.agents.spaces import check_spaces
 from border_py.config import is_number, require
 from border_py.transitions import Transitions
 
+__all__ = ["SAC", "SACArgs", "soft_targets", "temperature_loss"]
+
 
 def soft_targets(
     reward: torch.Tensor,

@@ -14,6 +14,8 @@ import numpy as np
 from border_py.agents.base import Accepts, declared_spaces
 from border_py.errors import ConfigError
 
+__all__ = ["check_spaces"]
+
 FLATTENABLE = (
     gym.spaces.Dict,
     gym.spaces.Tuple,

@@ -22,6 +22,8 @@ from border_py.errors import ConfigError
 from border_py.overrides import parse_overrides
 from border_py.trainers.train import prepare
 
+__all__ = ["check_overrides"]
+
 
 def _values(override: Override) -> list[str]:
     """The override's values as strings: one, every value of a sweep, or none for a sweep that is
@@ -339,12 +341,3 @@ def _validate(cfg: DictConfig, overrides: list[str], build: bool) -> None:
         if cfg.get("resume") == "auto":  # a multirun's jobs settle it: check it as a fresh run
             cfg.resume = None
         prepare(cfg, overrides=overrides)
-
-
-def hydra_args(args: list[str], given: list[str], checked: list[str]) -> list[str]:
-    """``args`` with its overrides (``given``, contiguous, as Hydra's parser requires) replaced
-    by what :func:`check_overrides` made of them (``checked``)."""
-    for start in range(len(args) - len(given) + 1):
-        if given and args[start : start + len(given)] == given:
-            return [*args[:start], *checked, *args[start + len(given) :]]
-    return args

@@ -27,6 +27,8 @@ from border_py.cli.config_source import hide_bases
 from border_py.cli.errors import fail
 from border_py.config import config_dir
 
+__all__ = ["FLAGS", "shell_completion"]
+
 REQUESTS = ("install", "uninstall", "query")
 SHELLS = ("bash", "zsh", "fish")
 FLAGS = ("-sc", "--shell-completion")

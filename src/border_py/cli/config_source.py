@@ -25,6 +25,8 @@ from border_py.cli.errors import hydra_error_line
 from border_py.config import config_dir, is_base
 from border_py.errors import ConfigError
 
+__all__ = ["ConfigSource", "hide_bases"]
+
 
 def hide_bases() -> None:
     """Leave the groups' bases out of every list of a group's options Hydra makes: ``--help``'s

@@ -10,6 +10,8 @@ from typing import NoReturn
 from border_py.errors import ConfigError, first_line, printable
 from border_py.secrets import redact_text
 
+__all__ = ["OneLineParser", "fail", "hydra_error_line"]
+
 
 def fail(message: str, status: int = 2) -> int:
     """Print one error line for ``border`` (secrets redacted: job logs keep it) and return

@@ -35,6 +35,8 @@ from border_py.runs.checkpoint import Checkpoint, pick_checkpoint
 from border_py.runs.trust import Trust, literal
 from border_py.secrets import redact
 
+__all__ = ["eval_command", "evaluate_checkpoint"]
+
 EVAL_DEFAULTS: dict[str, Any] = {
     "n_episodes": 10,  # episodes to play
     "seed": None,  # base reset seed (None: the run's evaluation seed)

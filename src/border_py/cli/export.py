@@ -11,6 +11,8 @@ from border_py.deploy.export import FORMATS, export_policy
 from border_py.errors import ConfigError, RunError
 from border_py.overrides import parse_overrides
 
+__all__ = ["export_command"]
+
 EXPORT_USAGE = f"""\
 usage: border export <run dir | checkpoint dir> --format {{{",".join(FORMATS)}}} -o PATH [--force] [trust=[my_pkg]] [check_resources=false]
 

@@ -32,6 +32,8 @@ from border_py.runs.results import read_result
 from border_py.runs.run_dir import check_fresh, check_sweep, fresh_dir, holds_run
 from border_py.secrets import redact
 
+__all__ = ["RunDirs", "report_sweep", "sweep_summary"]
+
 
 class SweepOutcome:
     """The last sweep's jobs, as read back from their dirs (set in the process that ran Hydra)."""

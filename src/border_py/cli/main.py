@@ -16,6 +16,8 @@ from border_py.errors import TextFormatter
 from border_py.processes.children import warm_forkserver
 from border_py.processes.signals import StopSignals
 
+__all__ = ["COMMANDS", "main"]
+
 USAGE = """\
 usage: border <command> [options] [overrides]
 

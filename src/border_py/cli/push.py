@@ -21,6 +21,8 @@ from border_py.hub.remote import pull, push
 from border_py.overrides import parse_overrides
 from border_py.runs.trust import check_trust_list
 
+__all__ = ["pull_command", "push_command"]
+
 
 def _overrides(overrides: list[str], prog: str) -> tuple[tuple[str, ...], bool]:
     """The ``trust=[...]`` and ``check_resources`` of the command line (the only overrides it

@@ -29,6 +29,8 @@ from border_py.overrides import parse_overrides
 if TYPE_CHECKING:
     from importlib.abc import Traversable
 
+__all__ = ["lookup", "recipes", "searchpath_of"]
+
 DEFAULT_AGENT, DEFAULT_ENV = "dqn", "cartpole"  # conf/train.yaml's defaults
 
 

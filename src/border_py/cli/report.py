@@ -14,6 +14,8 @@ from border_py.reports.collect import X_AXES
 from border_py.reports.intervals import BOOTSTRAP_FROM
 from border_py.reports.report import report
 
+__all__ = ["report_command"]
+
 
 def report_command(args: list[str]) -> int:
     """``border report``: a table of the runs under a directory, a PNG of their eval curves."""

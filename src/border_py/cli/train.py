@@ -18,7 +18,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from border_py._version import __version__
-from border_py.cli.checks import check_overrides, hydra_args
+from border_py.cli.checks import check_overrides
 from border_py.cli.config_source import ConfigSource, hide_bases
 from border_py.cli.errors import OneLineParser, fail
 from border_py.cli.hydra_callbacks import report_sweep
@@ -30,6 +30,8 @@ from border_py.runs.lock import RunInUse, refuse_if_in_use
 from border_py.runs.results import read_result, write_result
 from border_py.runs.run_dir import RunCompleted, settle_resume, start_afresh
 from border_py.trainers.train import train
+
+__all__ = ["train_command"]
 
 log = logging.getLogger("border_py")
 
@@ -143,7 +145,7 @@ def train_command(args: list[str]) -> int:
             )
         except ConfigError as exc:
             return fail(str(exc))
-        args = hydra_args(args, parsed.overrides, checked)
+        args = _hydra_args(args, parsed.overrides, checked)
     Notes.recipe = recipe
     if recipe is not None and inspect_only:
         searchpath = searchpath_of(parsed.overrides, parsed.config_dir)
@@ -151,6 +153,15 @@ def train_command(args: list[str]) -> int:
     if fresh_in is not None:  # resume=auto with no checkpoint: start fresh there
         start_afresh(fresh_in)
     return _run_hydra(args)
+
+
+def _hydra_args(args: list[str], given: list[str], checked: list[str]) -> list[str]:
+    """``args`` with its overrides (``given``, contiguous, as Hydra's parser requires) replaced
+    by what :func:`~border_py.cli.checks.check_overrides` made of them (``checked``)."""
+    for start in range(len(args) - len(given) + 1):
+        if given and args[start : start + len(given)] == given:
+            return [*args[:start], *checked, *args[start + len(given) :]]
+    return args
 
 
 def _parse(args: list[str]) -> argparse.Namespace:

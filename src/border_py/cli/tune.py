@@ -15,6 +15,8 @@ from border_py.cli.errors import OneLineParser, fail
 from border_py.errors import ConfigError
 from border_py.tuning.tuner import tune
 
+__all__ = ["tune_command"]
+
 
 def _n_jobs(value: str) -> int | str:
     if value == "auto":

@@ -23,6 +23,8 @@ from border_py.deploy.load import Policy
 from border_py.layout import CHECKPOINTS
 from border_py.secrets import redact
 
+__all__ = ["describe", "readme"]
+
 
 def outputs(agent: object) -> str:
     """What the exported model's two outputs are, for ``agent`` (see :mod:`.graph`)."""

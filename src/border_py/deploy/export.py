@@ -46,6 +46,19 @@ from border_py.errors import ConfigError, RunError, first_line
 from border_py.files import create_file, link_refusal, write_file
 from border_py.publishing import publish_dir
 
+__all__ = [
+    "DESCRIPTION",
+    "FORMATS",
+    "NUMPY_FILES",
+    "check_refusals",
+    "description_path",
+    "export_policy",
+    "numpy_files",
+    "onnx_bytes",
+    "policy_source",
+    "torchscript_bytes",
+]
+
 FORMATS = ("onnx", "torchscript", "numpy")
 ONNX_NEEDS = ("onnx", "onnxruntime", "onnxscript")
 DESCRIPTION = "preprocessing.json"

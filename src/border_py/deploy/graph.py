@@ -32,6 +32,15 @@ from border_py.agents.networks import QuantileNetwork
 from border_py.agents.sac import SAC
 from border_py.errors import ConfigError
 
+__all__ = [
+    "CheckedInput",
+    "GreedyGaussian",
+    "GreedyQ",
+    "GreedyQuantile",
+    "greedy_module",
+    "sample_observations",
+]
+
 EXPORTABLE = (DQN, IQN, SAC)
 
 

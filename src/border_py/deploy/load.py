@@ -27,6 +27,8 @@ from border_py.runs.checkpoint import Checkpoint, pick_checkpoint
 from border_py.runs.trust import Trust, check_trust_list
 from border_py.secrets import refuse_redacted
 
+__all__ = ["Policy", "build_policy_agent", "load_policy"]
+
 
 def build_policy_agent(
     checkpoint: Checkpoint, config: dict[str, Any], device: str = "cpu", enforce: bool = True

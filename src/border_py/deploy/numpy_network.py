@@ -19,6 +19,8 @@ from border_py.agents.layers import Layer, NotALayer, network_layers
 from border_py.deploy.graph import GreedyGaussian, GreedyQ, GreedyQuantile
 from border_py.errors import ConfigError
 
+__all__ = ["numpy_network"]
+
 Arrays = dict[str, np.ndarray]
 
 

@@ -32,6 +32,8 @@ from typing import Any
 
 import numpy as np
 
+__all__ = ["NumpyPolicy", "as_batch", "load"]
+
 HERE = Path(__file__).resolve().parent
 CHUNK = 256  # rows per pass: a convolution's windows copy (rows, H', W', C * kh * kw) floats
 Layers = list[dict[str, Any]]

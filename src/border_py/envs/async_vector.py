@@ -22,6 +22,8 @@ from gymnasium.vector import AsyncVectorEnv, AutoresetMode
 from border_py.envs.vector import EpisodeTally, VectorStep
 from border_py.processes.children import die_with_parent, signals_ignored
 
+__all__ = ["AsyncVector"]
+
 START_METHOD = "spawn"
 CLOSE_TIMEOUT = 10.0  # seconds close() waits for the subprocesses before terminating them
 

@@ -46,6 +46,8 @@ from border_py.envs.pools import AleVectorPool, AtariPool, EnvpoolPool
 from border_py.envs.vector import BatchedEnv
 from border_py.errors import ConfigError
 
+__all__ = ["AtariEnvFactory", "FireOnReset"]
+
 FRAME_CAP = 108_000  # ALE v5's frames per episode
 
 

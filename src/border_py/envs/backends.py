@@ -14,6 +14,8 @@ import importlib
 
 from border_py.errors import ConfigError
 
+__all__ = ["ATARI_ONLY", "check_backend"]
+
 BACKENDS = ("gymnasium", "gymnasium_async", "envpool", "ale_vector")
 ATARI_ONLY = ("envpool", "ale_vector")
 PACKAGES = {

@@ -28,6 +28,8 @@ import numpy as np
 from border_py.envs.pools import AtariPool
 from border_py.envs.vector import EpisodeTally, VectorStep
 
+__all__ = ["BatchedAtari"]
+
 MAX_RESETS = 10  # as FireOnReset: resets whose FIRE step ended the episode, in a row
 
 

@@ -22,6 +22,8 @@ from border_py.envs.backends import check_backend
 from border_py.envs.vector import BatchedEnv, EpisodeLog, VectorEnv
 from border_py.errors import ConfigError, first_line
 
+__all__ = ["GymEnvFactory", "build_env_factory"]
+
 SWITCHES = ("training_only", "evaluation_only")  # keys of a wrapper spec that are not its arguments
 
 

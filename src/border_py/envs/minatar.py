@@ -30,6 +30,8 @@ from border_py.config import flag, fraction, require
 from border_py.envs.factory import GymEnvFactory
 from border_py.errors import ConfigError
 
+__all__ = ["MinAtarEnvFactory", "register_minatar"]
+
 GAMES = ("Asterix", "Breakout", "Freeway", "Seaquest", "SpaceInvaders")
 
 

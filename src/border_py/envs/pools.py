@@ -15,6 +15,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+__all__ = ["AleVectorPool", "AtariPool", "EnvpoolPool"]
+
 Step = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # obs, reward, terminated, truncated
 
 

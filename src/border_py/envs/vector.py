@@ -13,6 +13,8 @@ from typing import Any, Protocol
 import gymnasium as gym
 import numpy as np
 
+__all__ = ["BatchedEnv", "EpisodeLog", "EpisodeTally", "VectorEnv", "VectorStep"]
+
 
 class EpisodeLog(gym.Wrapper):
     """Remembers how the current episode began (reset seed, or the env's RNG state before the reset)

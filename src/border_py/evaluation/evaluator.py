@@ -17,6 +17,8 @@ from border_py.config import fraction
 from border_py.envs.factory import GymEnvFactory
 from border_py.errors import ConfigError
 
+__all__ = ["EvalResult", "EvaluationStopped", "Evaluator"]
+
 
 class EvaluationStopped(Exception):
     """An evaluation ended unfinished: its ``stop()`` returned True (a stop signal came).

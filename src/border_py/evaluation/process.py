@@ -28,6 +28,8 @@ from border_py.transport.channel import LearnerGone, receive, send
 from border_py.transport.messages import EvalDone, EvalRequest, WorkerFailed
 from border_py.transport.weights import SharedWeights
 
+__all__ = ["EvalLinks", "EvalSettings", "eval_main"]
+
 log = logging.getLogger(__name__)
 
 REQUEST_POLL_SECONDS = 0.5

@@ -14,6 +14,8 @@ from __future__ import annotations
 from border_py.resources import MAX_EVAL_EPISODES
 from border_py.seeding import derive_seed
 
+__all__ = ["disjoint_start", "fresh_seeds", "run_eval_seeds", "selection_seed"]
+
 
 def selection_seed(root_seed: int) -> int:
     """The first reset seed of every selection evaluation of a run with ``root_seed``."""

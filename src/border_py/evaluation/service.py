@@ -18,6 +18,8 @@ import torch
 from border_py.agents.base import Agent
 from border_py.evaluation.evaluator import EvalResult, EvaluationStopped, Evaluator
 
+__all__ = ["EvalOutcome", "EvalService", "InlineEvaluation", "Snapshot"]
+
 log = logging.getLogger(__name__)
 
 # the learner's (agent state, trainer state) at the evaluated opt step, for a best checkpoint (the

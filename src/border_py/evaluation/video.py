@@ -11,6 +11,8 @@ import numpy as np
 from border_py.envs.factory import GymEnvFactory
 from border_py.errors import ConfigError, first_line
 
+__all__ = ["check_video"]
+
 
 def check_video(env_factory: GymEnvFactory, key: str) -> None:
     """Fail with one line starting with ``key`` if videos cannot be recorded: moviepy missing, or

@@ -31,6 +31,8 @@ from border_py.transport.channel import Readable, receive, send
 from border_py.transport.messages import EvalDone, EvalRequest, WorkerFailed
 from border_py.transport.weights import SharedWeights
 
+__all__ = ["EvalWorker"]
+
 log = logging.getLogger(__name__)
 
 

@@ -9,3 +9,5 @@ in a dir no ``import`` can take for a module. The Hub is reached through ``huggi
 (the ``hub`` extra) in :mod:`.remote` only, behind functions that take the API object or the
 download function, so that everything else runs and is tested without a network.
 """
+
+__all__: list[str] = []

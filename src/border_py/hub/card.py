@@ -29,6 +29,8 @@ from border_py.hub.contents import pull_dir
 from border_py.hub.score import Score
 from border_py.secrets import redact
 
+__all__ = ["CardFacts", "card", "fenced", "version"]
+
 LIBRARY = "border-py"
 VERSION = re.compile(r"\d{1,6}\.\d{1,6}(\.\d{1,6})?[a-z0-9.+-]{0,40}")
 STATUSES = ("completed", "interrupted", "failed")

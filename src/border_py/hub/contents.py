@@ -22,6 +22,20 @@ from border_py.errors import ConfigError, printable
 from border_py.files import NotRegular, make_dir, present
 from border_py.runs.timeline import POLICY_FILES
 
+__all__ = [
+    "CARD",
+    "CHECKPOINT",
+    "CURVE",
+    "EXPORT",
+    "EXPORT_FILES",
+    "REPLAY",
+    "RESULTS",
+    "check_not_a_module",
+    "keep",
+    "left_out_line",
+    "pull_dir",
+]
+
 # the folder border push uploads (see border_py.hub.folder), by name
 CARD = "README.md"
 CHECKPOINT = "checkpoint"

@@ -61,6 +61,8 @@ from border_py.runs.checkpoint import Checkpoint, pick_checkpoint
 from border_py.runs.results import read_result
 from border_py.secrets import redact
 
+__all__ = ["FORMATS", "PushSettings", "build", "publish"]
+
 log = logging.getLogger(__name__)
 
 FORMATS = ("numpy", "torchscript", "onnx")

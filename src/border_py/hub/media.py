@@ -20,6 +20,8 @@ from border_py.reports.aggregate import group_runs
 from border_py.reports.collect import read_run
 from border_py.reports.plots import plot_runs
 
+__all__ = ["draw_curve", "record_replay"]
+
 log = logging.getLogger(__name__)
 
 

@@ -27,6 +27,8 @@ from border_py.runs.compat import current_targets
 from border_py.runs.timeline import holds_policy
 from border_py.runs.trust import Trust
 
+__all__ = ["pull", "push"]
+
 log = logging.getLogger(__name__)
 
 # owner/name: letters, digits, '-', '_', '.', not starting or ending with '-' or '.' (the Hub's rule)

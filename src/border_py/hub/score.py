@@ -19,6 +19,8 @@ from border_py.evaluation.evaluator import EvalResult, Evaluator
 from border_py.evaluation.seeds import fresh_seeds
 from border_py.resources import MAX_EPISODE_STEPS, at_most
 
+__all__ = ["Score", "card_seeds", "eval_max_steps", "fresh_score"]
+
 DEFAULT_MAX_STEPS = 10000  # an evaluation episode's step cap when the run's config has none
 
 

@@ -36,6 +36,20 @@ from typing import Any, cast
 
 from border_py.errors import TextFormatter
 
+__all__ = [
+    "Context",
+    "die_with_parent",
+    "end_in_stages",
+    "forkserver_context",
+    "init_child",
+    "lost_with_forkserver",
+    "lower_priority",
+    "one_thread_each",
+    "signals_ignored",
+    "start_process",
+    "warm_forkserver",
+]
+
 log = logging.getLogger(__name__)
 
 # the start methods border-py runs its children with (typeshed's BaseContext has no Process)

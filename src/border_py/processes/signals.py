@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
+__all__ = ["SIGNAL_DEBOUNCE", "StopSignals"]
+
 log = logging.getLogger(__name__)
 
 SECOND_SIGNAL_WAIT = 1.0  # how long the second signal's line may take before the stop goes on

@@ -15,6 +15,8 @@ import numpy as np
 
 from border_py.processes.children import lost_with_forkserver
 
+__all__ = ["Heartbeats", "RestartPolicy", "exit_cause"]
+
 
 class Heartbeats:
     """A shared array of ``time.monotonic()`` stamps, one per worker slot.

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from border_py.recorders.base import Recorder
 from border_py.recorders.composite import Recorders
 
 __all__ = ["Recorder", "Recorders", "TensorBoardRecorder"]
+
+if TYPE_CHECKING:  # for type checkers and the API reference; imported lazily below
+    from border_py.recorders.tensorboard import TensorBoardRecorder
 
 
 def __getattr__(name: str) -> Any:

@@ -13,6 +13,8 @@ from typing import Any, Protocol, runtime_checkable
 from border_py.config import flatten
 from border_py.secrets import redact
 
+__all__ = ["NOT_HPARAMS", "Recorder", "hyperparameters"]
+
 HParam = float | int | str | bool
 
 # metrics a run reports at its end, next to its hyper-parameters (TensorBoard's HPARAMS tab, MLflow)

@@ -14,6 +14,8 @@ from border_py.config import build
 from border_py.errors import ConfigError
 from border_py.recorders.base import Recorder
 
+__all__ = ["Recorders", "build_recorders"]
+
 DEFAULT_RECORDERS = {"tensorboard": {"_target_": "border_py.recorders.TensorBoardRecorder"}}
 
 

@@ -22,6 +22,16 @@ from rich.logging import RichHandler
 from border_py.config import is_int
 from border_py.secrets import RedactingFormatter
 
+__all__ = [
+    "ACCOUNTING_LABELS",
+    "PLAIN_FORMAT",
+    "SUMMARY_KEYS",
+    "console",
+    "format_number",
+    "log_handler",
+    "summary_table",
+]
+
 _console: Console | None = None
 
 

@@ -45,6 +45,8 @@ from border_py.recorders.mlflow_store import (
 )
 from border_py.secrets import redact, redact_text
 
+__all__ = ["RUN_ID_FILE", "MlflowRecorder"]
+
 RUN_ID_FILE = MLFLOW_RUN  # in the run dir: a resumed run continues the same MLflow run
 STATUS = {"completed": "FINISHED", "interrupted": "KILLED", "failed": "FAILED"}
 BATCH = 100  # MLflow's limit on params per log_batch call

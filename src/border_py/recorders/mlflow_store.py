@@ -27,6 +27,18 @@ from border_py.files import NotRegular, link_refusal, present, refuse_links_in
 from border_py.layout import MLFLOW_ARTIFACTS, MLFLOW_STORE
 from border_py.secrets import redact_text
 
+__all__ = [
+    "Found",
+    "artifact_roots",
+    "choose_store",
+    "inspect",
+    "local_under",
+    "moved_from",
+    "own_artifacts",
+    "store_named",
+    "store_uri",
+]
+
 SQLITE = "sqlite:///"
 STORE_NAME = re.compile(r"mlflow(-[1-9][0-9]{0,2})?\.db")  # mlflow.db, mlflow-2.db, ...
 BESIDE = 100  # how many store names border tries in one dir

@@ -41,6 +41,8 @@ from rich.text import Text
 
 from border_py.recorders.console import console, format_number
 
+__all__ = ["RATE_WINDOW_SECONDS", "Budget", "ProgressView", "Steps"]
+
 log = logging.getLogger(__name__)
 
 REFRESH_SECONDS = 0.5  # how often the view takes the counters

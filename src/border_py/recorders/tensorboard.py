@@ -18,6 +18,8 @@ from border_py.layout import TENSORBOARD
 from border_py.recorders.base import hyperparameters
 from border_py.secrets import redact
 
+__all__ = ["TensorBoardRecorder"]
+
 log = logging.getLogger(__name__)
 
 MAX_WAIT = 2.0  # seconds a new event file waits for its name to sort last (a second, with margin)

@@ -19,6 +19,8 @@ from border_py.recorders.base import NOT_HPARAMS
 from border_py.recorders.wandb_settings import pinned, refuse_workspace_settings
 from border_py.secrets import redact, redact_override
 
+__all__ = ["WandbRecorder"]
+
 log = logging.getLogger(__name__)
 
 RUN_ID_FILE = WANDB_RUN  # in the run dir: a resumed run continues the same W&B run

@@ -29,6 +29,8 @@ from border_py.errors import ConfigError, first_line, printable
 from border_py.files import present, read_record
 from border_py.layout import CLAIM, HYDRA, MULTIRUN, WANDB
 
+__all__ = ["pinned", "refuse_workspace_settings"]
+
 SECTION = "default"  # the one section W&B reads in a settings file
 WORKSPACE_KEYS = ("entity", "mode", "project")  # what W&B's own commands write in a workspace
 # where the run goes and how, with the value pinned when the user sets none (None: W&B's default;

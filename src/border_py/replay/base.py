@@ -15,6 +15,8 @@ import numpy as np
 
 from border_py.transitions import Transitions
 
+__all__ = ["OverwriteTracking", "PrioritizedReplay", "ReplayBuffer"]
+
 
 @runtime_checkable
 class ReplayBuffer(Protocol):

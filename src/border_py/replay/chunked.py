@@ -13,6 +13,8 @@ import mmap
 
 import numpy as np
 
+__all__ = ["copy_ring"]
+
 CHUNK_BYTES = 64 * 2**20  # bytes copied (and mapped pages held) at a time
 
 

@@ -24,6 +24,8 @@ import numpy as np
 from border_py.replay.chunked import copy_ring
 from border_py.transitions import MISSING, ZERO, FrameChunk
 
+__all__ = ["FrameStore"]
+
 
 class FrameStore:
     """Learner side: a ring of frames under global ids, with each source's local ids translated.

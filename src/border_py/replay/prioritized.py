@@ -13,6 +13,8 @@ from border_py.replay.sum_tree import MinTree, SumTree, level_sizes
 from border_py.replay.uniform import UniformReplayBuffer, copy_rows
 from border_py.transitions import Transitions
 
+__all__ = ["PrioritizedReplayBuffer"]
+
 
 class PrioritizedReplayBuffer(UniformReplayBuffer):
     """Proportional prioritized replay (Schaul et al. 2016) over the uniform buffer's rows.

@@ -20,6 +20,8 @@ from itertools import pairwise
 
 import numpy as np
 
+__all__ = ["BRANCHING", "MinTree", "SumTree", "level_sizes"]
+
 BRANCHING = 32
 
 

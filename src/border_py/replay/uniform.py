@@ -18,6 +18,8 @@ from border_py.replay.chunked import copy_ring
 from border_py.replay.frames import FrameStore
 from border_py.transitions import STORED, Transitions
 
+__all__ = ["UniformReplayBuffer", "copy_rows"]
+
 MAX_REDRAWS = 100  # rounds of redrawing rows whose frames are gone before giving up
 
 

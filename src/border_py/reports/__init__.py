@@ -16,3 +16,5 @@ wall time; the table shows the same aggregates of the final and best returns, wi
 interval. Otherwise (or with ``--runs``) it shows one line and one curve per run. Runs of several
 env ids add a table of each configuration's normalised score across tasks.
 """
+
+__all__: list[str] = []

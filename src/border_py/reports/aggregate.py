@@ -17,6 +17,16 @@ import numpy as np
 from border_py.reports.collect import RunRow, as_float, override_key, shared
 from border_py.reports.intervals import iqm_interval, mean_interval, trimmed_iqm
 
+__all__ = [
+    "GROUP_COLUMNS",
+    "Estimate",
+    "Group",
+    "aggregate_curves",
+    "estimate",
+    "group_runs",
+    "swept_keys",
+]
+
 GROUP_COLUMNS = (
     "group",
     "env_id",

@@ -30,6 +30,21 @@ from border_py.runs.links import refuse_links
 from border_py.runs.results import read_result
 from border_py.runs.resume import original_overrides
 
+__all__ = [
+    "COLUMNS",
+    "X_AXES",
+    "Evaluation",
+    "FreshScore",
+    "RunRow",
+    "as_float",
+    "collect",
+    "find_runs",
+    "override_key",
+    "read_run",
+    "shared",
+    "shared_overrides",
+]
+
 log = logging.getLogger(__name__)
 
 CURVE_TAG = "eval/return_mean"

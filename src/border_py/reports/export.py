@@ -31,6 +31,8 @@ from border_py.files import write_file
 from border_py.reports.aggregate import Group
 from border_py.reports.tasks import Configuration, Scores, configurations, run_scores, task_scales
 
+__all__ = ["export_scores"]
+
 
 def _padded(
     config: Configuration, scores: Scores, tasks: list[str], runs: int, evals: int

@@ -30,6 +30,23 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+__all__ = [
+    "BCA_BOOTSTRAP",
+    "BOOTSTRAP_FROM",
+    "BOOTSTRAP_SEED",
+    "CONFIDENCE",
+    "NO_INTERVAL",
+    "PERCENTILE_BOOTSTRAP",
+    "RESAMPLES",
+    "T_INTERVAL",
+    "Interval",
+    "bootstrap_interval",
+    "iqm_interval",
+    "mean_interval",
+    "t_interval",
+    "trimmed_iqm",
+]
+
 CONFIDENCE = 0.95
 BOOTSTRAP_FROM = 50  # seeds from which the mean's interval is a BCa bootstrap, not a t-interval
 RESAMPLES = 10_000

@@ -16,6 +16,8 @@ from border_py.reports.aggregate import Group
 from border_py.reports.collect import RunRow, as_float, override_key, shared
 from border_py.reports.tasks import configurations
 
+__all__ = ["count", "group_figure", "plot_groups", "plot_runs", "run_figure"]
+
 AXIS_LABELS = {
     "env_steps": "environment steps",
     "opt_steps": "optimizer steps (gradient updates)",

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+__all__ = ["REFERENCES", "Reference"]
+
 RANDOM_SOURCE = "random policy: benchmarks/random_scores.py (100 episodes)"
 
 

@@ -30,6 +30,8 @@ from border_py.reports.tasks import (
     task_scales,
 )
 
+__all__ = ["report"]
+
 
 def _text(line: str) -> Text:
     """A line naming paths (a dir's name may come from elsewhere) as plain text: never rich

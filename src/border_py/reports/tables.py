@@ -18,6 +18,8 @@ from border_py.reports.aggregate import Estimate, Group
 from border_py.reports.collect import RunRow, shared_overrides
 from border_py.reports.tasks import FINAL_EVAL, SCORE_TEXT, STRATIFIED_BOOTSTRAP, TaskAggregate
 
+__all__ = ["group_table", "table", "task_table", "task_values", "write_csv"]
+
 
 def _fmt(value: Any, digits: int = 1) -> str:
     return "-" if value is None else number_text(value, digits)

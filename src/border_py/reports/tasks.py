@@ -26,6 +26,23 @@ from border_py.reports.collect import RunRow, override_key, shared
 from border_py.reports.intervals import BOOTSTRAP_SEED, CONFIDENCE, RESAMPLES, trimmed_iqm
 from border_py.reports.references import REFERENCES
 
+__all__ = [
+    "FINAL_EVAL",
+    "FINAL_RETURN",
+    "RUN_RANGE",
+    "SCORE_TEXT",
+    "STRATIFIED_BOOTSTRAP",
+    "Configuration",
+    "Scores",
+    "TaskAggregate",
+    "aggregate_tasks",
+    "configurations",
+    "run_scores",
+    "stratified_bootstrap",
+    "task_keys",
+    "task_scales",
+]
+
 STRATIFIED_BOOTSTRAP = "95% stratified bootstrap"
 RUN_RANGE = "range of its runs"  # how a task outside the reference table is normalised
 FINAL_EVAL = "final_eval"

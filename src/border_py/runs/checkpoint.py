@@ -45,6 +45,8 @@ from border_py.runs.replay_snapshot import read_snapshot, write_snapshot
 from border_py.runs.state import TrainerState
 from border_py.runs.timeline import find_checkpoint, is_complete
 
+__all__ = ["Checkpoint", "load_checkpoint", "pick_checkpoint", "recover", "save_checkpoint"]
+
 CONFIG_KEYS = ("seed", "env", "agent")  # what every saved config holds (border eval builds them)
 
 

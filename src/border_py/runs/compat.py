@@ -20,6 +20,8 @@ from typing import Any
 from border_py.config import GROUPS
 from border_py.shipped import keys_of_target, run_keys
 
+__all__ = ["MOVED_TARGETS", "complete", "current_config", "current_targets"]
+
 # old _target_ -> current one, for every component that moved (each maps to where it is now)
 MOVED_TARGETS = {
     # 0.1 -> 0.2: the packages that became folders

@@ -20,6 +20,8 @@ from pathlib import Path
 from border_py.files import refuse_links_in
 from border_py.layout import WANDB
 
+__all__ = ["refuse_links"]
+
 # W&B's links in its dir: to the latest run and its logs (at the top), and each run's link to the
 # W&B core's log in the user's cache (<run>/logs/debug-core.log)
 WANDB_TOP_LINKS = ("latest-run", "debug.log", "debug-internal.log")

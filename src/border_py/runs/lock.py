@@ -16,6 +16,8 @@ from border_py.errors import ConfigError
 from border_py.files import link_refusal
 from border_py.layout import LOCK
 
+__all__ = ["RunInUse", "refuse_if_in_use", "session_lock"]
+
 log = logging.getLogger(__name__)
 
 # flock errors of filesystems that do not support it (some NFS and Lustre mounts): run unguarded

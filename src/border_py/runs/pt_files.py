@@ -39,6 +39,8 @@ from border_py import resources
 from border_py.errors import ConfigError, first_line
 from border_py.files import open_regular
 
+__all__ = ["check_pt", "load_pt"]
+
 END = struct.Struct("<4s4H2LH")  # the end record: 22 bytes, then its comment
 LOCATOR = struct.Struct("<4sLQL")  # the zip64 locator, just before the end record
 END64 = struct.Struct("<4sQ2H2L4Q")  # the zip64 end record (no extensible data: 56 bytes)

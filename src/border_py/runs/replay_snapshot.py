@@ -27,6 +27,8 @@ from border_py.errors import ConfigError, first_line
 from border_py.files import create_file, fsync_dir, link_refusal, open_regular, read_json
 from border_py.layout import BUFFER, BUFFER_FILE_SUFFIX, BUFFER_INDEX, BUFFER_NPZ
 
+__all__ = ["read_snapshot", "snapshot_nbytes", "write_snapshot"]
+
 NAME = re.compile(r"^[A-Za-z0-9_]+$")  # an array's name: its file's name, never a path
 WRITE_BYTES = 16 * 2**20  # bytes handed to one write (a copy of rows, for a strided array)
 

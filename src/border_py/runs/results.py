@@ -17,6 +17,8 @@ from border_py.files import read_json, write_file
 from border_py.layout import RESULT
 from border_py.secrets import redact_override, redact_text
 
+__all__ = ["OBJECTIVES", "objective_value", "read_result", "write_result"]
+
 OBJECTIVES = ("best", "final", "mean")  # best | final (last evaluation) | mean of all evaluations
 
 

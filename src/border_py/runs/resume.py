@@ -25,6 +25,14 @@ from border_py.runs.timeline import run_dir_of_checkpoint
 from border_py.runs.trust import CALLERS, Trust, literal
 from border_py.secrets import redact, refuse_redacted
 
+__all__ = [
+    "check_fits",
+    "check_resume_memory",
+    "original_overrides",
+    "resumed_config",
+    "without_user_settings",
+]
+
 log = logging.getLogger(__name__)
 
 NOT_CARRIED = ("resume", "run_dir", "trust")  # keys of this command, never from the saved config

@@ -48,6 +48,19 @@ from border_py.runs.results import read_result
 from border_py.runs.timeline import find_checkpoint, newest_checkpoint, run_dir_of_checkpoint
 from border_py.secrets import redact_override
 
+__all__ = [
+    "RunCompleted",
+    "check_fresh",
+    "check_sweep",
+    "claim",
+    "claimed_overrides",
+    "fresh_dir",
+    "holds_run",
+    "set_aside_attempt",
+    "settle_resume",
+    "start_afresh",
+]
+
 log = logging.getLogger(__name__)
 
 # what a run leaves in its dir (Hydra's .hydra/ and train.log are written before a run starts),

@@ -41,6 +41,8 @@ from border_py.runs.run_dir import RunCompleted, claim, settle_resume, start_afr
 from border_py.runs.timeline import run_dir_of_checkpoint, set_aside_newer
 from border_py.runs.trust import Trust
 
+__all__ = ["RunSession", "restore_agent"]
+
 log = logging.getLogger(__name__)
 
 

@@ -44,6 +44,8 @@ import numpy as np
 from border_py.replay.base import ReplayBuffer
 from border_py.seeding import global_rng_state, set_global_rng_state
 
+__all__ = ["BOOK", "Owner", "Owners", "TrainerState"]
+
 log = logging.getLogger(__name__)
 
 SERIAL_KEY = "sampler"  # what the serial trainer's in-process actor saves (its envs and windows)

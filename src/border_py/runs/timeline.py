@@ -28,6 +28,20 @@ from border_py.layout import (
 )
 from border_py.runs.links import refuse_links
 
+__all__ = [
+    "POLICY_FILES",
+    "REQUIRED",
+    "find_checkpoint",
+    "holds_policy",
+    "is_complete",
+    "newest_checkpoint",
+    "periodic_checkpoints",
+    "prune",
+    "run_dir_of_checkpoint",
+    "set_aside_newer",
+    "step_name",
+]
+
 REQUIRED = (POLICY, AGENT, TRAINER, CONFIG, META)
 # what acting with a policy needs: a shared checkpoint (border push) holds these alone
 POLICY_FILES = (POLICY, CONFIG, META)

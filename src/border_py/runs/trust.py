@@ -38,6 +38,8 @@ import yaml
 from border_py.config import GROUPS, OVERLAYS, config_dir, lookup, require
 from border_py.errors import ConfigError
 
+__all__ = ["CALLERS", "Trust", "check_trust_list", "imports", "literal", "shipped_targets"]
+
 CALLERS = {  # saved values used only when given again, and why
     "actor_manager.address": "a Ray cluster can run code in the learner",
     "actor_manager.runtime_env": "it installs packages and sets variables for the actors",

@@ -1,1 +1,3 @@
 """Trainers: the loops that connect sampling, optimization, evaluation and bookkeeping."""
+
+__all__: list[str] = []

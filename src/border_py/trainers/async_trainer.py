@@ -21,6 +21,8 @@ from border_py.evaluation.worker import EvalWorker
 from border_py.trainers.components import Components
 from border_py.trainers.settings import LoopSettings, RunState, Wiring
 
+__all__ = ["AsyncSettings", "SampleGate"]
+
 WAIT_FOR_DATA_SECONDS = 0.05
 
 
@@ -84,7 +86,8 @@ class AsyncSettings(LoopSettings):
 
     With ``replay_ratio`` set, the learner holds it for slow and fast envs alike: it waits
     (idle) for ``batch_size / replay_ratio`` new transitions per opt step, and takes no more than
-    that, plus one batch per actor of slack, so that faster actors wait for free slots.
+    that, plus one batch per actor of slack, so that faster actors wait for free slots. Its other
+    keys: see :class:`LoopSettings`.
 
     Args:
         sync_interval: opt steps between weight publications to the actors.
@@ -93,7 +96,6 @@ class AsyncSettings(LoopSettings):
         max_samples_per_opt: (``replay_ratio`` null) the learner takes no more batches while it
             has received more than ``warmup_period + opt_steps * max_samples_per_opt`` (null: no
             cap).
-        Others: see :class:`LoopSettings`.
     """
 
     sync_interval: int

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from border_py.trainers.settings import LoopSettings, RunState
 
+__all__ = ["Cadence"]
+
 
 class Cadence:
     """Whether an evaluation or a checkpoint is due after an opt step.

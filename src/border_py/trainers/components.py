@@ -38,6 +38,14 @@ from border_py.resources import (
 from border_py.runs.timeline import is_complete, periodic_checkpoints
 from border_py.seeding import derive_seed
 
+__all__ = [
+    "Components",
+    "build_components",
+    "check_buffer_fits",
+    "checkpoint_nbytes",
+    "reclaimed_nbytes",
+]
+
 log = logging.getLogger(__name__)
 
 

@@ -29,6 +29,8 @@ from border_py.recorders.console import format_number
 from border_py.runs.checkpoint import load_checkpoint
 from border_py.runs.timeline import is_complete
 
+__all__ = ["PolicySnapshot", "best_snapshot", "final_scores", "final_seeds"]
+
 log = logging.getLogger(__name__)
 
 FINAL_STREAM = "final"  # the seed stream of the final evaluations

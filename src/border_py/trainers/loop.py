@@ -35,6 +35,8 @@ from border_py.trainers.run_book import RunBook
 from border_py.trainers.settings import LoopSettings, RunState, Wiring
 from border_py.transport.batch import ReceivedBatch
 
+__all__ = ["Learner", "LearnerParts", "learn_step"]
+
 log = logging.getLogger(__name__)
 
 HEALTH_CHECK_SECONDS = 0.5  # how often actors' and evaluator's health is checked

@@ -14,6 +14,8 @@ from border_py.actors.runtime import Actors
 from border_py.trainers.settings import RunState
 from border_py.transport.batch import ReceivedBatch
 
+__all__ = ["Window", "training_scalars"]
+
 
 @dataclass
 class Window:

@@ -58,6 +58,8 @@ from border_py.agents.base import Agent, TensorUpdate
 from border_py.agents.batch import TensorBatch
 from border_py.replay.base import OverwriteTracking, PrioritizedReplay, ReplayBuffer
 
+__all__ = ["PrefetchError", "Prefetcher", "build_prefetcher"]
+
 log = logging.getLogger(__name__)
 
 WAIT_SECONDS = 0.1  # every blocking wait's timeout: stops and failures are seen this often

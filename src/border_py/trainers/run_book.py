@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from border_py.actors.runtime import ActorRecord
     from border_py.evaluation.service import EvalOutcome
 
+__all__ = ["RunBook"]
+
 log = logging.getLogger(__name__)
 
 

@@ -23,6 +23,8 @@ from border_py.evaluation.service import InlineEvaluation
 from border_py.trainers.components import Components
 from border_py.trainers.settings import LoopSettings, RunState, Wiring
 
+__all__ = ["SerialSettings"]
+
 log = logging.getLogger(__name__)
 
 
@@ -92,12 +94,11 @@ class SerialSettings(LoopSettings):
 
     Opt steps become due once ``warmup_period`` env steps are collected, one every
     ``opt_interval`` env steps after that (``batch_size / replay_ratio`` when the replay ratio is
-    set instead).
+    set instead). Its other keys: see :class:`LoopSettings`.
 
     Args:
         opt_interval: env steps per optimization step (0.5 = two opt steps per env step); set it
             or ``replay_ratio``, not both.
-        Others: see :class:`LoopSettings`.
     """
 
     opt_interval: float | None

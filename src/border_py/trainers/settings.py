@@ -17,6 +17,8 @@ from border_py.evaluation.service import EvalService
 from border_py.resources import MAX_EPISODE_STEPS, MAX_PREFETCH, at_most, disk, enforced, size_text
 from border_py.trainers.components import Components, checkpoint_nbytes, reclaimed_nbytes
 
+__all__ = ["Gate", "LoopSettings", "RunState", "Wiring"]
+
 
 @dataclass
 class RunState:

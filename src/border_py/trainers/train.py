@@ -34,6 +34,8 @@ from border_py.trainers.components import Components
 from border_py.trainers.settings import LoopSettings
 from border_py.trainers.trainer import Trainer
 
+__all__ = ["prepare", "run_log", "train"]
+
 log = logging.getLogger(__name__)
 
 

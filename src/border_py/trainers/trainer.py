@@ -27,6 +27,8 @@ from border_py.trainers.loop import Learner, LearnerParts
 from border_py.trainers.run_book import RunBook
 from border_py.trainers.settings import LoopSettings, RunState, Wiring
 
+__all__ = ["Trainer"]
+
 log = logging.getLogger(__name__)
 
 

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from border_py.transitions import Transitions
 
+__all__ = ["ReceivedBatch"]
+
 
 @dataclass
 class ReceivedBatch:

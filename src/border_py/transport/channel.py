@@ -32,6 +32,18 @@ from border_py.transitions import FrameChunk, Transitions
 from border_py.transport.batch import ReceivedBatch
 from border_py.transport.messages import BatchReady, Message, decode, encode
 
+__all__ = [
+    "BatchLayout",
+    "BatchSender",
+    "LearnerGone",
+    "Readable",
+    "SlotRing",
+    "hand_back",
+    "poll_milliseconds",
+    "receive",
+    "send",
+]
+
 ALIGN = 64  # bytes: every array of a slot starts on a cache line
 CREDIT = struct.Struct("<i")
 

@@ -16,6 +16,18 @@ import select
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+__all__ = [
+    "MAX_NOTICE",
+    "ActorDone",
+    "BatchReady",
+    "EvalDone",
+    "EvalRequest",
+    "Message",
+    "WorkerFailed",
+    "decode",
+    "encode",
+]
+
 HEADER = 4  # multiprocessing.Connection's length prefix
 MAX_NOTICE = select.PIPE_BUF - HEADER  # so that prefix + message is one atomic pipe write
 TRACEBACK_CHARS = 3000  # the tail of a traceback that fits a message

@@ -27,6 +27,8 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
+__all__ = ["InlineWeights", "PolicyWeights", "RayWeights", "SharedWeights", "WeightPublisher"]
+
 Layout = tuple[tuple[str, tuple[int, ...]], ...]
 SEQ, VERSION, OPT_STEPS, CRC = range(4)
 _LABEL = struct.Struct("=qq")  # (version, opt steps), as the CRC covers them

@@ -18,3 +18,5 @@ parameters and the ``border train`` command that reproduces its config (:mod:`.b
 Optuna is an optional dependency (``border-py[tune]``): it is imported inside the functions that
 use it, so that importing this package never needs it.
 """
+
+__all__: list[str] = []

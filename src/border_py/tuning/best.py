@@ -13,6 +13,8 @@ from typing import Any
 from border_py.secrets import redact_override, redact_text
 from border_py.tuning.space import override
 
+__all__ = ["MIN_TRIALS_FOR_IMPORTANCE", "best_record", "reproduce_command"]
+
 MIN_TRIALS_FOR_IMPORTANCE = 5  # completed trials before best.yaml ranks the params
 
 

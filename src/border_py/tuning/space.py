@@ -12,6 +12,17 @@ from typing import Any
 from border_py.config import build, closest, config_dir, positive, positive_count, require
 from border_py.errors import ConfigError, first_line
 
+__all__ = [
+    "SearchSpace",
+    "check_n_jobs",
+    "check_space",
+    "compose_train",
+    "last_wins",
+    "load_space",
+    "override",
+    "search_path",
+]
+
 TYPES = ("float", "int", "categorical")  # a param's Trial.suggest_<type>
 SPACE_KEYS = ("study_name", "n_trials", "n_jobs", "sampler", "pruner", "overrides", "params")
 

@@ -21,6 +21,8 @@ from border_py.errors import ConfigError, first_line
 from border_py.files import present
 from border_py.secrets import redact_text
 
+__all__ = ["JOURNAL_FILE", "SQLITE_FILE", "locate", "open_storage"]
+
 JOURNAL_FILE = "journal.log"  # the study dir's journal (the default storage)
 SQLITE_FILE = "study.db"  # where a study lived before the journal: still opened where it is
 SQLITE_TIMEOUT_SECONDS = 60  # how long a process waits for another one's SQLite write lock

@@ -22,6 +22,8 @@ from border_py.secrets import RedactingFormatter
 from border_py.tuning.space import compose_train, override
 from border_py.tuning.storage import open_storage
 
+__all__ = ["INTERRUPTED", "TrialTask", "objective_so_far", "run_trial"]
+
 log = logging.getLogger("border_py.tune")
 
 INTERRUPTED = 130  # exit status of a trial (and of border tune) stopped by a signal

@@ -33,6 +33,8 @@ from border_py.tuning.space import (
 from border_py.tuning.storage import locate, open_storage
 from border_py.tuning.trial import INTERRUPTED, TrialTask, run_trial
 
+__all__ = ["TRIALS", "tune"]
+
 log = logging.getLogger("border_py.tune")
 
 BEST_FILE = "best.yaml"

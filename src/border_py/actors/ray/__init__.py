@@ -8,3 +8,5 @@ settings, and :class:`~.actors.RayActors`, the runtime: start, restarts, staged 
 is imported only inside functions: nothing else in border-py needs it. This package imports
 nothing itself, so that a Ray worker loads only the worker's module.
 """
+
+__all__: list[str] = []

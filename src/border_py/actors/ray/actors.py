@@ -31,6 +31,8 @@ from border_py.config import positive, require
 from border_py.resources import actors_per_core, enforced, usable_cores
 from border_py.transport.weights import RayWeights
 
+__all__ = ["RayActorSettings", "RayActors"]
+
 log = logging.getLogger(__name__)
 
 FINISH_SECONDS = 5.0  # how long the stop waits for the actors' last counts
@@ -39,7 +41,9 @@ FINISH_SECONDS = 5.0  # how long the stop waits for the actors' last counts
 @dataclass(kw_only=True)
 class RayActorSettings(ActorSettings):
     """Actors as Ray actors on a Ray cluster, or a local Ray (``actor_manager=ray``); their
-    runtime is :class:`RayActors`.
+    runtime is :class:`RayActors`. Their other keys: see
+    :class:`~border_py.actors.settings.ActorSettings` (``queue_size``: finished batches per actor
+    that may wait for the learner; ``heartbeat_timeout``: the longest one call may run).
 
     Args:
         address: ``null``: start a local Ray with this machine's CPUs (and stop it at the end);
@@ -54,9 +58,6 @@ class RayActorSettings(ActorSettings):
             nodes that lack border-py or the run's code; null: the nodes' own environment.
         object_store_memory: bytes of object store of a local Ray (null: Ray's default);
             only with ``address=null``.
-        Others: see :class:`~border_py.actors.settings.ActorSettings` (``queue_size``: finished
-            batches per actor that may wait for the learner; ``heartbeat_timeout``: the longest
-            one call may run).
     """
 
     address: str | None

@@ -21,6 +21,8 @@ from typing import Any
 from border_py.errors import first_line
 from border_py.transport.weights import RayWeights
 
+__all__ = ["Calls"]
+
 log = logging.getLogger(__name__)
 
 GET_SECONDS = 30.0  # the longest a fetch of a finished call's result may take

@@ -14,6 +14,8 @@ from border_py.config import require
 from border_py.errors import ConfigError
 from border_py.resources import actors_per_core
 
+__all__ = ["STRATEGIES", "place", "unplace"]
+
 STRATEGIES = ("SPREAD", "PACK", "STRICT_SPREAD", "STRICT_PACK")
 PLACEMENT_SECONDS = 120.0  # how long the start waits for the placement group
 

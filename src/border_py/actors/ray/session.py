@@ -30,6 +30,15 @@ from border_py.config import require
 from border_py.errors import ConfigError, first_line
 from border_py.resources import usable_cores
 
+__all__ = [
+    "check_address",
+    "connect",
+    "leave",
+    "loopback_ray",
+    "private_temp_dir",
+    "start_local_ray",
+]
+
 log = logging.getLogger(__name__)
 
 PROBE_SECONDS = 3.0  # how long the check of a cluster address waits for a TCP connection

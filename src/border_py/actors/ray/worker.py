@@ -18,6 +18,8 @@ from border_py.processes.children import one_thread_each
 from border_py.transport.batch import ReceivedBatch
 from border_py.transport.weights import PolicyWeights
 
+__all__ = ["SamplerActor"]
+
 
 class SamplerActor:
     """One incarnation of an actor slot inside a Ray worker process (wrapped by ``ray.remote``).
