@@ -28,6 +28,8 @@ import numpy as np
 from border_py.envs.vector import VectorStep
 from border_py.sequences import Sequences
 
+__all__ = ["SequenceBuilder"]
+
 NO_END = np.iinfo(np.int64).max  # the length of an episode that has not ended
 
 

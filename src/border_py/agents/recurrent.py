@@ -33,6 +33,8 @@ from border_py.agents.networks import DuelingHead, dense, torso
 from border_py.agents.sequence_batch import SequenceBatch
 from border_py.config import require
 
+__all__ = ["CORES", "RecurrentQNetwork"]
+
 CORES = ("lstm", "gru")
 CoreState = torch.Tensor | tuple[torch.Tensor, torch.Tensor]  # what nn.LSTM / nn.GRU take
 

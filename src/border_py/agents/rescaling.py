@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import torch
 
+__all__ = ["EPSILON", "rescale", "unrescale"]
+
 EPSILON = 1e-3  # R2D2's Table 2
 
 

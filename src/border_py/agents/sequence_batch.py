@@ -20,6 +20,8 @@ import torch
 from border_py.agents.batch import obs_tensor, to_device
 from border_py.sequences import Sequences
 
+__all__ = ["SequenceBatch"]
+
 
 @dataclass(frozen=True)
 class SequenceBatch:

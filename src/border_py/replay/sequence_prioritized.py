@@ -15,6 +15,8 @@ from border_py.replay.sum_tree import MinTree, SumTree, level_sizes
 from border_py.replay.uniform import copy_rows
 from border_py.sequences import Sequences
 
+__all__ = ["PrioritizedSequenceReplayBuffer"]
+
 
 class PrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
     """Prioritized sequence replay, as the transition buffer's

@@ -25,6 +25,8 @@ from border_py.errors import ConfigError
 from border_py.replay.uniform import copy_rows
 from border_py.sequences import STORED_SEQUENCE, Sequences
 
+__all__ = ["SequenceReplayBuffer"]
+
 
 class SequenceReplayBuffer:
     """A fixed-capacity ring of sequences, sampled uniformly with replacement.
