@@ -44,9 +44,9 @@ def test_train_help_lists_groups_and_options(tmp_path):
     out = run_border(["train", "--help"], tmp_path)
     assert out.returncode == 0, out.stderr
     for text in (
-        "agent: custom, dqn, iqn, sac",
-        "env: atari, cartpole, gym, minatar, mujoco, pendulum",
-        "replay_buffer: prioritized, uniform",
+        "agent: custom, dqn, iqn, r2d2, sac",
+        "env: atari, cartpole, gym, minatar, mujoco, pendulum, popgym",
+        "replay_buffer: prioritized, sequence, sequence_prioritized, uniform",
         "trainer: async, serial",
         "actor_manager: default, ray",
         "recorder: both, mlflow, tensorboard, wandb",

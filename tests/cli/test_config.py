@@ -437,7 +437,7 @@ def test_user_configs_are_validated_like_shipped_ones(tmp_path, how):
     search = [f"hydra.searchpath=[file://{conf}]"] if how == "searchpath" else []
     assert error_of([*search, "agent=plainn"], **extra) == (
         "agent=plainn: unknown option of config group 'agent' (did you mean 'plain'?);"
-        " choose from: custom, dqn, iqn, plain, sac"
+        " choose from: custom, dqn, iqn, plain, r2d2, sac"
     )
     assert error_of([*search, "agent=plain", "trainer=serial"], **extra) == (
         "agent.hiden is not a parameter of tests.cli.test_config.PlainAgent (did you mean 'hidden'?);"

@@ -1,4 +1,6 @@
-"""The sampler: turns a policy and vector envs into n-step transitions.
+"""The sampler: turns a policy and vector envs into n-step transitions, or a recurrent agent
+(:class:`~border_py.agents.base.RecurrentActing`) and vector envs into sequences
+(:mod:`border_py.actors.recurrent`).
 
 The same :class:`Sampler` runs in-process for the serial trainer and inside each actor process of
 the async trainer, so both produce transitions the same way.
@@ -16,14 +18,24 @@ import numpy as np
 from border_py.actors.clock import RunClock
 from border_py.actors.frames import FrameEncoder
 from border_py.actors.nstep import NStepProcessor
+from border_py.actors.recurrent import RecurrentStream
 from border_py.actors.values import ActedValueScorer
-from border_py.agents.base import Agent, ExplorationPosition, TDErrorScoring, ValueActing
+from border_py.agents.base import (
+    Agent,
+    ExplorationPosition,
+    RecurrentActing,
+    TDErrorScoring,
+    ValueActing,
+)
 from border_py.agents.contract import check_actions
 from border_py.envs.factory import GymEnvFactory
 from border_py.envs.vector import BatchedEnv, VectorEnv
+from border_py.sequences import Sequences
 from border_py.transitions import Transitions
 
-__all__ = ["SampleStats", "Sampler", "sampler_options"]
+__all__ = ["Batch", "SampleStats", "Sampler", "sampler_options"]
+
+Batch = Transitions | Sequences  # what a sampler emits: a recurrent agent's are sequences
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +59,8 @@ def sampler_options(config: dict[str, Any]) -> dict[str, Any]:
 
 
 class Sampler:
-    """Steps a vector env with an agent's exploring policy and emits n-step transitions.
+    """Steps a vector env with an agent's exploring policy and emits n-step transitions (a
+    recurrent agent's: sequences, each env's recurrent state carried from step to step).
 
     Args:
         env_factory: builds the envs.
@@ -95,6 +108,9 @@ class Sampler:
         episodes."""
         agent, n_envs = self.agent, self.env.num_envs
         self.processor = NStepProcessor(n_envs, agent.n_step, agent.gamma)
+        self.stream: RecurrentStream | None = None
+        if isinstance(agent, RecurrentActing):  # the buffer's frame_stack is null (refused)
+            self.stream = RecurrentStream(agent, n_envs, agent.gamma, agent.n_step)
         self.frames: FrameEncoder | None = None
         self.stack_processor: NStepProcessor | None = None
         self.scorer: ActedValueScorer | None = None
@@ -111,7 +127,9 @@ class Sampler:
         if self._move_schedule is not None:  # the schedule stands where the run does
             assert self.clock is not None
             self._move_schedule(self.clock.position())
-        if self.scorer is not None:
+        if self.stream is not None:
+            action = self.stream.act(obs)
+        elif self.scorer is not None:
             action = self.scorer.act(obs)
         else:
             action = self.agent.act(obs, explore=True)
@@ -124,6 +142,9 @@ class Sampler:
             self.clock.advance(self.env.num_envs)
         stats.episode_returns += step.episode_returns
         stats.episode_lengths += step.episode_lengths
+        if self.stream is not None:
+            self.stream.add(obs, action, step)
+            return
         if self.frames is None:
             self.processor.add(obs, action, step)
             return
@@ -147,18 +168,22 @@ class Sampler:
             out.frames = self.frames.take(self.env.obs)
         return out, scored
 
-    def _score(self, batch: Transitions | None, scored: Transitions | None) -> Transitions | None:
-        if batch is not None and self.scorer is not None:
+    def _score(self, batch: Batch | None, scored: Batch | None) -> Batch | None:
+        if isinstance(batch, Transitions) and self.scorer is not None:
             self.scorer.score(batch, self.env.obs)
         elif batch is not None and scored is not None and self.priorities:
             if not isinstance(self.agent, TDErrorScoring):  # refused earlier, by the buffer
                 raise TypeError(f"{type(self.agent).__name__} cannot score transitions (td_error)")
-            batch.priority = np.asarray(self.agent.td_error(scored), dtype=np.float32)
+            batch.priority = np.asarray(self.agent.td_error(scored), dtype=np.float32)  # type: ignore[arg-type]
         return batch
 
-    def step(self, stats: SampleStats) -> Transitions | None:
-        """One batched policy call and one step of every env; returns finished transitions."""
+    def step(self, stats: SampleStats) -> Batch | None:
+        """One batched policy call and one step of every env; returns finished transitions
+        (sequences)."""
         self._step(stats)
+        if self.stream is not None:
+            sequences = self.stream.take()
+            return self._score(sequences, sequences)
         return self._score(*self._take())
 
     def sample(
@@ -170,7 +195,14 @@ class Sampler:
         """Step until at least ``min_transitions`` transitions are ready; return them in one batch
         (with priorities, scored in one call). Steps go by blocks of as many as the missing
         transitions need (one per env and step), turned into transitions once per block.
-        ``on_step`` is called after every env step (an actor's heartbeat)."""
+        ``on_step`` is called after every env step (an actor's heartbeat).
+
+        Raises:
+            TypeError: the agent is recurrent (its sequences come from :meth:`step`; actor
+                processes do not send sequences).
+        """
+        if self.stream is not None:
+            raise TypeError("a recurrent agent's sequences are taken step by step (step())")
         parts: list[Transitions] = []
         scored: list[Transitions] = []
         ready = 0
@@ -194,6 +226,8 @@ class Sampler:
     def state(self) -> dict[str, Any]:
         """Env and n-step state as plain data (for checkpoints)."""
         state = {"env": self.env.state(), "pending": self.processor.state()}
+        if self.stream is not None:
+            state["sequences"] = self.stream.state()
         if self.frames is not None:
             state["frames"] = self.frames.state()
         if self.stack_processor is not None:
@@ -203,8 +237,8 @@ class Sampler:
         return state
 
     def restore(self, state: dict[str, Any]) -> None:
-        """Put envs and pending n-step windows back as :meth:`state` saw them; envs that cannot be
-        restored (``env.backend`` other than gymnasium, then or now) start fresh episodes and
+        """Put envs and pending n-step windows (a recurrent agent's memory and sequence windows)
+        back as :meth:`state` saw them; envs that cannot be restored (``env.backend`` other than gymnasium, then or now) start fresh episodes and
         the pending windows are dropped (frame ids go on after the saved ones)."""
         if not (isinstance(self.env, VectorEnv) and "episodes" in state["env"]):
             saved = state["env"].get("backend", "gymnasium")
@@ -217,6 +251,9 @@ class Sampler:
             self._start_windows(first_frame=state["frames"]["next_id"] if self.frames else 0)
             return
         self.env.restore(state["env"])
+        if self.stream is not None:
+            self.stream.restore(state["sequences"])
+            return
         dtype, action_dtype = self.env.obs.dtype, np.dtype(self.env.action_space.dtype)
         if self.frames is None:
             self.processor.load_state(state["pending"], dtype, action_dtype)

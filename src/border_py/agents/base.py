@@ -61,6 +61,7 @@ __all__ = [
     "Agent",
     "ExplorationPosition",
     "FixedEpsilon",
+    "RecurrentActing",
     "TDErrorScoring",
     "TensorUpdate",
     "ValueActing",
@@ -159,7 +160,19 @@ class ExplorationPosition(Protocol):
 
 @runtime_checkable
 class RecurrentActing(Protocol):
-    """An agent that acts with a recurrent state per env (numpy in, numpy out)."""
+    """An agent that acts with a recurrent state per env (numpy in, numpy out) and learns on
+    sequences (:mod:`border_py.sequences`) its actors cut with the settings below (its ``update``
+    takes :class:`~border_py.sequences.Sequences`, from a sequence replay buffer).
+
+    Attributes:
+        burn_in: stored steps before each sequence's learning steps.
+        length: learning steps per sequence.
+        period: env steps between the starts of an episode's sequences.
+    """
+
+    burn_in: int
+    length: int
+    period: int
 
     def initial_state(self, n: int) -> np.ndarray:
         """The state of ``n`` envs at an episode's start: float32 ``(n, k, hidden)``."""

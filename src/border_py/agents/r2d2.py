@@ -148,7 +148,7 @@ class R2D2Args(HParams):
     gamma: float = 0.997
     """Discount factor."""
     n_step: int = 5
-    """Rewards summed per target (the actors precompute the sums)."""
+    """Rewards summed per target (the actors precompute the sums), at most ``length``."""
     batch_size: int = 64
     """Sequences per optimization step."""
     loss: str = "mse"
@@ -170,6 +170,9 @@ class R2D2Args(HParams):
             require(
                 "period", self.period <= self.length, f"at most length={self.length}", self.period
             )
+        # a sequence stores n_step bootstrap steps past its length learning steps: a tail longer
+        # than the learning part would mostly store steps no target sums over
+        require("n_step", self.n_step <= self.length, f"at most length={self.length}", self.n_step)
 
 
 class R2D2(DiscreteValueAgent[R2D2Args]):
@@ -226,6 +229,14 @@ class R2D2(DiscreteValueAgent[R2D2Args]):
     def initial_state(self, n: int) -> np.ndarray:
         """The state of ``n`` envs at an episode's start: float32 zeros ``(n, k, core_size)``."""
         return self.q.initial_state(n).cpu().numpy()
+
+    def act(self, obs: np.ndarray, explore: bool) -> np.ndarray:
+        """Actions for observations each taken as an episode's first (a zero state, no previous
+        action or reward): the :class:`~border_py.agents.base.Agent` protocol's stateless call.
+        Actors and evaluations act with :meth:`act_recurrent`, which carries each env's state."""
+        n = len(obs)
+        no_action, no_reward = np.full(n, -1, dtype=np.int64), np.zeros(n, dtype=np.float32)
+        return self.act_recurrent(obs, self.initial_state(n), no_action, no_reward, explore)[0]
 
     def act_recurrent(
         self,

@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers import RecordVideo
 
-from border_py.agents.base import Agent
+from border_py.agents.base import Agent, RecurrentActing
 from border_py.agents.contract import check_actions
 from border_py.config import fraction
 from border_py.envs.factory import GymEnvFactory
@@ -63,7 +63,10 @@ class Evaluator:
     Each step takes the agent's greedy action (``act(..., explore=False)``), or, with probability
     ``epsilon``, a uniformly random one (Discrete action spaces only; the evaluation epsilon of
     Atari protocols, e.g. Dopamine's 0.001, which keeps a greedy policy from stalling a game).
-    The random draws of episode ``i`` come from a generator seeded with ``(seed, i)``. Fixed seeds
+    The random draws of episode ``i`` come from a generator seeded with ``(seed, i)``. A recurrent
+    agent (:class:`~border_py.agents.base.RecurrentActing`) acts with ``act_recurrent`` from its
+    episode-start state (zeros, no previous action or reward) at every episode, its state moved on
+    at every step (a random action's too: it is the previous action of the next). Fixed seeds
     make an evaluation a function of the weights (and the seed) alone, so successive evaluations
     (and a resumed run) are compared on the same episodes.
 
@@ -135,16 +138,20 @@ class Evaluator:
         returns, lengths = [], []
         for i, seed in enumerate(seeds):
             obs, _ = self.env.reset(seed=seed)
+            memory = _Memory(agent) if isinstance(agent, RecurrentActing) else None
             rng = np.random.default_rng((seeds.start, i))
             total, steps = 0.0, 0
             while steps < self.max_steps:
                 if stop is not None and stop():
                     raise EvaluationStopped(i, len(seeds))
+                greedy = None if memory is None else self._act(memory, np.asarray(obs)[None])
                 if self.random_actions is not None and rng.random() < self.epsilon:
                     action = self.random_actions.start + rng.integers(self.random_actions.n)
                 else:
-                    action = self._act(agent, np.asarray(obs)[None])
+                    action = self._act(agent, np.asarray(obs)[None]) if greedy is None else greedy
                 obs, reward, terminated, truncated, _ = self.env.step(action)
+                if memory is not None:
+                    memory.moved(action, float(reward))
                 total += float(reward)
                 steps += 1
                 if terminated or truncated:
@@ -162,14 +169,39 @@ class Evaluator:
             seeds,
         )
 
-    def _act(self, agent: Agent, obs: np.ndarray) -> Any:
+    def _act(self, agent: Agent | _Memory, obs: np.ndarray) -> Any:
         """The agent's greedy action for one observation (a batch of one); the first is checked."""
         actions = agent.act(obs, explore=False)
         if not self.acted:
-            check_actions(agent, obs, actions, self.env.action_space)
+            acting = agent.agent if isinstance(agent, _Memory) else agent
+            check_actions(acting, obs, actions, self.env.action_space)
             self.acted = True
         return actions[0]
 
     def close(self) -> None:
         """Close the env."""
         self.env.close()
+
+
+class _Memory:
+    """A recurrent agent's state in one evaluation episode, from the episode-start one."""
+
+    def __init__(self, agent: RecurrentActing) -> None:
+        self.agent: Any = agent
+        self.state = agent.initial_state(1)
+        self.prev_action = np.full(1, -1, dtype=np.int64)
+        self.prev_reward = np.zeros(1, dtype=np.float32)
+        self.next_state = self.state
+
+    def act(self, obs: np.ndarray, explore: bool) -> np.ndarray:
+        """The greedy actions for ``obs`` (a batch of one) with the episode's state so far."""
+        actions, self.next_state = self.agent.act_recurrent(
+            obs, self.state, self.prev_action, self.prev_reward, explore
+        )
+        return actions
+
+    def moved(self, action: Any, reward: float) -> None:
+        """``action`` was taken (greedy or random) and ``reward`` followed."""
+        self.state = self.next_state
+        self.prev_action = np.asarray([action], dtype=np.int64)
+        self.prev_reward = np.asarray([reward], dtype=np.float32)

@@ -37,6 +37,7 @@ class PrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
         beta_steps: samples over which beta reaches 1 (0: beta is 1 throughout).
         eps: added to every priority so that none is zero.
         priority_from_actors: actors send initial priorities with their sequences.
+        frame_stack: must be None (see the uniform buffer).
     """
 
     needs_td_errors = True
@@ -50,8 +51,9 @@ class PrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
         beta_steps: int = 100000,
         eps: float = 1e-6,
         priority_from_actors: bool = False,
+        frame_stack: int | None = None,
     ) -> None:
-        super().__init__(capacity, seed)
+        super().__init__(capacity, seed, frame_stack)
         non_negative("alpha", alpha, float)
         fraction("beta_start", beta_start)
         non_negative("beta_steps", beta_steps)

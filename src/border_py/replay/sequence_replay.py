@@ -34,14 +34,24 @@ class SequenceReplayBuffer:
     Args:
         capacity: sequences kept at most; the oldest are overwritten.
         seed: seed of the sampling generator.
+        frame_stack: must be None (the ``replay_buffer`` group's shared key): sequences store
+            their observations as they are.
+
+    Raises:
+        ConfigError: a bad capacity or seed, or a ``frame_stack``.
     """
 
-    frame_stack = None  # sequences store their observations as they are
     needs_td_errors = False
     priority_from_actors = False
 
-    def __init__(self, capacity: int, seed: int | None) -> None:
+    def __init__(self, capacity: int, seed: int | None, frame_stack: int | None = None) -> None:
         positive("capacity", capacity, int)
+        if frame_stack is not None:
+            raise ConfigError(
+                f"replay_buffer.frame_stack={frame_stack}: sequence replay stores observations as"
+                " they are (use null; stack frames with an env wrapper, or let the core remember)"
+            )
+        self.frame_stack: int | None = None
         if seed is not None:
             non_negative("seed", seed)
         self.capacity = capacity

@@ -14,7 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from border_py.agents.base import RecurrentActing
 from border_py.config import non_negative, positive, require
+from border_py.errors import ConfigError
 from border_py.evaluation.process import EvalSettings
 from border_py.evaluation.seeds import selection_seed
 from border_py.evaluation.worker import EvalWorker
@@ -121,6 +123,14 @@ class AsyncSettings(LoopSettings):
             " sets both",
             self.min_samples_per_opt,
         )
+
+    def check_components(self, parts: Components) -> None:
+        """Refuse a recurrent agent: actor processes do not carry sequences yet."""
+        if isinstance(parts.agent, RecurrentActing):
+            raise ConfigError(
+                f"trainer=async: the recurrent agent {type(parts.agent).__name__} learns from"
+                " sequences, which actor processes do not send yet; use trainer=serial"
+            )
 
     def check_resources(self, config: dict[str, Any], parts: Components) -> None:
         """The actors' bounds: their processes, the learner's open files and the shared memory of

@@ -16,6 +16,7 @@ from border_py.agents.base import (
     ActingPrecision,
     Agent,
     FixedEpsilon,
+    RecurrentActing,
     TDErrorScoring,
     reports_td_error,
 )
@@ -28,6 +29,7 @@ from border_py.errors import ConfigError
 from border_py.files import read_json
 from border_py.layout import BEST, CHECKPOINTS, META
 from border_py.replay.base import ReplayBuffer
+from border_py.replay.sequence_replay import SequenceReplayBuffer
 from border_py.resources import (
     MAX_ENVS_PER_ACTOR,
     MAX_EPISODE_STEPS,
@@ -75,11 +77,37 @@ def check_buffer_fits(buffer: ReplayBuffer, agent: Agent, observation_space: gym
         )
 
 
+def _stores_sequences(target: Any) -> bool:
+    return isinstance(target, type) and issubclass(target, SequenceReplayBuffer)
+
+
+def check_replay_unit(spec: dict[str, Any], agent: Agent) -> None:
+    """Refuse in one line a replay buffer whose unit the agent does not learn from: sequence
+    replay with an agent that learns from transitions, transition replay with a recurrent agent
+    (:class:`~border_py.agents.base.RecurrentActing`)."""
+    if "_target_" not in spec:
+        return  # build says so
+    sequences = _stores_sequences(resolve_target(spec["_target_"], "replay_buffer._target_"))
+    name = type(agent).__name__
+    if isinstance(agent, RecurrentActing) and not sequences:
+        raise ConfigError(
+            f"replay_buffer._target_={spec['_target_']}: the recurrent agent {name} learns from"
+            " sequences: use replay_buffer=sequence or replay_buffer=sequence_prioritized"
+        )
+    if sequences and not isinstance(agent, RecurrentActing):
+        raise ConfigError(
+            f"replay_buffer._target_={spec['_target_']}: stores sequences for recurrent agents"
+            f" (agent=r2d2); {name} learns from transitions: use replay_buffer=uniform or"
+            " replay_buffer=prioritized"
+        )
+
+
 def replay_nbytes(
-    spec: dict[str, Any], spaces: tuple[gym.Space, gym.Space]
+    spec: dict[str, Any], spaces: tuple[gym.Space, gym.Space], agent: Agent | None = None
 ) -> tuple[int, int] | None:
     """(capacity, bytes) of a full replay buffer of ``spec``, estimated by its class's
-    ``estimate_nbytes``; None without one, or for a value its constructor refuses."""
+    ``estimate_nbytes`` (a sequence buffer's for ``agent``'s sequences); None without one, or
+    for a value its constructor refuses."""
     if "_target_" not in spec:
         return None  # build says so
     target = resolve_target(spec["_target_"], "replay_buffer._target_")
@@ -89,17 +117,24 @@ def replay_nbytes(
     counts = [v for v in (capacity, frame_stack) if v is not None]
     if estimate is None or not all(isinstance(v, int) and v > 0 for v in counts):
         return None  # a bad value is the constructor's to refuse
-    need = estimate(capacity, *spaces, frame_stack)
+    if not _stores_sequences(target):
+        need = estimate(capacity, *spaces, frame_stack)
+    elif isinstance(agent, RecurrentActing):  # rows shaped by the agent's sequences
+        steps = agent.burn_in + agent.length + agent.n_step
+        state_shape = agent.initial_state(1).shape[1:]
+        need = estimate(capacity, spaces[0], steps, agent.length, state_shape)
+    else:
+        return None  # check_replay_unit refuses it
     return None if need is None else (capacity, need)
 
 
 def check_replay_memory(
-    spec: dict[str, Any], spaces: tuple[gym.Space, gym.Space], enforce: bool
+    spec: dict[str, Any], spaces: tuple[gym.Space, gym.Space], enforce: bool, agent: Agent
 ) -> None:
     """Bound the memory of the replay buffer ``spec`` describes (a full one, see
     :func:`replay_nbytes`) before it is built: the prioritized buffer's trees are allocated at
     once, the uniform buffer's rows as they fill, long after the actors started."""
-    found = replay_nbytes(spec, spaces)
+    found = replay_nbytes(spec, spaces, agent)
     if found is not None:
         memory(f"replay_buffer.capacity={found[0]}", "the replay buffer", found[1], enforce)
 
@@ -109,7 +144,8 @@ def checkpoint_nbytes(config: dict[str, Any], parts: Components, replay: bool) -
     as the agent's footprint estimates them (0 for a class without one), and with ``replay`` a
     full buffer (0 for a buffer without ``estimate_nbytes``)."""
     weights = 0 if parts.footprint is None else parts.footprint.checkpoint
-    found = replay_nbytes(config["replay_buffer"], parts.env_factory.spaces()) if replay else None
+    spaces = parts.env_factory.spaces()
+    found = replay_nbytes(config["replay_buffer"], spaces, parts.agent) if replay else None
     return weights, 0 if found is None else found[1]
 
 
@@ -206,7 +242,8 @@ def build_components(config: dict[str, Any], warmup_period: int) -> Components:
     rb = dict(config["replay_buffer"])
     if rb.get("seed") is None:
         rb["seed"] = derive_seed(config["seed"], "replay_buffer")
-    check_replay_memory(rb, spaces, enforce)
+    check_replay_unit(rb, agent)
+    check_replay_memory(rb, spaces, enforce, agent)
     buffer = build("replay_buffer", rb)
     if not isinstance(buffer, ReplayBuffer):
         raise ConfigError(

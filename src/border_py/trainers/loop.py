@@ -210,7 +210,8 @@ class Learner:
         self.window.take(batch, state.opt_steps)
         if batch.transitions is not None and len(batch.transitions):
             with self.buffer_lock:
-                self.buffer.push(batch.transitions)
+                # a recurrent agent's sequences go to a sequence buffer (check_replay_unit)
+                self.buffer.push(batch.transitions)  # type: ignore[arg-type]
             state.samples += len(batch.transitions)
         state.env_steps += batch.env_steps
         budget = self.settings.max_env_steps

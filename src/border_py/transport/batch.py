@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from border_py.sequences import Sequences
 from border_py.transitions import Transitions
 
 __all__ = ["ReceivedBatch"]
@@ -15,7 +16,7 @@ class ReceivedBatch:
 
     Attributes:
         actor: the actor slot that sent them.
-        transitions: the batch (None when the env steps finished no transition yet, e.g. while
+        transitions: the batch, a recurrent agent's sequences (None when the env steps finished no transition yet, e.g. while
             n-step windows fill); its arrays may be views of shared memory that are valid only
             until the learner's ``deliver`` callback returns (it copies them into the replay
             buffer).
@@ -29,7 +30,7 @@ class ReceivedBatch:
     """
 
     actor: int
-    transitions: Transitions | None
+    transitions: Transitions | Sequences | None
     env_steps: int
     episode_returns: list[float] = field(default_factory=list)
     episode_lengths: list[int] = field(default_factory=list)
