@@ -41,8 +41,16 @@ def _capabilities() -> list[tuple[str, Callable[[type], str]]]:
             return "no"
         return "yes, from the values it acted on" if _has_methods(base.ValueActing)(cls) else "yes"
 
+    recurrent = _has_methods(base.RecurrentActing)
+
+    def prioritized(cls: type) -> str:
+        if not reports_td_error(cls):
+            return "no"
+        return "yes (`replay_buffer=sequence_prioritized`)" if recurrent(cls) else "yes"
+
     return [
-        ("`replay_buffer=prioritized`", yes(reports_td_error)),
+        ("`replay_buffer=prioritized`", prioritized),
+        ("memory: `replay_buffer=sequence` (a recurrent state per env)", yes(recurrent)),
         ("`replay_buffer.priority_from_actors`", actor_priorities),
         ("`actor_manager.exploration=apex`", yes(_has_methods(base.FixedEpsilon))),
         ("`actor_manager.policy_dtype`", yes(_has_methods(base.ActingPrecision))),

@@ -86,15 +86,29 @@ def test_an_agent_that_declares_nothing_takes_any_space_and_the_users_agent_come
 
 def test_every_shipped_agent_has_its_column_linked_to_its_api_entry():
     table = rows(hook().table(hook().shipped_agents()))
-    assert table[""] == [f"`agent={option}`" for option in ("dqn", "iqn", "sac", "custom")]
-    assert sorted(group_options("agent")) == ["custom", "dqn", "iqn", "sac"]
-    assert table["class"][:3] == [
+    options = ("dqn", "iqn", "r2d2", "sac", "custom")
+    assert table[""] == [f"`agent={option}`" for option in options]
+    assert sorted(group_options("agent")) == ["custom", "dqn", "iqn", "r2d2", "sac"]
+    assert table["class"][:4] == [
         "[`DQN`][border_py.agents.dqn.DQN]",
         "[`IQN`][border_py.agents.iqn.IQN]",
+        "[`R2D2`][border_py.agents.r2d2.R2D2]",
         "[`SAC`][border_py.agents.sac.SAC]",
     ]
-    assert table["actions"][:3] == ["`Discrete`", "`Discrete`", "`Box` with finite bounds"]
-    assert table["`replay_buffer=prioritized`"][:3] == ["yes", "yes", "no"]
+    assert table["actions"][:4] == [
+        "`Discrete`",
+        "`Discrete`",
+        "`Discrete`",
+        "`Box` with finite bounds",
+    ]
+    assert table["`replay_buffer=prioritized`"][:4] == [
+        "yes",
+        "yes",
+        "yes (`replay_buffer=sequence_prioritized`)",
+        "no",
+    ]
+    memory = table["memory: `replay_buffer=sequence` (a recurrent state per env)"]
+    assert memory[:4] == ["no", "no", "yes", "no"]
     assert table["`replay_buffer.priority_from_actors`"][0] == "yes, from the values it acted on"
 
 
