@@ -3,14 +3,16 @@ in one line before anything starts."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
 from border_py.actors.recurrent import RecurrentStream
-from border_py.actors.sampler import Sampler
+from border_py.actors.sampler import Sampler, SampleStats
 from border_py.agents.r2d2 import R2D2
 from border_py.errors import ConfigError
 from border_py.replay.sequence_prioritized import PrioritizedSequenceReplayBuffer
+from border_py.sequences import Sequences
 from border_py.trainers.async_trainer import AsyncSettings
 from border_py.trainers.components import build_components, checkpoint_nbytes
 
@@ -36,8 +38,14 @@ def test_r2d2_is_built_with_a_sequence_buffer_and_its_sampler_carries_memory(tin
     assert isinstance(parts.buffer, PrioritizedSequenceReplayBuffer)
     _, replay = checkpoint_nbytes(config, parts, replay=True)
     assert replay > 0  # the sequences' bytes, sized by the agent's burn-in, length and state
-    sampler = Sampler(parts.env_factory, parts.agent, 2, seed=0)
+    sampler = Sampler(parts.env_factory, parts.agent, 2, seed=0, priorities=True)
     assert isinstance(sampler.stream, RecurrentStream)
+    stats = SampleStats()
+    batch = None
+    while batch is None:  # the first windows close after length + n_step steps
+        batch = sampler.step(stats)
+    assert isinstance(batch, Sequences) and batch.priority is not None  # the actor's initial ones
+    assert batch.priority.shape == (len(batch),) and np.isfinite(batch.priority).all()
     sampler.close()
 
 

@@ -40,11 +40,19 @@ SHORT = [
 
 
 @pytest.mark.slow
-def test_a_stopped_and_resumed_r2d2_run_continues_as_the_uninterrupted_one(tmp_path):
+@pytest.mark.parametrize(
+    "replay",
+    [
+        ["replay_buffer=sequence"],
+        ["replay_buffer=sequence_prioritized"],
+        ["replay_buffer=sequence_prioritized", "replay_buffer.priority_from_actors=true"],
+    ],
+)
+def test_a_stopped_and_resumed_r2d2_run_continues_as_the_uninterrupted_one(tmp_path, replay):
     full = tmp_path / "full"
-    train(make_config(full, *SHORT, "trainer.max_opts=450"))
+    train(make_config(full, *SHORT, *replay, "trainer.max_opts=450"))
     part = tmp_path / "part"
-    train(make_config(part, *SHORT, "trainer.max_opts=300"))  # mid-episode, windows pending
+    train(make_config(part, *SHORT, *replay, "trainer.max_opts=300"))  # mid-episode
     saved = load_checkpoint(part / "run")
     sampler = saved.state.actors["sampler"]
     assert set(sampler["sequences"]) == {"memory", "prev_action", "prev_reward", "windows"}
