@@ -15,7 +15,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from border_py.agents.base import Agent, ExplorationPosition
+from border_py.agents.base import Agent, ExplorationPosition, RecurrentActing
 from border_py.agents.factory import build_agent
 from border_py.agents.footprint import check_agent_weights
 from border_py.agents.networks import resolve_device
@@ -145,7 +145,8 @@ def load_policy(
 
     Raises:
         ConfigError: one line: not a run or checkpoint dir, an untrusted import in its config,
-            networks larger than the memory available, weights that do not fit, a bad device.
+            networks larger than the memory available, weights that do not fit, a bad device,
+            a recurrent agent (its state through an episode is not carried yet).
     """
     resolve_device(device)  # a device this machine lacks is one line, before anything loads
     checkpoint = pick_checkpoint(str(path))
@@ -153,6 +154,12 @@ def load_policy(
     env_factory, (obs_space, act_space), agent = build_policy_agent(
         checkpoint, checkpoint.config, device, check_resources
     )
+    if isinstance(agent, RecurrentActing):  # predict would act from an episode's start each call
+        raise ConfigError(
+            f"{checkpoint.path}: the recurrent agent {type(agent).__name__} acts with a state"
+            " carried through each episode, which load_policy's predict does not take yet;"
+            " evaluate it with border eval"
+        )
     env_steps = checkpoint.meta.get("env_steps")
     env_steps = env_steps if isinstance(env_steps, int) else None
     if env_steps is not None and isinstance(agent, ExplorationPosition):
