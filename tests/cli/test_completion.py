@@ -34,6 +34,7 @@ def test_the_query_completes_the_groups_options_and_keys_of_border_train(tmp_pat
         "agent=custom",
         "agent=dqn",
         "agent=iqn",
+        "agent=r2d2",
         "agent=sac",
     ]
     assert _query(tmp_path, "border train trainer=serial trainer.max_o") == ["trainer.max_opts="]
@@ -47,6 +48,8 @@ def test_the_query_completes_the_groups_options_and_keys_of_border_train(tmp_pat
     # fish's script reads one completion a line
     assert _query(tmp_path, "border train replay_buffer=", "fish") == [
         "replay_buffer=prioritized",
+        "replay_buffer=sequence",
+        "replay_buffer=sequence_prioritized",
         "replay_buffer=uniform",
     ]
 
