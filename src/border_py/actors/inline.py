@@ -70,7 +70,7 @@ class InlineActors:
 
     def poll(self, timeout: float, deliver: Deliver) -> int:
         """Step every env once and deliver what that finished (transitions may still be None
-        while n-step windows fill)."""
+        while n-step windows fill; a recurrent agent's: sequences, None while windows fill)."""
         assert self.sampler is not None, "start() first"
         stats = SampleStats()
         transitions = self.sampler.step(stats)

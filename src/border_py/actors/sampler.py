@@ -238,8 +238,9 @@ class Sampler:
 
     def restore(self, state: dict[str, Any]) -> None:
         """Put envs and pending n-step windows (a recurrent agent's memory and sequence windows)
-        back as :meth:`state` saw them; envs that cannot be restored (``env.backend`` other than gymnasium, then or now) start fresh episodes and
-        the pending windows are dropped (frame ids go on after the saved ones)."""
+        back as :meth:`state` saw them; envs that cannot be restored (``env.backend`` other than
+        gymnasium, then or now) start fresh episodes and the pending windows are dropped (frame
+        ids go on after the saved ones; a recurrent agent's memory starts from zeros)."""
         if not (isinstance(self.env, VectorEnv) and "episodes" in state["env"]):
             saved = state["env"].get("backend", "gymnasium")
             log.warning(
