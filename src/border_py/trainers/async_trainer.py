@@ -122,6 +122,11 @@ class AsyncSettings(LoopSettings):
             self.min_samples_per_opt,
         )
 
+    def check_components(self, parts: Components) -> None:
+        """Refuse actors' settings that configure no actors of their own (one line, before the
+        run dir is claimed): their runtime is built, not started."""
+        parts.actors.runtime()
+
     def check_resources(self, config: dict[str, Any], parts: Components) -> None:
         """The actors' bounds: their processes, the learner's open files and the shared memory of
         their slots."""
