@@ -101,6 +101,7 @@ def test_a_resume_without_the_transitions_counts_the_warmup_again(tmp_path, capl
     assert len(again.replay) == 0 and again.counters == RunState(300, 1200, 1190)
     assert again.gate.state() == {"base_samples": 1190, "base_opts": 300}  # from now
     assert "resuming without a replay buffer" in caplog.text
+    assert "collecting 100 transitions before optimizing again" in caplog.text  # the gate's
 
 
 @pytest.mark.parametrize(("env_steps", "stretch"), [(0, 0), (1200, 2)])

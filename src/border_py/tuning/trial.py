@@ -101,6 +101,7 @@ def _objective(trial: Any, task: TrialTask) -> float:
     import optuna
 
     from border_py.overrides import to_plain
+    from border_py.runs.settings import RunSettings
     from border_py.trainers.train import train
 
     values = _suggest(trial, task.params)
@@ -108,7 +109,7 @@ def _objective(trial: Any, task: TrialTask) -> float:
     returns: list[float] = []
     pruned: list[int] = []  # the opt step the pruner stopped the run at
     cfg = compose_train([*given, f"run_dir={task.run_dir}", "progress=false"], task.entries)
-    kind = to_plain(cfg)["objective"]
+    kind = RunSettings.of(to_plain(cfg)).objective
 
     def on_eval(opt_steps: int, env_steps: int, return_mean: float) -> bool:
         returns.append(return_mean)
