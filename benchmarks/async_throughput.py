@@ -52,6 +52,7 @@ from border_py.actors.runtime import Launch
 from border_py.agents.dqn import DQN
 from border_py.config import build, config_dir
 from border_py.overrides import to_plain
+from border_py.runs.settings import RunSettings
 from border_py.trainers.components import build_components
 from border_py.transitions import Transitions
 from border_py.transport.batch import ReceivedBatch
@@ -96,10 +97,21 @@ def sampling_rate(config: dict, n_actors: int, n_envs: int, seconds: float) -> t
             "n_envs_per_actor": n_envs,
         },
     }
-    parts = build_components(config, 0)
+    run = RunSettings.of(config)
+    parts = build_components(config, run, 0)
     actors = parts.actors.runtime()
     policy = parts.agent.policy_state()
-    actors.start(Launch(config, parts.env_factory.spaces(), parts.agent, policy, 0))
+    actors.start(
+        Launch(
+            config,
+            parts.env_factory.spaces(),
+            parts.agent,
+            policy,
+            0,
+            seed=run.seed,
+            check_resources=run.check_resources,
+        )
+    )
     latencies: list[float] = []
     received = [0]
     senders: set[int] = set()
@@ -140,7 +152,8 @@ def actor_breakdown(config: dict, n_envs: int, steps: int = 3000) -> dict[str, f
     n-step part adds every step and takes once per ``n_buffer`` transitions, as an actor does;
     None for an agent other than DQN (whose parts these are)."""
     n_buffer = config["actor_manager"]["n_buffer"]
-    spec = ActorSpec(0, 0, n_envs, n_buffer, None, config["actor_manager"]["policy_dtype"])
+    dtype = config["actor_manager"]["policy_dtype"]
+    spec = ActorSpec(0, 0, n_envs, n_buffer, None, dtype, seed=RunSettings.of(config).seed)
     sampler = build_sampler(spec, config, LocalClock())
     agent, env, processor = sampler.agent, sampler.env, sampler.processor
     if not isinstance(agent, DQN):
@@ -176,7 +189,8 @@ def random_actions(space, n: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def bare_opt_rate(config: dict, n_opts: int) -> float:
-    parts = build_components(config, 0)
+    run = RunSettings.of(config)
+    parts = build_components(config, run, 0)
     n = 10_000
     obs_space, action_space = parts.env_factory.spaces()
     rng = np.random.default_rng(0)

@@ -37,6 +37,7 @@ from border_py.actors.runtime import Launch
 from border_py.agents.factory import build_agent
 from border_py.config import build, config_dir
 from border_py.overrides import to_plain
+from border_py.runs.settings import RunSettings
 from border_py.trainers.components import build_components
 from border_py.transitions import Transitions
 
@@ -58,7 +59,8 @@ def drain(config: dict[str, Any], seconds: float) -> dict[str, float]:
     """Run the config's actors while the learner only drains; publish new weights every
     0.25 s. Returns transitions/s, batches/s, main-thread CPU ms per batch, median publish->use ms,
     bytes per batch."""
-    parts = build_components(config, 0)
+    run = RunSettings.of(config)
+    parts = build_components(config, run, 0)
     backend = build("actor_manager", config["actor_manager"]).runtime()
     agent = parts.agent
     arrived: list[Any] = []  # batches with transitions, in arrival order
@@ -70,7 +72,17 @@ def drain(config: dict[str, Any], seconds: float) -> dict[str, float]:
 
     latencies: list[float] = []
     try:
-        backend.start(Launch(config, parts.env_factory.spaces(), agent, agent.policy_state(), 0))
+        backend.start(
+            Launch(
+                config,
+                parts.env_factory.spaces(),
+                agent,
+                agent.policy_state(),
+                0,
+                seed=run.seed,
+                check_resources=run.check_resources,
+            )
+        )
         deadline = time.monotonic() + 300
         while not all(r.received for r in backend.records) and time.monotonic() < deadline:
             backend.poll(0.1, deliver)  # start-up: every actor delivered once
@@ -108,7 +120,8 @@ def drain(config: dict[str, Any], seconds: float) -> dict[str, float]:
 
 def bare_opt_rate(config: dict[str, Any], n_opts: int) -> float:
     """Opt steps/s of the agent alone on random transitions (one process, no actors)."""
-    parts = build_components(config, 0)
+    run = RunSettings.of(config)
+    parts = build_components(config, run, 0)
     obs_space, action_space = parts.env_factory.spaces()
     n, rng = 10_000, np.random.default_rng(0)
     obs = rng.normal(size=(n, *obs_space.shape)).astype(np.float32)
@@ -147,7 +160,7 @@ def atari_weights() -> dict[str, torch.Tensor]:
     """The acting weights of ``experiment=dqn_pong_async`` (dueling Nature CNN, 6 actions)."""
     config = load_config(["experiment=dqn_pong_async"])
     spaces = (gym.spaces.Box(0, 255, (4, 84, 84), np.uint8), gym.spaces.Discrete(6))
-    return build_agent(config, spaces, "cpu").policy_state()
+    return build_agent(config, spaces, "cpu", seed=0).policy_state()
 
 
 def object_store_costs(atari_batch_bytes: int) -> dict[str, float]:
@@ -230,7 +243,7 @@ def scale_on_paper(
     costs = object_store_costs(atari_batch)
     mlp_bytes = sum(
         v.numel() * v.element_size()
-        for v in build_components(config, 0).agent.policy_state().values()
+        for v in build_components(config, RunSettings.of(config), 0).agent.policy_state().values()
     )
     per_actor = cartpole["batches_per_sec"] / args.actors
     fixed = cartpole["cpu_ms_per_batch"] / 1000  # the learner's poll, get and push of one batch

@@ -92,6 +92,63 @@ def test_the_default_finder_sees_both_forms():
     assert _calls_with_defaults(ast.parse(code), {"seed", "trust"}) == [(1, "seed"), (2, "trust")]
 
 
+# Modules that read train.yaml's keys from a raw mapping: RunSettings itself, and the compat and
+# shipped modules, which handle YAML before there is a run config.
+RAW_YAML = ("runs/settings.py", "runs/compat.py", "shipped.py")
+# Subscripts by a run key of what is no run config: (module, what is subscripted), and why.
+NOT_A_CONFIG = {
+    ("cli/eval.py", "plain"): "border eval's own config: eval.yaml's check_resources",
+    ("cli/eval.py", "settings"): "border eval's own config: eval.yaml's check_resources",
+    ("cli/eval.py", "asked"): "border eval's eval group: eval.seed",
+    ("cli/train.py", "summary"): "a run's summary: its objective value",
+    ("recorders/console.py", "summary"): "a run's summary: its objective value",
+    ("tuning/trial.py", "summary"): "a run's summary: its objective value",
+    ("tuning/trial.py", "spec"): "the tuner's sampler spec: its seed",
+    ("envs/vector.py", "start"): "an env's reset arguments",
+}
+
+
+def _run_key_reads(tree: ast.AST, keys: set[str]) -> list[tuple[int, str, str]]:
+    """``x["<key>"]`` read (not assigned) in ``tree`` for ``keys``: (line, ``x`` as written, key)."""
+    return [
+        (node.lineno, ast.unparse(node.value), node.slice.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Subscript)
+        and isinstance(node.ctx, ast.Load)
+        and isinstance(node.slice, ast.Constant)
+        and node.slice.value in keys
+    ]
+
+
+def test_only_run_settings_read_train_yaml_keys_from_a_config():
+    """``RunSettings.of`` reads a run's own keys once and the run passes the settings on; no other
+    module of ``src/`` indexes a config by one of them (a saved run's seed:
+    ``RunSettings.seed_of``). A run's config may still be *written* (the session settles
+    ``resume``)."""
+    keys = set(run_keys())
+    found = [
+        f"{name}:{line}: {receiver}[{key!r}]"
+        for path in sorted(SRC.rglob("*.py"))
+        if (name := path.relative_to(SRC).as_posix()) not in RAW_YAML
+        for line, receiver, key in _run_key_reads(ast.parse(path.read_text()), keys)
+        if (name, receiver) not in NOT_A_CONFIG
+    ]
+    assert found == []
+
+
+def test_the_run_key_finder_sees_reads_of_any_form_and_no_write():
+    code = (
+        'a = config["seed"]\nb = self.config["trust"]\nconfig["resume"] = None\n'
+        'c = to_plain(cfg)["objective"]\nd = config["agent"]\ne = checkpoint.config["seed"]'
+    )
+    assert _run_key_reads(ast.parse(code), {"seed", "trust", "resume", "objective"}) == [
+        (1, "config", "seed"),
+        (2, "self.config", "trust"),
+        (4, "to_plain(cfg)", "objective"),
+        (6, "checkpoint.config", "seed"),
+    ]
+
+
 def _own_keys(path: Path) -> dict[str, object]:
     """A config file's own keys (its ``defaults:`` list aside)."""
     spec = yaml.safe_load(path.read_text()) or {}

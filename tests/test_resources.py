@@ -27,6 +27,7 @@ from border_py.errors import ConfigError
 from border_py.overrides import to_plain
 from border_py.replay.prioritized import PrioritizedReplayBuffer
 from border_py.replay.uniform import UniformReplayBuffer
+from border_py.runs.settings import RunSettings
 from border_py.trainers.components import build_components
 from border_py.trainers.train import prepare
 
@@ -69,7 +70,7 @@ def test_the_estimate_is_what_a_filled_buffer_holds(tmp_path, overrides):
     config = to_plain(
         make_config(tmp_path, "agent.batch_size=8", "replay_buffer.capacity=50", *overrides)
     )
-    parts = build_components(config, 0)
+    parts = build_components(config, RunSettings.of(config), 0)
     buffer = parts.buffer
     sampler = Sampler(parts.env_factory, parts.agent, 2, seed=0, **sampler_options(config))
     while len(buffer) < buffer.capacity:

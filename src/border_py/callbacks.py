@@ -38,7 +38,7 @@ class Callback:
     def on_start(
         self, run_dir: Path, config: dict[str, Any], opt_steps: int, env_steps: int
     ) -> None:
-        """The run starts training in ``run_dir`` with the resolved ``config`` (secrets in it)
+        """The run starts training in ``run_dir`` with the resolved ``config`` (secrets redacted)
         at ``opt_steps``, ``env_steps`` (a resumed run's: its checkpoint's)."""
 
     def on_record(self, step: int, scalars: dict[str, float]) -> None:

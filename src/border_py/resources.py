@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from border_py.errors import ConfigError
 
@@ -33,7 +31,6 @@ __all__ = [
     "available_memory",
     "bound",
     "disk",
-    "enforced",
     "free_shared_memory",
     "memory",
     "open_files",
@@ -87,11 +84,6 @@ MAX_N_STEP = 1000
 MAX_HIDDEN_LAYERS = 64
 
 ANYWAY = "check_resources=false to run anyway"
-
-
-def enforced(config: Mapping[str, Any]) -> bool:
-    """The run's ``check_resources``: whether a bound refuses or warns."""
-    return bool(config["check_resources"])
 
 
 def bound(line: str, enforce: bool) -> None:

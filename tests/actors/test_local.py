@@ -12,6 +12,7 @@ from border_py.actors.local import LocalActors, LocalActorSettings
 from border_py.actors.runtime import Launch
 from border_py.config import build
 from border_py.overrides import to_plain
+from border_py.runs.settings import RunSettings
 from border_py.trainers.components import build_components
 
 from ..conftest import make_config
@@ -34,12 +35,23 @@ def _one_crashing_actor(
             "agent.hidden_sizes=[16]",
         )
     )
-    parts = build_components(config, 0)
+    run = RunSettings.of(config)
+    parts = build_components(config, run, 0)
     settings = build("actor_manager", config["actor_manager"])
     assert isinstance(settings, LocalActorSettings)
     actors = settings.runtime()
     agent = parts.agent
-    actors.start(Launch(config, parts.env_factory.spaces(), agent, agent.policy_state(), 0))
+    actors.start(
+        Launch(
+            config,
+            parts.env_factory.spaces(),
+            agent,
+            agent.policy_state(),
+            0,
+            seed=run.seed,
+            check_resources=run.check_resources,
+        )
+    )
     return actors
 
 

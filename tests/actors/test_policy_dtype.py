@@ -17,6 +17,7 @@ from border_py.actors.sampler import SampleStats
 from border_py.actors.settings import ActorSettings
 from border_py.agents.inference import ConvInference
 from border_py.errors import ConfigError
+from border_py.runs.settings import RunSettings
 from border_py.shipped import option_keys
 from border_py.trainers.components import build_components
 
@@ -29,7 +30,7 @@ MINATAR = ("env=minatar", "trainer=async", "replay_buffer=uniform")
 def test_an_actor_acts_in_the_precision_its_spec_names(tiny_config, dtype):
     config = OmegaConf.to_container(tiny_config(*MINATAR), resolve=True)
     assert isinstance(config, dict)
-    spec = ActorSpec(0, 0, n_envs=2, n_buffer=8, epsilons=None, policy_dtype=dtype)
+    spec = ActorSpec(0, 0, n_envs=2, n_buffer=8, epsilons=None, policy_dtype=dtype, seed=0)
     sampler = build_sampler(spec, config, LocalClock())
     try:
         agent = sampler.agent
@@ -97,6 +98,6 @@ def test_bfloat16_on_a_cpu_without_amx_is_warned_of(
     )
     assert isinstance(config, dict)
     with caplog.at_level(logging.WARNING, logger="border_py.trainers.components"):
-        build_components(config, 0)
+        build_components(config, RunSettings.of(config), 0)
     messages = [r.getMessage() for r in caplog.records if "no AMX bfloat16 units" in r.getMessage()]
     assert len(messages) == int(warned)

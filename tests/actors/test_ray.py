@@ -15,6 +15,7 @@ from border_py.actors.runtime import Actors, Launch
 from border_py.config import build
 from border_py.errors import ConfigError
 from border_py.overrides import to_plain
+from border_py.runs.settings import RunSettings
 from border_py.trainers.components import build_components
 
 from ..conftest import make_config
@@ -86,11 +87,22 @@ def no_leftover_processes(local_ray):
 def _started(tmp_path, *overrides: str):
     """A started backend of the composed config, with the learner-side components."""
     config = to_plain(make_config(tmp_path, *SMALL, *overrides))
-    parts = build_components(config, 0)
+    run = RunSettings.of(config)
+    parts = build_components(config, run, 0)
     backend = build("actor_manager", config["actor_manager"]).runtime()
     assert isinstance(backend, Actors)
     agent = parts.agent
-    backend.start(Launch(config, parts.env_factory.spaces(), agent, agent.policy_state(), 0))
+    backend.start(
+        Launch(
+            config,
+            parts.env_factory.spaces(),
+            agent,
+            agent.policy_state(),
+            0,
+            seed=run.seed,
+            check_resources=run.check_resources,
+        )
+    )
     return backend, parts
 
 
@@ -218,10 +230,19 @@ def test_actors_beyond_eight_per_cluster_cpu_are_refused_before_any_starts(tmp_p
             "trainer.max_opts=10",
         )
     )
-    parts = build_components(config, 0)
+    run = RunSettings.of(config)
+    parts = build_components(config, run, 0)
     backend = build("actor_manager", config["actor_manager"]).runtime()
     agent = parts.agent
-    launch = Launch(config, parts.env_factory.spaces(), agent, agent.policy_state(), 0)
+    launch = Launch(
+        config,
+        parts.env_factory.spaces(),
+        agent,
+        agent.policy_state(),
+        0,
+        seed=run.seed,
+        check_resources=run.check_resources,
+    )
     with pytest.raises(ConfigError) as refused:
         backend.start(launch)
     assert str(refused.value) == (

@@ -27,6 +27,7 @@ from border_py.actors.ray.session import loopback_ray
 from border_py.actors.runtime import Launch
 from border_py.config import build
 from border_py.overrides import to_plain
+from border_py.runs.settings import RunSettings
 from border_py.trainers.components import build_components
 
 from ..conftest import BORDER, REPO, make_config
@@ -67,10 +68,21 @@ def test_actors_spread_over_two_nodes_and_survive_losing_one(tmp_path):
         assert {"gcs_server", "raylet"} <= {name for name, _ in found}, found
         assert beyond_loopback(found) == []
         config = to_plain(make_config(tmp_path, *SMALL, "actor_manager.n_actors=2"))
-        parts = build_components(config, 0)
+        run = RunSettings.of(config)
+        parts = build_components(config, run, 0)
         backend = build("actor_manager", config["actor_manager"]).runtime()
         agent = parts.agent
-        backend.start(Launch(config, parts.env_factory.spaces(), agent, agent.policy_state(), 0))
+        backend.start(
+            Launch(
+                config,
+                parts.env_factory.spaces(),
+                agent,
+                agent.policy_state(),
+                0,
+                seed=run.seed,
+                check_resources=run.check_resources,
+            )
+        )
         batches = []
 
         def run_until(done, seconds=60):

@@ -24,6 +24,7 @@ from border_py.actors.settings import ActorSettings
 from border_py.overrides import to_plain
 from border_py.replay.uniform import UniformReplayBuffer
 from border_py.runs.checkpoint import load_checkpoint, save_checkpoint
+from border_py.runs.settings import RunSettings
 from border_py.runs.state import TrainerState
 from border_py.runs.timeline import step_name
 from border_py.shipped import option_keys
@@ -68,7 +69,7 @@ class Session:
             assert arrays is not None
             self.buffer.load(saved.state.replay, arrays)
         clock = LocalClock(0)
-        specs = [self.settings.spec(i, r) for i, r in enumerate(self.records)]
+        specs = [self.settings.spec(i, r, seed=0) for i, r in enumerate(self.records)]
         self.samplers = [build_sampler(spec, config, clock) for spec in specs]
         self.rows: list[list[int]] = [[] for _ in specs]
 
@@ -179,7 +180,7 @@ def test_an_async_run_resumed_with_fewer_then_more_actors_keeps_every_row_sample
     last = saved.state.actors["actors"]
     assert len(last) == 2 and last[1]["incarnation"] > first[1]["incarnation"]
     assert last[1]["received"] > first[1]["received"]  # the returning slot delivered
-    buffer = build_components(saved.config, 0).buffer
+    buffer = build_components(saved.config, RunSettings.of(saved.config), 0).buffer
     arrays = saved.buffer()
     assert arrays is not None
     buffer.load(saved.state.replay, arrays)

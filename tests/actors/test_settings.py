@@ -30,11 +30,12 @@ def test_an_incarnation_continues_its_slot_with_its_own_epsilons():
     record = ActorRecord.resumed(
         {"incarnation": 1, "received": 0, "episodes": 0, "return_sum": 0.0, "env_steps": 700}
     )
-    spec = settings.spec(1, record)
+    spec = settings.spec(1, record, seed=7)
     assert (spec.index, spec.incarnation, spec.n_envs, spec.n_buffer) == (1, 2, 2, 50)
+    assert spec.seed == 7  # the run's root seed: the actor process derives its seeds from it
     assert spec.epsilons == pytest.approx(apex_epsilons(4, 0.4, 7.0)[2:])
     assert spec.policy_dtype == "bfloat16"  # what build_sampler applies (local and Ray actors)
-    default = actor_settings().spec(0, ActorRecord())
+    default = actor_settings().spec(0, ActorRecord(), seed=0)
     assert default.epsilons is None  # the agent's own schedule
     assert default.policy_dtype == "float32"
 

@@ -65,7 +65,7 @@ class Incomplete:
 def test_build_agent_names_what_a_users_agent_lacks():
     config = {"agent": {"_target_": "tests.agents.test_base.Incomplete"}, "seed": 0}
     with pytest.raises(ConfigError) as err:
-        build_agent(config, (BOX, THREE), "cpu")
+        build_agent(config, (BOX, THREE), "cpu", 0)
     message = str(err.value)
     assert message.startswith("agent._target_=tests.agents.test_base.Incomplete: lacks ")
     for member in ("batch_size", "load_policy_state", "n_step", "policy_state", "update"):

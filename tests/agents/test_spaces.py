@@ -105,9 +105,9 @@ class Undeclared:
 def test_build_agent_checks_before_building_and_only_declared_classes():
     config = {"agent": {"_target_": "tests.agents.test_spaces.Recorder"}, "seed": 0}
     with pytest.raises(ConfigError, match=r"^agent\._target_: Recorder needs Box observations"):
-        build_agent(config, (OBSERVATIONS["dict"], TWO), "cpu")
+        build_agent(config, (OBSERVATIONS["dict"], TWO), "cpu", 0)
     assert Recorder.built == 0  # refused before the agent was built
-    build_agent(config, (BOX, TWO), "cpu")
+    build_agent(config, (BOX, TWO), "cpu", 0)
     assert Recorder.built == 1
     check_spaces(Undeclared, OBSERVATIONS["dict"], UNBOUNDED)
 

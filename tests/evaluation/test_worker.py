@@ -13,6 +13,7 @@ from border_py.evaluation.process import EvalSettings
 from border_py.evaluation.worker import EvalWorker
 from border_py.overrides import to_plain
 from border_py.processes.children import forkserver_context
+from border_py.runs.settings import RunSettings
 from border_py.trainers.components import build_components
 
 from ..conftest import make_config
@@ -20,11 +21,11 @@ from ..conftest import make_config
 
 def _evaluator(config: dict, episodes: int, max_restarts: int) -> tuple:
     """The run's agent, and an evaluator process for it (episodes of at most 50 steps)."""
-    agent = build_components(config, 0).agent
+    agent = build_components(config, RunSettings.of(config), 0).agent
     worker = EvalWorker(
         forkserver_context(),
         config,
-        EvalSettings(episodes=episodes, seed=0, max_steps=50),
+        EvalSettings(episodes=episodes, seed=0, max_steps=50, agent_seed=0),
         agent.policy_state(),
         max_restarts=max_restarts,
         heartbeat_timeout=60,

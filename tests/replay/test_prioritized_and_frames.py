@@ -18,6 +18,7 @@ from border_py.replay.prioritized import PrioritizedReplayBuffer
 from border_py.replay.sum_tree import BRANCHING, MinTree, SumTree
 from border_py.replay.uniform import UniformReplayBuffer
 from border_py.runs.checkpoint import load_checkpoint
+from border_py.runs.settings import RunSettings
 from border_py.trainers.components import build_components
 from border_py.trainers.loop import learn_step
 from border_py.trainers.train import prepare
@@ -590,7 +591,9 @@ def test_actor_priorities_reach_the_buffer_in_an_async_run(tmp_path, extra):
         )
     )
     ckpt = load_checkpoint(tmp_path / "run")
-    parts = build_components(ckpt.config, 0)  # a fresh learner agent: the initial weights
+    parts = build_components(
+        ckpt.config, RunSettings.of(ckpt.config), 0
+    )  # a fresh learner agent: the initial weights
     buf = parts.buffer
     buf.load(ckpt.state.replay, ckpt.buffer())
     stored = buf._gather(np.arange(len(buf)))

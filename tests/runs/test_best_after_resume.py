@@ -28,6 +28,7 @@ from border_py.layout import ABANDONED, BEST, CHECKPOINTS, META
 from border_py.overrides import to_plain
 from border_py.runs.checkpoint import load_checkpoint, save_checkpoint
 from border_py.runs.session import RunSession
+from border_py.runs.settings import RunSettings
 from border_py.runs.state import BOOK, TrainerState
 from border_py.runs.timeline import step_name
 from border_py.trainers.final import best_snapshot
@@ -59,11 +60,13 @@ class Run:
 
     def book(self, resume: int | None = None) -> RunBook:
         settings = build("trainer", self.config["trainer"])
-        book = RunBook(self.run_dir, self.config, settings, ("obs", "act"), 100, None)
+        run = RunSettings.of(self.config)
+        book = RunBook(self.run_dir, self.config, run, settings, ("obs", "act"), 100, None)
         counters = RunState()
         if resume is not None:
             path = self.checkpoints / step_name(resume)
-            with RunSession(self.config | {"resume": str(path)}, [], None) as session:
+            resumed = self.config | {"resume": str(path)}
+            with RunSession(resumed, RunSettings.of(resumed), [], None) as session:
                 session.repair()
             saved = load_checkpoint(path).state
             counters.restore(saved.to_dict())

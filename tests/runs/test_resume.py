@@ -249,6 +249,8 @@ def test_bad_resume_and_eval_input_is_one_line_and_overwrites_nothing(tmp_path):
 
 
 def test_resuming_an_older_checkpoint_sets_newer_ones_aside(tmp_path):
+    """From Python too, each checkpoint set aside is logged into the run's ``train.log`` (the
+    session's repair ran before the run's log was open: only the CLI's Hydra log had it)."""
     train(make_config(tmp_path, *SERIAL, "trainer.max_opts=450"))
     root = tmp_path / "run" / "checkpoints"
     assert [p.name for p in sorted(root.glob("0*"))] == ["000000150", "000000300", "000000450"]
@@ -258,6 +260,12 @@ def test_resuming_an_older_checkpoint_sets_newer_ones_aside(tmp_path):
     abandoned = sorted(p.name for p in (root / "abandoned").iterdir())
     assert abandoned == ["000000300", "000000450", *(["best"] if best_later else [])]
     assert find_checkpoint(tmp_path / "run") == root / "000000200"
+    log = (tmp_path / "run" / "train.log").read_text()
+    moved = [
+        line for line in log.splitlines() if "resuming from an older checkpoint: moved" in line
+    ]
+    assert len(moved) == len(abandoned)
+    assert all(any(f"{name} aside" in line for line in moved) for name in abandoned)
 
 
 def test_a_timeline_abandoned_twice_keeps_both_checkpoints_of_a_step(tmp_path):

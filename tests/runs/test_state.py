@@ -101,6 +101,7 @@ def test_a_resume_without_the_transitions_counts_the_warmup_again(tmp_path, capl
     assert len(again.replay) == 0 and again.counters == RunState(300, 1200, 1190)
     assert again.gate.state() == {"base_samples": 1190, "base_opts": 300}  # from now
     assert "resuming without a replay buffer" in caplog.text
+    assert "collecting 100 transitions before optimizing again" in caplog.text  # the gate's
 
 
 @pytest.mark.parametrize(("env_steps", "stretch"), [(0, 0), (1200, 2)])
@@ -112,3 +113,16 @@ def test_a_checkpoint_without_env_intervals_continues_from_its_env_steps_stretch
     owners.counters.restore({"opt_steps": 300, "env_steps": env_steps, "samples": 0})
     owners.cadence.restore({})
     assert owners.cadence.state()["save"] == stretch  # save_env_interval=500
+
+
+def test_the_counters_come_back_first_the_cadence_counts_from_them(tmp_path):
+    """``TrainerState.restore`` gives the counters back before the owners that count from them: a
+    checkpoint that did not save ``env_intervals`` continues in the stretch of its env steps."""
+    first = _owners(tmp_path, {}, {"best_return": 1.0, "eval_returns": [1.0], "seconds": 2.0})
+    first.counters.restore({"opt_steps": 300, "env_steps": 1200, "samples": 1190})
+    _pushed(first.replay, 50)
+    saved = TrainerState.capture(first).to_dict()
+    del saved["env_intervals"]  # as versions before env-step intervals wrote it
+    again = _owners(tmp_path / "again", {}, {})
+    TrainerState.from_dict(saved).restore(again, first.replay.arrays())
+    assert again.cadence.state()["save"] == 2  # save_env_interval=500: 1200 is in stretch 2

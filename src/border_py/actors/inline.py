@@ -55,7 +55,7 @@ class InlineActors:
             build_env_factory(config),
             agent,
             self.settings.n_envs_per_actor,
-            derive_seed(config["seed"], "actor", 0, "env"),
+            derive_seed(launch.seed, "actor", 0, "env"),
             replayable=True,
             clock=LocalClock(launch.env_steps),  # the run's env steps: this actor takes them all
             **sampler_options(config),

@@ -38,7 +38,6 @@ from border_py.processes.children import (
 from border_py.processes.supervision import Heartbeats, exit_cause
 from border_py.resources import (
     actors_per_core,
-    enforced,
     open_files,
     shared_memory,
     size_text,
@@ -109,12 +108,15 @@ class LocalActorSettings(ActorSettings):
         )
 
     def check_resources(
-        self, config: dict[str, Any], spaces: tuple[gym.Space, gym.Space], n_step: int
+        self,
+        config: dict[str, Any],
+        spaces: tuple[gym.Space, gym.Space],
+        n_step: int,
+        enforce: bool,
     ) -> None:
         """Also bound the actor processes by this machine's cores, the learner's open files
         (ulimit -n), and the slots of every actor by the room free in ``/dev/shm``."""
-        super().check_resources(config, spaces, n_step)
-        enforce = enforced(config)
+        super().check_resources(config, spaces, n_step, enforce)
         actors_per_core(self.n_actors, usable_cores(), "usable CPU cores", enforce)
         open_files(self.n_actors, enforce)
         slot, slots = self.layout(config, spaces, n_step).nbytes, self.n_actors * self.queue_size
@@ -150,7 +152,7 @@ class LocalActors:
         """Allocate the channels and weights, then start every actor (they wait for weights)."""
         settings, n = self.settings, self.settings.n_actors
         ctx = self._ctx = settings.context()
-        self._config = launch.config
+        self._config, self._seed = launch.config, launch.seed
         if n > (cores := usable_cores()):
             log.warning(
                 "%d actors on %d CPU cores: actors, learner and evaluator share them (the actors"
@@ -178,7 +180,7 @@ class LocalActors:
         assert self._ctx is not None
         record = self.records[index]
         record.begin_incarnation()
-        spec = self.settings.spec(index, record)
+        spec = self.settings.spec(index, record, self._seed)
         notices_r, notices_w = self._ctx.Pipe(duplex=False)
         credits_r, credits_w = self._ctx.Pipe(duplex=False)
         shared = (self.weights, self.heartbeats, self.stopping, self.clock.slot(index))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -53,6 +53,7 @@ class ActorSpec:
             (at the run's env steps: :mod:`border_py.actors.clock`).
         policy_dtype: the precision the actor acts in (:class:`~border_py.agents.base.
             ActingPrecision`).
+        seed: the run's root seed (the actor's agent and envs derive theirs from it).
     """
 
     index: int
@@ -61,6 +62,7 @@ class ActorSpec:
     n_buffer: int
     epsilons: list[float] | None
     policy_dtype: str = "float32"
+    seed: int = field(kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -186,7 +188,10 @@ def build_sampler(spec: ActorSpec, config: dict[str, Any], clock: RunClock) -> S
     ``clock`` (the same for an actor process and a Ray actor, :mod:`border_py.actors.ray.worker`)."""
     env_factory = build_env_factory(config)
     agent = build_agent(
-        config, env_factory.spaces(), "cpu", f"actor/{spec.index}/{spec.incarnation}"
+        config,
+        env_factory.spaces(),
+        "cpu",
+        derive_seed(spec.seed, f"actor/{spec.index}/{spec.incarnation}"),
     )
     if spec.epsilons is not None:
         if not isinstance(agent, FixedEpsilon):
@@ -200,7 +205,7 @@ def build_sampler(spec: ActorSpec, config: dict[str, Any], clock: RunClock) -> S
         env_factory,
         agent,
         spec.n_envs,
-        derive_seed(config["seed"], "actor", spec.index, spec.incarnation, "env"),
+        derive_seed(spec.seed, "actor", spec.index, spec.incarnation, "env"),
         clock=clock,
         **sampler_options(config),
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import gymnasium as gym
@@ -149,6 +149,8 @@ class Launch:
         opt_steps: the learner's opt steps (a resumed run starts later).
         env_steps: the run's env steps so far (where the actors' exploration schedules start:
             :mod:`border_py.actors.clock`).
+        seed: the run's root seed (each actor derives its agent's and envs' seeds from it).
+        check_resources: the run's ``check_resources`` (whether a bound refuses or warns).
     """
 
     config: dict[str, Any]
@@ -157,6 +159,8 @@ class Launch:
     policy: dict[str, torch.Tensor]
     opt_steps: int
     env_steps: int = 0
+    seed: int = field(kw_only=True)
+    check_resources: bool = field(kw_only=True)
 
 
 @runtime_checkable

@@ -25,7 +25,7 @@ from border_py.config import fraction, non_negative, positive, require
 from border_py.errors import ConfigError
 from border_py.processes.children import Context, forkserver_context
 from border_py.processes.supervision import RestartPolicy
-from border_py.resources import MAX_N_BUFFER, MAX_QUEUE_SIZE, at_most, enforced
+from border_py.resources import MAX_N_BUFFER, MAX_QUEUE_SIZE, at_most
 
 __all__ = ["ActorSettings", "apex_epsilons"]
 
@@ -111,9 +111,9 @@ class ActorSettings:
         flat = apex_epsilons(n * k, self.apex_eps, self.apex_alpha)
         return [flat[i * k : (i + 1) * k] for i in range(n)]
 
-    def spec(self, index: int, record: ActorRecord) -> ActorSpec:
+    def spec(self, index: int, record: ActorRecord, seed: int) -> ActorSpec:
         """What starts the current incarnation of actor ``index`` (``record``: the slot's
-        counters): its envs, batch size and exploration."""
+        counters; ``seed``: the run's root seed): its envs, batch size and exploration."""
         return ActorSpec(
             index=index,
             incarnation=record.incarnation,
@@ -121,6 +121,7 @@ class ActorSettings:
             n_buffer=self.n_buffer,
             epsilons=self.epsilons()[index],
             policy_dtype=self.policy_dtype,
+            seed=seed,
         )
 
     def slots(
@@ -152,12 +153,16 @@ class ActorSettings:
         return records, kept, policies
 
     def check_resources(
-        self, config: dict[str, Any], spaces: tuple[gym.Space, gym.Space], n_step: int
+        self,
+        config: dict[str, Any],
+        spaces: tuple[gym.Space, gym.Space],
+        n_step: int,
+        enforce: bool,
     ) -> None:
         """Bound what these actors would take before any starts (see :mod:`border_py.resources`;
-        ``config``: the run's, ``spaces`` and ``n_step``: the batches' shapes). Here the batch
-        counts every kind of actors shares; each adds what it takes of the machine."""
-        enforce = enforced(config)
+        ``config``: the run's, ``spaces`` and ``n_step``: the batches' shapes, ``enforce``: the
+        run's ``check_resources``). Here the batch counts every kind of actors shares; each adds
+        what it takes of the machine."""
         at_most(
             "actor_manager.queue_size",
             self.queue_size,

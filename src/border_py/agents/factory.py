@@ -10,7 +10,6 @@ from border_py.agents.base import Agent, missing_members
 from border_py.agents.spaces import check_spaces
 from border_py.config import build, resolve_target
 from border_py.errors import ConfigError
-from border_py.seeding import derive_seed
 
 __all__ = ["build_agent"]
 
@@ -19,9 +18,10 @@ def build_agent(
     config: dict[str, Any],
     spaces: tuple[gym.Space, gym.Space],
     device: str,
-    seed_name: str = "agent",
+    seed: int,
 ) -> Agent:
-    """The ``agent`` group, for the given spaces and device, seeded from the root seed.
+    """The ``agent`` group, for the given spaces, device and seed (the caller's, derived from the
+    run's root seed: :func:`~border_py.seeding.derive_seed`).
 
     The env's spaces are checked against the class's declared ones (``accepts``) before the
     agent is built; the built agent must implement :class:`~border_py.agents.base.Agent`.
@@ -44,7 +44,7 @@ def build_agent(
         observation_space=obs_space,
         action_space=act_space,
         device=device,
-        seed=derive_seed(config["seed"], seed_name),
+        seed=seed,
     )
     if not isinstance(agent, Agent):
         raise ConfigError(

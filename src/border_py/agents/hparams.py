@@ -4,11 +4,12 @@ Each agent's hyper-parameters are a frozen dataclass derived from :class:`HParam
 ``IQNArgs``, ``SACArgs``): its fields, each with its doc beside it, are the keys of the agent's
 config group, so the constructor only builds networks from them. Their defaults are the Python
 API's (``DQN(observation_space, action_space)``); a config never falls back on them: each agent's
-shipped YAML gives every field (``tests/test_architecture.py`` checks it), and a saved config that
-lacks one gets the YAML's value (:func:`border_py.runs.compat.complete`). A field is checked with the
-rule for its name in :data:`RULES` when the dataclass is built: a key means the same (and is
-checked the same way) in every agent, and a bad value is one :class:`~border_py.errors.ConfigError`
-line naming it (``build`` prefixes the group: ``agent.lr=-1: must be a positive float``).
+shipped YAML gives every field (``tests/test_architecture_defaults.py`` checks it), and a config
+that lacks one gets the YAML's value (:func:`border_py.runs.compat.complete`). A field is checked
+with the rule for its name in :data:`RULES` when the dataclass is built: a key means the same (and
+is checked the same way) in every agent, and a bad value is one
+:class:`~border_py.errors.ConfigError` line naming it (``build`` prefixes the group:
+``agent.lr=-1: must be a positive float``).
 
 The config layer reads an agent's keys from its signature (:func:`border_py.config.config_keys`,
 :func:`~border_py.config.coerce_counts`); :func:`configured_by` gives the constructor, which takes

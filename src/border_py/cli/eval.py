@@ -32,6 +32,7 @@ from border_py.layout import CONFIG
 from border_py.overrides import parse_overrides, set_key, to_plain
 from border_py.resources import MAX_EVAL_EPISODES
 from border_py.runs.checkpoint import Checkpoint, pick_checkpoint
+from border_py.runs.settings import RunSettings
 from border_py.runs.trust import Trust, literal
 from border_py.secrets import redact
 
@@ -95,17 +96,17 @@ def eval_settings(checkpoint: Checkpoint, overrides: list[str]) -> dict[str, Any
     saved = {k: v for k, v in checkpoint.config.items() if k != "env"} | {"env": plain["env"]}
     Trust.of(to_plain(typed)).check_imports(saved, checkpoint.path / CONFIG)
     flag("check_resources", plain["check_resources"])
-    cfg = plain["eval"]
-    positive("eval.n_episodes", cfg["n_episodes"], int)
-    many = cfg["n_episodes"] <= MAX_EVAL_EPISODES
-    require("eval.n_episodes", many, f"at most {MAX_EVAL_EPISODES:,}", cfg["n_episodes"])
-    positive("eval.max_steps", cfg["max_steps"], int)
-    null_or(count)("eval.seed", cfg["seed"])
-    flag("eval.video", cfg["video"])
-    out = cfg["out"]
+    asked = plain["eval"]
+    positive("eval.n_episodes", asked["n_episodes"], int)
+    many = asked["n_episodes"] <= MAX_EVAL_EPISODES
+    require("eval.n_episodes", many, f"at most {MAX_EVAL_EPISODES:,}", asked["n_episodes"])
+    positive("eval.max_steps", asked["max_steps"], int)
+    null_or(count)("eval.seed", asked["seed"])
+    flag("eval.video", asked["video"])
+    out = asked["out"]
     require("eval.out", out is None or (isinstance(out, str) and out != ""), "null or a dir", out)
-    if cfg["epsilon"] is not None:
-        fraction("eval.epsilon", cfg["epsilon"])
+    if asked["epsilon"] is not None:
+        fraction("eval.epsilon", asked["epsilon"])
     return plain
 
 
@@ -120,14 +121,14 @@ def evaluate_checkpoint(
     """
     checkpoint = pick_checkpoint(path)
     settings = eval_settings(checkpoint, overrides)
-    cfg = settings["eval"]
+    asked = settings["eval"]
     config = checkpoint.config | {"env": settings["env"]}
     env_factory, _, agent = build_policy_agent(
         checkpoint, config, enforce=settings["check_resources"]
     )
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    out_dir = Path(cfg["out"]).expanduser().absolute() if cfg["out"] else checkpoint.path
-    video_dir = out_dir / f"videos_{stamp}" if cfg["video"] else None
+    out_dir = Path(asked["out"]).expanduser().absolute() if asked["out"] else checkpoint.path
+    video_dir = out_dir / f"videos_{stamp}" if asked["video"] else None
     if video_dir is not None:
         check_video(env_factory, "eval.video=true")
         try:
@@ -138,13 +139,15 @@ def evaluate_checkpoint(
                 f"{out_dir}: cannot record videos there ({exc.strerror or exc}); choose where"
                 " border eval writes with eval.out=<dir>"
             ) from None
-    seed = cfg["seed"] if cfg["seed"] is not None else selection_seed(config["seed"])
-    epsilon = cfg["epsilon"] if cfg["epsilon"] is not None else env_factory.eval_epsilon
+    seed = (
+        asked["seed"] if asked["seed"] is not None else selection_seed(RunSettings.seed_of(config))
+    )
+    epsilon = asked["epsilon"] if asked["epsilon"] is not None else env_factory.eval_epsilon
     try:
         with warnings.catch_warnings():  # the video dir is new: made just above
             warnings.filterwarnings("ignore", message=".*Overwriting existing videos")
             evaluator = Evaluator(
-                env_factory, cfg["n_episodes"], seed, cfg["max_steps"], video_dir, epsilon
+                env_factory, asked["n_episodes"], seed, asked["max_steps"], video_dir, epsilon
             )
     except ConfigError as exc:
         raise ConfigError(f"eval.{exc}") from None
@@ -156,7 +159,7 @@ def evaluate_checkpoint(
         "checkpoint": str(checkpoint.path),
         "opt_steps": checkpoint.meta.get("opt_steps"),
         "env": redact(settings["env"]),
-        "eval": cfg | {"seed": seed, "epsilon": epsilon},
+        "eval": asked | {"seed": seed, "epsilon": epsilon},
         "result": result.scalars(),
         "episode_returns": result.episode_returns,
         "videos": str(video_dir) if video_dir else None,

@@ -24,8 +24,10 @@ from border_py.envs.factory import GymEnvFactory, build_env_factory
 from border_py.errors import ConfigError, first_line
 from border_py.layout import CONFIG
 from border_py.runs.checkpoint import Checkpoint, pick_checkpoint
+from border_py.runs.settings import RunSettings
 from border_py.runs.trust import Trust, check_trust_list
 from border_py.secrets import refuse_redacted
+from border_py.seeding import derive_seed
 
 __all__ = ["Policy", "build_policy_agent", "load_policy"]
 
@@ -48,7 +50,7 @@ def build_policy_agent(
     env_factory = build_env_factory(config)
     spaces = env_factory.spaces()
     check_agent_weights(config["agent"], spaces, enforce)
-    agent = build_agent(config, spaces, device)
+    agent = build_agent(config, spaces, device, derive_seed(RunSettings.seed_of(config), "agent"))
     try:
         agent.load_policy_state(checkpoint.policy)
     except (RuntimeError, KeyError) as exc:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -38,12 +38,13 @@ REQUEST_POLL_SECONDS = 0.5
 @dataclass(frozen=True)
 class EvalSettings:
     """How the evaluator plays: episodes, their base reset seed, the step cap per episode, the
-    probability of a random action."""
+    probability of a random action; and its agent's seed (derived from the run's root seed)."""
 
     episodes: int
     seed: int
     max_steps: int
     epsilon: float = 0.0
+    agent_seed: int = field(kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def eval_main(config: dict[str, Any], settings: EvalSettings, links: EvalLinks) 
 
     try:
         env_factory = build_env_factory(config)
-        agent = build_agent(config, env_factory.spaces(), "cpu", "evaluator")
+        agent = build_agent(config, env_factory.spaces(), "cpu", settings.agent_seed)
         evaluator = Evaluator(
             env_factory,
             settings.episodes,

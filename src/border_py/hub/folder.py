@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from border_py._version import __version__
-from border_py.config import count, is_int, is_number
+from border_py.config import is_int, is_number
 from border_py.deploy.export import description_path, export_policy
 from border_py.deploy.load import load_policy
 from border_py.errors import ConfigError
@@ -59,6 +59,7 @@ from border_py.publishing import publish_dir
 from border_py.resources import MAX_EVAL_EPISODES
 from border_py.runs.checkpoint import Checkpoint, pick_checkpoint
 from border_py.runs.results import read_result
+from border_py.runs.settings import RunSettings
 from border_py.secrets import redact
 
 __all__ = ["FORMATS", "PushSettings", "build", "publish"]
@@ -180,9 +181,10 @@ def build(run: str | Path, folder: Path, settings: PushSettings) -> CardFacts:
     checkpoint = pick_checkpoint(run)
     run_dir = run_of(run, checkpoint)
     env_id, algorithm = names(checkpoint)
-    seed = checkpoint.config["seed"]
-    if not count.ok(seed):
-        raise ConfigError(f"seed={seed!r} in {checkpoint.path / CONFIG}: not a run's root seed")
+    try:
+        RunSettings.seed_of(checkpoint.config)  # before anything is loaded or written
+    except ConfigError as exc:
+        raise ConfigError(f"{checkpoint.path / CONFIG}: {exc} (a run's root seed)") from None
     trust, check = list(settings.trust), settings.check_resources
     policy = load_policy(checkpoint.path, trust=trust, check_resources=check)
     copy_policy_files(checkpoint.path, folder / CHECKPOINT)
@@ -230,7 +232,7 @@ def results(facts: CardFacts) -> dict[str, Any]:
         "repo_id": facts.repo_id,
         "env_id": facts.env_id,
         "algorithm": facts.algorithm,
-        "evaluation": facts.score.record(run_eval_seeds(facts.config["seed"])),
+        "evaluation": facts.score.record(run_eval_seeds(RunSettings.seed_of(facts.config))),
         "checkpoint": facts.checkpoint,
         "training": facts.training,
         "border_py": facts.versions,

@@ -18,6 +18,7 @@ from border_py.envs.factory import GymEnvFactory
 from border_py.evaluation.evaluator import EvalResult, Evaluator
 from border_py.evaluation.seeds import fresh_seeds
 from border_py.resources import MAX_EPISODE_STEPS, at_most
+from border_py.runs.settings import RunSettings
 
 __all__ = ["Score", "card_seeds", "eval_max_steps", "fresh_score"]
 
@@ -94,7 +95,7 @@ def fresh_score(
     """Play ``n`` greedy episodes (the env's evaluation epsilon, as ``border eval`` does) on
     :func:`card_seeds` of the run whose saved config is ``config`` (its episodes' step cap
     bounded by :func:`eval_max_steps`, ``enforce``: the command's ``check_resources``)."""
-    seeds = card_seeds(config["seed"], n)
+    seeds = card_seeds(RunSettings.seed_of(config), n)
     max_steps = eval_max_steps(config, enforce)
     epsilon = env_factory.eval_epsilon
     evaluator = Evaluator(env_factory, n, seeds.start, max_steps, epsilon=epsilon)

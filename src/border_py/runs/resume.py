@@ -16,7 +16,7 @@ from border_py.errors import ConfigError, printable
 from border_py.files import read_record
 from border_py.layout import BUFFER_NPZ, CONFIG, HYDRA, HYDRA_OVERRIDES
 from border_py.overrides import parse_overrides, set_key, to_plain
-from border_py.resources import enforced, memory
+from border_py.resources import memory
 from border_py.runs.checkpoint import Checkpoint
 from border_py.runs.replay_snapshot import snapshot_nbytes
 from border_py.runs.results import read_result
@@ -190,8 +190,9 @@ def _log_changes(saved: dict[str, Any], held: dict[str, Any], config: dict[str, 
             )
 
 
-def check_fits(checkpoint: Checkpoint, config: dict[str, Any]) -> None:
-    """Refuse resume overrides that the checkpoint's state cannot follow."""
+def check_fits(checkpoint: Checkpoint, config: dict[str, Any], enforce: bool) -> None:
+    """Refuse resume overrides that the checkpoint's state cannot follow (``enforce``: the run's
+    ``check_resources``, for the memory its saved replay buffer takes)."""
     fixed = ["agent.n_step", "replay_buffer.frame_stack"]  # pending windows, stored frames
     if checkpoint.state.serial:  # the saved envs are restored one by one
         fixed += ["actor_manager.n_envs_per_actor", "replay_buffer.priority_from_actors"]
@@ -216,7 +217,7 @@ def check_fits(checkpoint: Checkpoint, config: dict[str, Any]) -> None:
                 f"replay_buffer.capacity={capacity}: must stay >= {saved} when resuming with saved"
                 " frames (their ring is sized from the capacity)"
             )
-        check_resume_memory(checkpoint, capacity, enforced(config))
+        check_resume_memory(checkpoint, capacity, enforce)
 
 
 def check_resume_memory(checkpoint: Checkpoint, capacity: int, enforce: bool) -> None:

@@ -11,19 +11,25 @@ Every session of ``border train`` and :func:`border_py.train` follows these rule
    :mod:`border_py.runs.trust`);
 3. the trainer validates the config (the caller's step), then :meth:`RunSession.fits` checks the
    checkpoint's budgets and state against it;
-4. :meth:`RunSession.start`: a fresh run claims its dir and holds it; the run's checkpoints are
-   repaired (:meth:`RunSession.repair`: what a killed write left, a newer timeline set aside);
-5. :meth:`RunSession.finish` records the summary; leaving the session after :meth:`start` with an
+4. :meth:`RunSession.start`: a fresh run claims its dir and holds it;
+5. :meth:`RunSession.repair`, once the run logs to its ``train.log``: the run's checkpoints are
+   put in order (what a killed write left, a newer timeline set aside, each move logged);
+6. :meth:`RunSession.finish` records the summary; leaving the session after :meth:`start` with an
    exception records the run as ``interrupted`` (a second Ctrl-C) or ``failed``.
 
 Validating a run without a session of it (``border train``'s checks, the tuner's) takes the same
 route through steps 2 and 3 (:meth:`RunSession.resolve`, :meth:`RunSession.fits`) without entering
 the session: nothing is settled, locked, moved or written.
+
+The session reads ``train.yaml``'s own keys of its config through its :attr:`RunSession.settings`
+(:class:`~border_py.runs.settings.RunSettings`), read once per config: the command's, then a
+resumed run's (the saved config with the overrides).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 from pathlib import Path
 from types import TracebackType
@@ -38,6 +44,7 @@ from border_py.runs.lock import session_lock
 from border_py.runs.results import objective_value, read_result, write_result
 from border_py.runs.resume import check_fits, resumed_config
 from border_py.runs.run_dir import RunCompleted, claim, settle_resume, start_afresh
+from border_py.runs.settings import RunSettings
 from border_py.runs.timeline import run_dir_of_checkpoint, set_aside_newer
 from border_py.runs.trust import Trust
 
@@ -51,6 +58,8 @@ class RunSession(contextlib.AbstractContextManager["RunSession"]):
 
     Args:
         config: the command's resolved config (its ``resume`` not settled yet).
+        settings: ``config``'s own keys (:meth:`RunSettings.of <border_py.runs.settings.
+            RunSettings.of>`).
         overrides: the command line's overrides: a resume's changes to the saved config, a fresh
             run's record in its claim.
         run_dir: ``run_dir``, else the launcher's (Hydra's) dir of this job (None: neither).
@@ -59,6 +68,7 @@ class RunSession(contextlib.AbstractContextManager["RunSession"]):
 
     Attributes:
         config: the session's config (a resumed run's: the saved one with the overrides).
+        settings: the session's config's own keys (``resume`` settled once entered).
         checkpoint: the checkpoint a resumed run continues (None: a fresh run).
         completed: ``resume=auto`` found the run completed: its recorded summary (nothing to do).
         dir: the run's dir.
@@ -67,11 +77,12 @@ class RunSession(contextlib.AbstractContextManager["RunSession"]):
     def __init__(
         self,
         config: dict[str, Any],
+        settings: RunSettings,
         overrides: list[str],
         run_dir: Path | None,
         launcher_files: tuple[str, ...] = (),
     ) -> None:
-        self.config, self.overrides = config, overrides
+        self.config, self.settings, self.overrides = config, settings, overrides
         self.checkpoint: Checkpoint | None = None
         self.completed: dict[str, Any] | None = None
         self.dir = run_dir
@@ -81,7 +92,7 @@ class RunSession(contextlib.AbstractContextManager["RunSession"]):
         self._started = False
 
     def __enter__(self) -> RunSession:
-        resume = self.config.get("resume")
+        resume = self.settings.resume
         if resume:
             try:
                 settled = settle_resume(resume, self.dir if resume == "auto" else None)
@@ -94,7 +105,9 @@ class RunSession(contextlib.AbstractContextManager["RunSession"]):
             self._locked = True
             if settled.fresh:
                 start_afresh(settled.run_dir, keep=self._launcher_files)
-            self.config["resume"] = None if settled.checkpoint is None else str(settled.checkpoint)
+            settled_resume = None if settled.checkpoint is None else str(settled.checkpoint)
+            self.config["resume"] = settled_resume
+            self.settings = dataclasses.replace(self.settings, resume=settled_resume)
         self.resolve()
         if self.checkpoint is not None:
             self.dir = run_dir_of_checkpoint(self.checkpoint.path)
@@ -107,15 +120,17 @@ class RunSession(contextlib.AbstractContextManager["RunSession"]):
     def resolve(self) -> None:
         """The session's config and the checkpoint it continues: for ``resume=<checkpoint>``, the
         saved config with the overrides applied (what the command trusts: :meth:`Trust.of` its
-        own config); else the config itself. Reads the checkpoint; writes nothing.
+        own config), and its :attr:`settings`; else the config itself. Reads the checkpoint;
+        writes nothing.
 
         Raises:
             ConfigError: one line: a bad checkpoint, override or untrusted saved config.
         """
-        if self.config.get("resume"):
-            checkpoint = load_checkpoint(self.config["resume"])
+        if self.settings.resume:
+            checkpoint = load_checkpoint(self.settings.resume)
             trust = Trust.of(self.config)
             self.config = resumed_config(checkpoint, self.overrides, trust, self.config)
+            self.settings = RunSettings.of(self.config)
             self.checkpoint = checkpoint
 
     def fits(
@@ -146,13 +161,14 @@ class RunSession(contextlib.AbstractContextManager["RunSession"]):
                     f"> {done}, the {unit} {checkpoint.path} already has (raise it to continue)",
                     budget,
                 )
-        check_fits(checkpoint, self.config)
+        check_fits(checkpoint, self.config, self.settings.check_resources)
         restore_agent(checkpoint, agent, spaces)
 
     def start(self) -> Path:
-        """A fresh run claims its dir (refused when the dir holds a run) and holds it, and the
-        run's checkpoints are repaired (:meth:`repair`); return the run's dir. From now on,
-        leaving the session with an exception records the run's end."""
+        """A fresh run claims its dir (refused when the dir holds a run) and holds it; return the
+        run's dir. From now on, leaving the session with an exception records the run's end.
+        Nothing in the dir is moved yet: the caller repairs it (:meth:`repair`) once the run
+        logs to its ``train.log``, so that what the repair moves is logged there."""
         assert self.dir is not None, "entered"
         if self.checkpoint is None:
             claim(self.dir, self.overrides)
@@ -160,14 +176,14 @@ class RunSession(contextlib.AbstractContextManager["RunSession"]):
             self._held.enter_context(session_lock(self.dir))
             self._locked = True
         self._started = True
-        self.repair()
         return self.dir
 
     def repair(self) -> None:
-        """Put the run's ``checkpoints/`` in order for this session (its dir held): what a process
-        killed while writing left is cleaned up (:func:`~border_py.runs.checkpoint.recover`), and
-        a run resumed from an older checkpoint sets the newer ones aside: they are another
-        timeline's (:func:`~border_py.runs.timeline.set_aside_newer`)."""
+        """Put the run's ``checkpoints/`` in order for this session (after :meth:`start`: its dir
+        held): what a process killed while writing left is cleaned up
+        (:func:`~border_py.runs.checkpoint.recover`), and a run resumed from an older checkpoint
+        sets the newer ones aside, each logged as a warning: they are another timeline's
+        (:func:`~border_py.runs.timeline.set_aside_newer`)."""
         assert self.dir is not None, "entered"
         checkpoints = self.dir / CHECKPOINTS
         recover(checkpoints)
@@ -204,7 +220,7 @@ class RunSession(contextlib.AbstractContextManager["RunSession"]):
     def objective(self, summary: dict[str, Any]) -> dict[str, Any]:
         """``summary`` with its ``objective``: the value a sweeper optimizes (the config's
         ``objective`` return)."""
-        return summary | {"objective": objective_value(summary, self.config["objective"])}
+        return summary | {"objective": objective_value(summary, self.settings.objective)}
 
     def __exit__(
         self,

@@ -89,6 +89,18 @@ class RunSettings:
             callbacks=tuple(hooks or ()),
         )
 
+    @staticmethod
+    def seed_of(saved: Mapping[str, Any]) -> int:
+        """The root seed of a saved run's config (``border eval``, a hub card, a deployed policy),
+        its other keys unread: a saved run's ``device`` may be one this machine lacks.
+
+        Raises:
+            ConfigError: one line: the saved ``seed`` is not a root seed.
+        """
+        seed: Any = saved.get("seed")
+        count("seed", seed)
+        return int(seed)
+
 
 def _path_or_none(value: Any) -> str | None:
     return None if value is None else str(value)

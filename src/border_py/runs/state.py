@@ -25,7 +25,8 @@ its counters and exploration RNG), loaded into the agent when the session checks
 checkpoint fits the config (:meth:`~border_py.runs.session.RunSession.fits`); ``policy.pt`` and
 ``config.json`` are for acting and resuming; ``meta.json`` is derived from the state
 (:meth:`TrainerState.summary`). The run dir itself is repaired by its owner, the session, before
-anything is restored (:meth:`~border_py.runs.session.RunSession.start`).
+anything is restored (:meth:`~border_py.runs.session.RunSession.repair`, once the run logs to its
+``train.log``).
 
 The file keeps its format (one flat mapping, read with ``torch.load(weights_only=True)``):
 :meth:`TrainerState.to_dict` writes it and :meth:`TrainerState.from_dict` reads it, checkpoints of
@@ -65,6 +66,8 @@ class Owner(Protocol):
 
 class Gate(Owner, Protocol):
     """The trainer's gate (:class:`~border_py.trainers.settings.Gate`), as a resume sees it."""
+
+    warmup_period: int  # transitions collected before the first opt step
 
     def restart(self, counters: Any) -> None:
         """Count the warmup again from the counters now (a resume without the transitions)."""
@@ -144,7 +147,8 @@ class TrainerState:
             owners.gate.restart(owners.counters)
             log.warning(
                 "resuming without a replay buffer (trainer.save_replay_buffer was off): collecting"
-                " trainer.warmup_period transitions before optimizing again"
+                " %d transitions before optimizing again",
+                owners.gate.warmup_period,
             )
         set_global_rng_state(self.rng)
         owners.actors.restore(self.actors)

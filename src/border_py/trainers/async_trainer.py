@@ -20,6 +20,8 @@ from border_py.errors import ConfigError
 from border_py.evaluation.process import EvalSettings
 from border_py.evaluation.seeds import selection_seed
 from border_py.evaluation.worker import EvalWorker
+from border_py.runs.settings import RunSettings
+from border_py.seeding import derive_seed
 from border_py.trainers.components import Components
 from border_py.trainers.settings import LoopSettings, RunState, Wiring
 
@@ -125,24 +127,27 @@ class AsyncSettings(LoopSettings):
         )
 
     def check_components(self, parts: Components) -> None:
-        """Refuse a recurrent agent: actor processes do not carry sequences yet."""
+        """Refuse a recurrent agent (actor processes do not carry sequences yet) and actors'
+        settings that configure no actors of their own (one line, before the run dir is claimed):
+        their runtime is built, not started."""
         if isinstance(parts.agent, RecurrentActing):
             raise ConfigError(
                 f"trainer=async: the recurrent agent {type(parts.agent).__name__} learns from"
                 " sequences, which actor processes do not send yet; use trainer=serial"
             )
+        parts.actors.runtime()
 
-    def check_resources(self, config: dict[str, Any], parts: Components) -> None:
+    def check_resources(self, config: dict[str, Any], parts: Components, run: RunSettings) -> None:
         """The actors' bounds: their processes, the learner's open files and the shared memory of
         their slots."""
         spaces = parts.env_factory.spaces()
-        parts.actors.check_resources(config, spaces, parts.agent.n_step)
+        parts.actors.check_resources(config, spaces, parts.agent.n_step, run.check_resources)
 
     def actors_shown(self, parts: Components) -> int | None:
         """Every actor the settings start."""
         return parts.actors.n_actors
 
-    def wiring(self, config: dict[str, Any], parts: Components) -> Wiring:
+    def wiring(self, config: dict[str, Any], parts: Components, run: RunSettings) -> Wiring:
         """The actors the ``actor_manager`` settings configure, an evaluator process, the
         replay-ratio gates."""
         actors = parts.actors
@@ -152,9 +157,10 @@ class AsyncSettings(LoopSettings):
             config,
             EvalSettings(
                 self.eval_episodes,
-                selection_seed(config["seed"]),
+                selection_seed(run.seed),
                 self.eval_max_steps,
                 self.evaluation_epsilon(parts.env_factory.eval_epsilon),
+                agent_seed=derive_seed(run.seed, "evaluator"),
             ),
             parts.agent.policy_state(),
             actors.max_restarts,

@@ -34,9 +34,9 @@ from border_py.resources import (
     MAX_ENVS_PER_ACTOR,
     MAX_EPISODE_STEPS,
     at_most,
-    enforced,
     memory,
 )
+from border_py.runs.settings import RunSettings
 from border_py.runs.timeline import is_complete, periodic_checkpoints
 from border_py.seeding import derive_seed
 
@@ -168,9 +168,9 @@ def saved_at(checkpoint: Path) -> int | None:
     return steps if is_int(steps) else None
 
 
-def reclaimed_nbytes(config: dict[str, Any], kept: int, each: int, best: int) -> int:
+def reclaimed_nbytes(run: RunSettings, kept: int, each: int, best: int) -> int:
     """Bytes of a resumed run's own checkpoints that its saving frees as it goes (0 for a fresh
-    run): the newest ``kept`` periodic ones of ``checkpoints/`` up to the checkpoint it resumes
+    run; ``run``: the run's settings, its ``resume`` and ``run_dir``): the newest ``kept`` periodic ones of ``checkpoints/`` up to the checkpoint it resumes
     (newer ones are set aside, not freed), each counted up to ``each`` bytes (a new checkpoint's
     size), and ``best`` when it was not saved later, up to ``best`` bytes.
 
@@ -179,11 +179,10 @@ def reclaimed_nbytes(config: dict[str, Any], kept: int, each: int, best: int) ->
     never credits more room than the run will find (a larger old one frees its excess only once
     pruned, a smaller one is counted as it is).
     """
-    resume = config.get("resume")
-    step = saved_at(Path(resume)) if resume else None
-    if step is None:
+    step = saved_at(Path(run.resume)) if run.resume else None
+    if step is None or run.run_dir is None:  # a resumed run's run_dir: its checkpoint's
         return 0
-    root = Path(config["run_dir"]) / CHECKPOINTS
+    root = Path(run.run_dir) / CHECKPOINTS
     older = [path for path in periodic_checkpoints(root) if int(path.name) <= step]
     newest = older[max(0, len(older) - kept) :] if kept > 0 else []
     freed = sum(min(tree_nbytes(path), each) for path in newest)
@@ -210,11 +209,12 @@ def check_policy_dtype(agent: Agent, dtype: str) -> None:
         )
 
 
-def build_components(config: dict[str, Any], warmup_period: int) -> Components:
+def build_components(config: dict[str, Any], run: RunSettings, warmup_period: int) -> Components:
     """Build and cross-check env factory, learner agent, replay buffer and actor settings, and
     bound the agent's and the replay buffer's memory, the envs per actor and the episodes' length
-    (see :mod:`border_py.resources`)."""
-    enforce = enforced(config)
+    (see :mod:`border_py.resources`); ``run``: the run's settings of ``config`` (its seed, device
+    and ``check_resources``)."""
+    enforce = run.check_resources
     env_factory = build_env_factory(config)
     at_most(
         "env.max_episode_steps",
@@ -225,7 +225,7 @@ def build_components(config: dict[str, Any], warmup_period: int) -> Components:
     )
     spaces = env_factory.spaces()
     footprint = check_agent_memory(config["agent"], spaces, enforce)
-    agent = build_agent(config, spaces, config["device"])
+    agent = build_agent(config, spaces, run.device, derive_seed(run.seed, "agent"))
     actors = build("actor_manager", config["actor_manager"])
     if not isinstance(actors, ActorSettings):
         raise ConfigError(
@@ -241,7 +241,7 @@ def build_components(config: dict[str, Any], warmup_period: int) -> Components:
     )
     rb = dict(config["replay_buffer"])
     if rb.get("seed") is None:
-        rb["seed"] = derive_seed(config["seed"], "replay_buffer")
+        rb["seed"] = derive_seed(run.seed, "replay_buffer")
     check_replay_unit(rb, agent)
     check_replay_memory(rb, spaces, enforce, agent)
     buffer = build("replay_buffer", rb)

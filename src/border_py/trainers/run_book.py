@@ -26,6 +26,7 @@ from border_py.recorders.composite import build_recorders
 from border_py.recorders.console import format_number
 from border_py.recorders.progress import Budget, ProgressView, Steps
 from border_py.runs.checkpoint import save_checkpoint
+from border_py.runs.settings import RunSettings
 from border_py.runs.state import TrainerState
 from border_py.runs.timeline import is_complete, prune, step_name
 from border_py.secrets import redact
@@ -45,7 +46,7 @@ def kept_best_return(checkpoints: Path, saved: float) -> float:
     it always names the weights of ``checkpoints/best``: the return that checkpoint was saved for
     (its ``meta.json``; ``saved``, the resumed checkpoint's, when its meta does not say), or -inf
     when there is no complete ``best`` (the session's repair moved it aside:
-    :meth:`~border_py.runs.session.RunSession.start`; the run's next evaluation writes a new one).
+    :meth:`~border_py.runs.session.RunSession.repair`; the run's next evaluation writes a new one).
 
     ``best`` can be newer than the checkpoint's evaluations without being set aside: an
     evaluation asked for at the checkpoint's opt step may end after it was written.
@@ -70,7 +71,9 @@ class RunBook:
     Args:
         run_dir: the run directory.
         config: the resolved config (recorded, saved into checkpoints; its ``recorder`` group
-            says where metrics go, ``progress``/``progress_interval`` how the console shows them).
+            says where metrics go).
+        run: the run's settings of ``config`` (``progress``/``progress_interval``: how the console
+            shows the run).
         loop: the loop settings.
         spaces: the env's (observation, action) spaces, saved into checkpoints' meta.
         capacity: the replay buffer's capacity (shown as a fill ratio).
@@ -82,6 +85,7 @@ class RunBook:
         self,
         run_dir: Path,
         config: dict[str, Any],
+        run: RunSettings,
         loop: LoopSettings,
         spaces: tuple[Any, Any],
         capacity: int,
@@ -92,8 +96,7 @@ class RunBook:
         self.callbacks = Callbacks() if callbacks is None else callbacks
         self.stopped_by_callback = False
         self.checkpoints = self.run_dir / CHECKPOINTS
-        self.config = config
-        self.loop = loop
+        self.config, self.run, self.loop = config, run, loop
         self.spaces = {"observation_space": str(spaces[0]), "action_space": str(spaces[1])}
         self.capacity, self.n_actors = capacity, n_actors
         self.best_return = float("-inf")
@@ -137,8 +140,8 @@ class RunBook:
         self._progress = ProgressView(
             Budget.of(self.loop.max_opts, self.loop.max_env_steps),
             start,
-            self.config["progress"],
-            float(self.config["progress_interval"]),
+            self.run.progress,
+            self.run.progress_interval,
             self.capacity,
             self.n_actors,
         )

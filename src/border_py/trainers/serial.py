@@ -20,6 +20,7 @@ from border_py.errors import ConfigError
 from border_py.evaluation.evaluator import Evaluator
 from border_py.evaluation.seeds import selection_seed
 from border_py.evaluation.service import InlineEvaluation
+from border_py.runs.settings import RunSettings
 from border_py.trainers.components import Components
 from border_py.trainers.settings import LoopSettings, RunState, Wiring
 
@@ -131,12 +132,12 @@ class SerialSettings(LoopSettings):
                 " learner's own float32 network"
             )
 
-    def wiring(self, config: dict[str, Any], parts: Any) -> Wiring:
+    def wiring(self, config: dict[str, Any], parts: Any, run: RunSettings) -> Wiring:
         """One in-process actor acting with the learner's agent, evaluation in process."""
         evaluator = Evaluator(
             parts.env_factory,
             self.eval_episodes,
-            selection_seed(config["seed"]),
+            selection_seed(run.seed),
             self.eval_max_steps,
             epsilon=self.evaluation_epsilon(parts.env_factory.eval_epsilon),
         )

@@ -14,7 +14,8 @@ from typing import Any, Protocol
 from border_py.actors.runtime import Actors
 from border_py.config import count, flag, fraction, non_negative, null_or, number, positive, require
 from border_py.evaluation.service import EvalService
-from border_py.resources import MAX_EPISODE_STEPS, MAX_PREFETCH, at_most, disk, enforced, size_text
+from border_py.resources import MAX_EPISODE_STEPS, MAX_PREFETCH, at_most, disk, size_text
+from border_py.runs.settings import RunSettings
 from border_py.trainers.components import Components, checkpoint_nbytes, reclaimed_nbytes
 
 __all__ = ["Gate", "LoopSettings", "RunState", "Wiring"]
@@ -42,6 +43,7 @@ class Gate(Protocol):
     """When the learner may optimize, and when it may take more data (the replay ratio)."""
 
     wait_seconds: float  # how long the learner blocks for data while it may not optimize
+    warmup_period: int  # transitions collected before the first opt step (trainer.warmup_period)
 
     def may_optimize(self, state: RunState, buffered: int) -> bool:
         """Whether an opt step may run now (``buffered``: transitions in the replay buffer)."""
@@ -184,8 +186,9 @@ class LoopSettings:
         """``final_eval_episodes``, or ``env_default`` (the env's own, e.g. 10 for Atari)."""
         return env_default if self.final_eval_episodes is None else self.final_eval_episodes
 
-    def wiring(self, config: dict[str, Any], parts: Components) -> Wiring:
-        """The trainer's actors, evaluation service and gate (started by the loop)."""
+    def wiring(self, config: dict[str, Any], parts: Components, run: RunSettings) -> Wiring:
+        """The trainer's actors, evaluation service and gate (started by the loop); ``run``: the
+        run's settings (the seeds derive from its root seed)."""
         raise NotImplementedError
 
     def actors_shown(self, parts: Components) -> int | None:
@@ -195,13 +198,14 @@ class LoopSettings:
     def check_components(self, parts: Components) -> None:
         """Refuse components this trainer cannot run (one line); nothing by default."""
 
-    def check_sizes(self, config: dict[str, Any], parts: Components) -> None:
+    def check_sizes(self, config: dict[str, Any], parts: Components, run: RunSettings) -> None:
         """Bound the sizes these settings ask for (see :mod:`border_py.resources`): the batches
         sampled ahead, an evaluation episode's steps, and the checkpoints kept (periodic ones, one
         more while the newest is written, and ``best``) against the disk free in the run dir; a
         resumed run's own checkpoints, which its new ones replace, are credited
-        (:func:`~border_py.trainers.components.reclaimed_nbytes`)."""
-        enforce = enforced(config)
+        (:func:`~border_py.trainers.components.reclaimed_nbytes`). ``run``: the run's settings
+        (``check_resources``, ``run_dir``, ``resume``)."""
+        enforce = run.check_resources
         at_most(
             "trainer.prefetch",
             self.prefetch,
@@ -226,17 +230,18 @@ class LoopSettings:
             each += f" and the replay buffer's ~{size_text(replay)}"
         what = f"{copies:,} checkpoints of {each} each, and best,"
         # a resumed run replaces its own checkpoints: pruning frees them as it saves new ones
-        freed = reclaimed_nbytes(config, copies - 1, weights + replay, weights)
+        freed = reclaimed_nbytes(run, copies - 1, weights + replay, weights)
         if freed:
             what += f" less the ~{size_text(freed)} of the run's own that they replace,"
         disk(
             setting,
             what,
             copies * (weights + replay) + 2 * weights - freed,
-            Path(config["run_dir"] or "."),  # null: Hydra's dir, under the working dir
+            Path(run.run_dir or "."),  # null: Hydra's dir, under the working dir
             enforce,
         )
 
-    def check_resources(self, config: dict[str, Any], parts: Components) -> None:
-        """Bound what the trainer's own processes would take (see :mod:`border_py.resources`);
-        nothing by default."""
+    def check_resources(self, config: dict[str, Any], parts: Components, run: RunSettings) -> None:
+        """Bound what the trainer's own processes would take (see :mod:`border_py.resources`;
+        ``run``: the run's settings, whose ``check_resources`` says refuse or warn); nothing by
+        default."""

@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 from threadpoolctl import threadpool_limits
 
 from border_py.callbacks import Callback, Callbacks, EvalFunction, OnEval, build_callbacks
-from border_py.config import build
+from border_py.config import GROUPS, build
 from border_py.errors import ConfigError
 from border_py.files import LogFile
 from border_py.layout import HYDRA, LOG
@@ -38,11 +38,14 @@ __all__ = ["prepare", "run_log", "train"]
 
 log = logging.getLogger(__name__)
 
+# the groups a config needs (``recorder`` may be absent: TensorBoard's, see build_recorders)
+NEEDED_GROUPS = tuple(group for group in GROUPS if group != "recorder")
 
-def run_dir_of(config: dict[str, Any]) -> Path:
-    """``config['run_dir']`` if set, else Hydra's output dir of the current job."""
-    if config.get("run_dir"):
-        return Path(config["run_dir"]).resolve()
+
+def run_dir_of(run: RunSettings) -> Path:
+    """The settings' ``run_dir`` if set, else Hydra's output dir of the current job."""
+    if run.run_dir:
+        return Path(run.run_dir).resolve()
     if HydraConfig.initialized():
         return Path(HydraConfig.get().runtime.output_dir).resolve()
     raise ConfigError("run_dir: not set and no Hydra run dir is active (set run_dir=<path>)")
@@ -61,13 +64,21 @@ def command_line_overrides() -> list[str]:
     return []
 
 
-def check(config: dict[str, Any]) -> tuple[Trainer, Components, list[Callback]]:
-    """Validate the whole resolved config (top-level keys, every group, cross-field rules).
+def check(config: dict[str, Any], run: RunSettings) -> tuple[Trainer, Components, list[Callback]]:
+    """Validate the whole resolved config (every group, cross-field rules; ``run``: its own keys,
+    already read by :meth:`RunSettings.of <border_py.runs.settings.RunSettings.of>`).
 
     Builds the trainer, the learner-side components and the ``callbacks`` without starting
-    anything; returns them. Raises :class:`ConfigError` with one line naming the bad key.
+    anything; returns them. Raises :class:`ConfigError` with one line naming the bad key (or the
+    first missing group).
     """
-    run = RunSettings.of(config)  # train.yaml's own keys
+    missing = [group for group in NEEDED_GROUPS if group not in config]
+    if missing:
+        raise ConfigError(
+            f"{missing[0]}: missing from the config (a config needs the groups"
+            f" {', '.join(NEEDED_GROUPS)}: compose it from conf/train.yaml, see README"
+            ' "From Python")'
+        )
     build_recorders(config.get("recorder"))  # settings only: nothing is opened or written
     callbacks = build_callbacks(list(run.callbacks))
     settings = build("trainer", config["trainer"])
@@ -77,7 +88,7 @@ def check(config: dict[str, Any]) -> tuple[Trainer, Components, list[Callback]]:
             " border_py.trainers.settings.LoopSettings)"
         )
     trainer = Trainer(settings)
-    return trainer, trainer.check(config), callbacks
+    return trainer, trainer.check(config, run), callbacks
 
 
 @dataclass
@@ -86,6 +97,7 @@ class Plan:
 
     trainer: Trainer
     config: dict[str, Any]
+    run: RunSettings  # the config's own keys (train.yaml's), read once
     checkpoint: Checkpoint | None
     parts: Components  # built once, while validating: the run uses them
     callbacks: list[Callback]  # the config's
@@ -99,12 +111,20 @@ def prepare(cfg: DictConfig | dict[str, Any], overrides: list[str] | None = None
     Raises :class:`ConfigError` (one line) for any bad input.
     """
     given = command_line_overrides() if overrides is None else overrides
-    run = RunSession(complete(to_plain(cfg)), given, None)
+    config = complete(to_plain(cfg))
+    run = RunSession(config, RunSettings.of(config), given, None)
     run.resolve()
-    trainer, parts, callbacks = check(run.config)
-    settings = trainer.settings
-    run.fits(parts.agent, parts.env_factory.spaces(), settings.max_opts, settings.max_env_steps)
-    return Plan(trainer, run.config, run.checkpoint, parts, callbacks)
+    trainer, parts, callbacks = validated(run)
+    return Plan(trainer, run.config, run.settings, run.checkpoint, parts, callbacks)
+
+
+def validated(run: RunSession) -> tuple[Trainer, Components, list[Callback]]:
+    """The session's config :func:`check`-ed, then a resumed run's checkpoint checked against it
+    and its agent state loaded (:meth:`~border_py.runs.session.RunSession.fits`)."""
+    trainer, parts, callbacks = check(run.config, run.settings)
+    loop = trainer.settings
+    run.fits(parts.agent, parts.env_factory.spaces(), loop.max_opts, loop.max_env_steps)
+    return trainer, parts, callbacks
 
 
 def train(
@@ -146,22 +166,22 @@ def train(
     """
     refuse_in_child_bootstrap()
     config = complete(to_plain(cfg))  # a key it lacks: its shipped value (conf/)
+    command = RunSettings.of(config)  # train.yaml's own keys, read once (a resume's: below)
     given = command_line_overrides() if overrides is None else overrides
-    with (
-        StopSignals.acquire() as signals,
-        RunSession(config, given, _run_dir_or_none(config), launcher_files()) as run,
-    ):
+    session = RunSession(config, command, given, _run_dir_or_none(command), launcher_files())
+    with StopSignals.acquire() as signals, session as run:
         if run.completed is not None:  # resume=auto: the run has completed, nothing to do
             return run.completed
-        trainer, parts, configured = check(run.config)
-        settings = trainer.settings
-        run.fits(parts.agent, parts.env_factory.spaces(), settings.max_opts, settings.max_env_steps)
+        trainer, parts, configured = validated(run)
         hooks = Callbacks([*configured, *callbacks, *([OnEval(on_eval)] if on_eval else [])])
         run_dir = run.start()
         with run_log(run_dir):
             log.info("run dir: %s", run_dir)
+            run.repair()  # what it moves aside is logged into train.log
             with one_thread():
-                summary = trainer.run(run.config, parts, run_dir, run.checkpoint, signals, hooks)
+                summary = trainer.run(
+                    run.config, run.settings, parts, run_dir, run.checkpoint, signals, hooks
+                )
             summary = run.objective(summary)
             log.info("run summary:\n%s", summary_table(summary))  # before: a full disk keeps it
             run.finish(summary)
@@ -183,9 +203,9 @@ def one_thread() -> Iterator[None]:
         blas.restore_original_limits()
 
 
-def _run_dir_or_none(config: dict[str, Any]) -> Path | None:
+def _run_dir_or_none(run: RunSettings) -> Path | None:
     try:
-        return run_dir_of(config)
+        return run_dir_of(run)
     except ConfigError:
         return None
 

@@ -18,8 +18,9 @@ from typing import Any
 from border_py.actors.runtime import Launch
 from border_py.callbacks import Callbacks
 from border_py.processes.signals import StopSignals
-from border_py.resources import MAX_EVAL_EPISODES, at_most, enforced
+from border_py.resources import MAX_EVAL_EPISODES, at_most
 from border_py.runs.checkpoint import Checkpoint
+from border_py.runs.settings import RunSettings
 from border_py.trainers.cadence import Cadence
 from border_py.trainers.components import Components, build_components
 from border_py.trainers.final import final_seeds
@@ -44,42 +45,45 @@ class Trainer:
     def __init__(self, settings: LoopSettings) -> None:
         self.settings = settings
 
-    def check(self, config: dict[str, Any]) -> Components:
+    def check(self, config: dict[str, Any], run: RunSettings) -> Components:
         """Validate the config's components against the settings without training; return them.
 
-        Also bounds what the run would take (see :mod:`border_py.resources`).
+        Also bounds what the run would take (see :mod:`border_py.resources`; ``run``: the run's
+        settings of ``config``, whose ``check_resources`` says refuse or warn).
         """
         at_most(
             "trainer.eval_episodes",
             self.settings.eval_episodes,
             MAX_EVAL_EPISODES,
             "episodes per evaluation (they run one after another)",
-            enforced(config),
+            run.check_resources,
         )
-        parts = build_components(config, self.settings.warmup_period)
+        parts = build_components(config, run, self.settings.warmup_period)
         self.settings.check_components(parts)
-        self.settings.check_sizes(config, parts)
+        self.settings.check_sizes(config, parts, run)
         at_most(
             "trainer.final_eval_episodes",
             self.settings.final_episodes(parts.env_factory.final_eval_episodes),
             MAX_EVAL_EPISODES,
             "episodes per final evaluation (they run one after another)",
-            enforced(config),
+            run.check_resources,
         )
-        self.settings.check_resources(config, parts)
+        self.settings.check_resources(config, parts, run)
         return parts
 
     def run(
         self,
         config: dict[str, Any],
+        run: RunSettings,
         parts: Components,
         run_dir: Path,
         resume: Checkpoint | None,
         signals: StopSignals,
         callbacks: Callbacks | None = None,
     ) -> dict[str, Any]:
-        """Train ``parts`` (built from the resolved ``config`` by :meth:`check`; with ``resume``,
-        the agent already holds the checkpoint's state) into ``run_dir``, telling ``callbacks``.
+        """Train ``parts`` (built from the resolved ``config`` and its settings ``run`` by
+        :meth:`check`; with ``resume``, the agent already holds the checkpoint's state) into
+        ``run_dir``, telling ``callbacks``.
 
         A resumed run's state goes back to its owners first
         (:meth:`~border_py.runs.state.TrainerState.restore`); then the actors start (their envs
@@ -92,13 +96,13 @@ class Trainer:
         book: RunBook | None = None
         wiring: Wiring | None = None
         try:
-            wiring = settings.wiring(config, parts)
+            wiring = settings.wiring(config, parts, run)
             spaces, shown = parts.env_factory.spaces(), settings.actors_shown(parts)
             book = RunBook(
-                run_dir, config, settings, spaces, parts.buffer.capacity, shown, callbacks
+                run_dir, config, run, settings, spaces, parts.buffer.capacity, shown, callbacks
             )
             episodes = settings.final_episodes(parts.env_factory.final_eval_episodes)
-            seeds = final_seeds(config["seed"], episodes)
+            seeds = final_seeds(run.seed, episodes)
             learner_parts = LearnerParts(parts, wiring, book, Cadence(settings, state), seeds)
             if resume is not None:
                 resume.state.restore(learner_parts.owners(state), resume.buffer())
@@ -110,7 +114,7 @@ class Trainer:
                 )
             started = not signals.requested  # a stop signal during start-up: start nothing
             if started:
-                wiring.actors.start(self._launch(config, parts, state))
+                wiring.actors.start(self._launch(config, run, parts, state))
             book.open(state)
             learner = Learner(settings, learner_parts, state, signals)
             interrupted = learner.run() if started else True
@@ -120,7 +124,9 @@ class Trainer:
         return self._summary(book, learner, wiring, state, status, parts)
 
     @staticmethod
-    def _launch(config: dict[str, Any], parts: Components, state: RunState) -> Launch:
+    def _launch(
+        config: dict[str, Any], run: RunSettings, parts: Components, state: RunState
+    ) -> Launch:
         return Launch(
             config=config,
             spaces=parts.env_factory.spaces(),
@@ -128,6 +134,8 @@ class Trainer:
             policy=parts.agent.policy_state(),
             opt_steps=state.opt_steps,
             env_steps=state.env_steps,
+            seed=run.seed,
+            check_resources=run.check_resources,
         )
 
     @staticmethod

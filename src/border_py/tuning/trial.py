@@ -96,27 +96,32 @@ def _suggest(trial: Any, params: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def _objective(trial: Any, task: TrialTask) -> float:
     """Train with the trial's params; return the run's objective. Raises ``TrialPruned`` when the
-    pruner stopped the run, :class:`TrialInterrupted` when a signal did."""
+    pruner stopped the run (a run the config's own callbacks stopped is a completed trial),
+    :class:`TrialInterrupted` when a signal did."""
     import optuna
 
     from border_py.overrides import to_plain
+    from border_py.runs.settings import RunSettings
     from border_py.trainers.train import train
 
     values = _suggest(trial, task.params)
     given = [*task.overrides, *(override(k, v) for k, v in values.items())]
     returns: list[float] = []
+    pruned: list[int] = []  # the opt step the pruner stopped the run at
     cfg = compose_train([*given, f"run_dir={task.run_dir}", "progress=false"], task.entries)
-    kind = to_plain(cfg)["objective"]
+    kind = RunSettings.of(to_plain(cfg)).objective
 
     def on_eval(opt_steps: int, env_steps: int, return_mean: float) -> bool:
         returns.append(return_mean)
         trial.report(objective_so_far(kind, returns), opt_steps)
-        return bool(trial.should_prune())
+        if trial.should_prune():
+            pruned.append(opt_steps)
+        return bool(pruned)
 
     summary = train(cfg, overrides=given, on_eval=on_eval)
     if summary["interrupted"]:
         raise TrialInterrupted(f"stopped by a signal at opt step {summary['opt_steps']}")
-    if summary["stopped_by_callback"]:
+    if pruned:
         raise optuna.TrialPruned(f"pruned at opt step {summary['opt_steps']}")
     return float(summary["objective"])
 

@@ -28,7 +28,7 @@ from border_py.actors.ray.worker import SamplerActor
 from border_py.actors.runtime import Deliver, Launch, accounting_of, slots_state
 from border_py.actors.settings import ActorSettings
 from border_py.config import positive, require
-from border_py.resources import actors_per_core, enforced, usable_cores
+from border_py.resources import actors_per_core, usable_cores
 from border_py.transport.weights import RayWeights
 
 __all__ = ["RayActorSettings", "RayActors"]
@@ -98,12 +98,13 @@ class RayActorSettings(ActorSettings):
         """The Ray actors these settings configure (Ray is neither started nor joined yet)."""
         return RayActors(self)
 
-    def check_resources(self, config: dict[str, Any], spaces: tuple[Any, Any], n_step: int) -> None:
-        """Also bound the actors of a local Ray by this machine's cores (a cluster's CPUs are
-        checked once connected, before any actor starts)."""
-        super().check_resources(config, spaces, n_step)
+    def check_resources(
+        self, config: dict[str, Any], spaces: tuple[Any, Any], n_step: int, enforce: bool
+    ) -> None:
+        """Also bound a local Ray's actors by this machine's cores (a cluster's: once joined)."""
+        super().check_resources(config, spaces, n_step, enforce)
         if self.address is None:
-            actors_per_core(self.n_actors, usable_cores(), "usable CPU cores", enforced(config))
+            actors_per_core(self.n_actors, usable_cores(), "usable CPU cores", enforce)
 
 
 class RayActors:
@@ -134,14 +135,14 @@ class RayActors:
         import ray
 
         settings, n = self.settings, self.settings.n_actors
-        self._config = launch.config
+        self._config, self._seed = launch.config, launch.seed
         self._env_steps = launch.env_steps  # the run's, received: where new calls explore from
         self._calls = Calls(n)
         self.nodes = [None] * n
         self.publish(launch.policy, launch.opt_steps)
         cpu, strategy = settings.num_cpus_per_actor, settings.placement_strategy
         self._owner = connect(settings.address, n, cpu, settings.object_store_memory)
-        self._group = place(n, cpu, strategy, enforced(self._config))
+        self._group = place(n, cpu, strategy, launch.check_resources)
         self._remote = ray.remote(SamplerActor)
         for index in range(n):
             self._spawn(index)
@@ -160,7 +161,7 @@ class RayActors:
 
         record = self.records[index]
         record.begin_incarnation()
-        spec = self.settings.spec(index, record)
+        spec = self.settings.spec(index, record, self._seed)
         handle = self._remote.options(
             num_cpus=self.settings.num_cpus_per_actor,
             scheduling_strategy=PlacementGroupSchedulingStrategy(
