@@ -12,6 +12,7 @@ from border_py.actors.sampler import Sampler, SampleStats
 from border_py.agents.r2d2 import R2D2
 from border_py.errors import ConfigError
 from border_py.replay.sequence_prioritized import PrioritizedSequenceReplayBuffer
+from border_py.runs.settings import RunSettings
 from border_py.sequences import Sequences
 from border_py.trainers.async_trainer import AsyncSettings
 from border_py.trainers.components import build_components, checkpoint_nbytes
@@ -22,7 +23,7 @@ R2D2_RUN = ("agent=r2d2", "replay_buffer=sequence_prioritized", "trainer=serial"
 def _components(tiny_config, *overrides: str):
     config = OmegaConf.to_container(tiny_config(*overrides), resolve=True)
     assert isinstance(config, dict)
-    return config, build_components(config, 0)
+    return config, build_components(config, RunSettings.of(config), 0)
 
 
 def _refusal(tiny_config, *overrides: str) -> str:

@@ -43,6 +43,7 @@ from border_py.seeding import derive_seed
 __all__ = [
     "Components",
     "build_components",
+    "build_replay",
     "check_buffer_fits",
     "checkpoint_nbytes",
     "reclaimed_nbytes",
@@ -209,6 +210,25 @@ def check_policy_dtype(agent: Agent, dtype: str) -> None:
         )
 
 
+def build_replay(
+    spec: dict[str, Any], run: RunSettings, agent: Agent, spaces: tuple[gym.Space, gym.Space]
+) -> ReplayBuffer:
+    """The replay buffer of ``spec`` (its seed derived from the run's when unset), checked
+    against the agent's unit of data (transitions or sequences) and bounded in memory."""
+    rb = dict(spec)
+    if rb.get("seed") is None:
+        rb["seed"] = derive_seed(run.seed, "replay_buffer")
+    check_replay_unit(rb, agent)
+    check_replay_memory(rb, spaces, run.check_resources, agent)
+    buffer = build("replay_buffer", rb)
+    if not isinstance(buffer, ReplayBuffer):
+        raise ConfigError(
+            f"replay_buffer._target_={rb['_target_']}: not a replay buffer (see"
+            " border_py.replay.base.ReplayBuffer)"
+        )
+    return buffer
+
+
 def build_components(config: dict[str, Any], run: RunSettings, warmup_period: int) -> Components:
     """Build and cross-check env factory, learner agent, replay buffer and actor settings, and
     bound the agent's and the replay buffer's memory, the envs per actor and the episodes' length
@@ -239,17 +259,7 @@ def build_components(config: dict[str, Any], run: RunSettings, warmup_period: in
         "envs per actor (an actor makes and steps them one after another)",
         enforce,
     )
-    rb = dict(config["replay_buffer"])
-    if rb.get("seed") is None:
-        rb["seed"] = derive_seed(run.seed, "replay_buffer")
-    check_replay_unit(rb, agent)
-    check_replay_memory(rb, spaces, enforce, agent)
-    buffer = build("replay_buffer", rb)
-    if not isinstance(buffer, ReplayBuffer):
-        raise ConfigError(
-            f"replay_buffer._target_={rb['_target_']}: not a replay buffer (see"
-            " border_py.replay.base.ReplayBuffer)"
-        )
+    buffer = build_replay(config["replay_buffer"], run, agent, spaces)
     capacity = buffer.capacity
     require(
         "agent.batch_size",
