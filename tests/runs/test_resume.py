@@ -164,6 +164,7 @@ def test_a_live_run_refuses_a_resume_and_after_its_kill_9_resumes_from_its_newes
             "trainer.save_interval=200",
             "trainer.eval_interval=100000",
             "agent.hidden_sizes=[16]",
+            FEW_FRESH_EVALS,  # of the resumed session, which completes
         ],
         cwd=tmp_path,
         stdout=subprocess.DEVNULL,
