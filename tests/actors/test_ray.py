@@ -18,7 +18,7 @@ from border_py.overrides import to_plain
 from border_py.runs.settings import RunSettings
 from border_py.trainers.components import build_components
 
-from ..conftest import make_config
+from ..conftest import FEW_FRESH_EVALS, make_config
 from .test_ray_cli import beyond_loopback, listening
 
 ray = pytest.importorskip("ray", reason="the [ray] extra is not installed")
@@ -28,6 +28,7 @@ SMALL = [
     "agent.hidden_sizes=[16]",
     "trainer.warmup_period=200",
     "trainer.eval_episodes=2",
+    FEW_FRESH_EVALS,
     "progress=false",
 ]
 
@@ -124,6 +125,7 @@ def test_ray_actors_learn_cartpole(tmp_path):
         "actor_manager.n_actors=2",
         "trainer.target_return=475",
         "trainer.max_opts=20000",
+        FEW_FRESH_EVALS,
         "progress=false",
     )
     summary = train(cfg)

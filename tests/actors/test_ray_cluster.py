@@ -30,12 +30,12 @@ from border_py.overrides import to_plain
 from border_py.runs.settings import RunSettings
 from border_py.trainers.components import build_components
 
-from ..conftest import BORDER, REPO, make_config
+from ..conftest import BORDER, FEW_FRESH_EVALS, REPO, make_config
 from .test_ray_cli import beyond_loopback, left_behind, listening, ray_tmpdir
 
 ray = pytest.importorskip("ray", reason="the [ray] extra is not installed")
 
-SMALL = ["actor_manager=ray", "agent.hidden_sizes=[16]", "progress=false"]
+SMALL = ["actor_manager=ray", "agent.hidden_sizes=[16]", FEW_FRESH_EVALS, "progress=false"]
 STORE = 80 * 2**20  # object store bytes per node
 NODE_PROCESSES = ("gcs_server", "raylet")
 
