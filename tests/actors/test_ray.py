@@ -11,7 +11,7 @@ import pytest
 
 from border_py import train
 from border_py.actors.ray.session import LOCAL, leave, start_local_ray
-from border_py.actors.runtime import Actors, Launch
+from border_py.actors.runtime import Actors
 from border_py.config import build
 from border_py.errors import ConfigError
 from border_py.overrides import to_plain
@@ -92,18 +92,7 @@ def _started(tmp_path, *overrides: str):
     parts = build_components(config, run, 0)
     backend = build("actor_manager", config["actor_manager"]).runtime()
     assert isinstance(backend, Actors)
-    agent = parts.agent
-    backend.start(
-        Launch(
-            config,
-            parts.env_factory.spaces(),
-            agent,
-            agent.policy_state(),
-            0,
-            seed=run.seed,
-            check_resources=run.check_resources,
-        )
-    )
+    backend.start(parts.launch(config, run))
     return backend, parts
 
 
@@ -235,16 +224,7 @@ def test_actors_beyond_eight_per_cluster_cpu_are_refused_before_any_starts(tmp_p
     run = RunSettings.of(config)
     parts = build_components(config, run, 0)
     backend = build("actor_manager", config["actor_manager"]).runtime()
-    agent = parts.agent
-    launch = Launch(
-        config,
-        parts.env_factory.spaces(),
-        agent,
-        agent.policy_state(),
-        0,
-        seed=run.seed,
-        check_resources=run.check_resources,
-    )
+    launch = parts.launch(config, run)
     with pytest.raises(ConfigError) as refused:
         backend.start(launch)
     assert str(refused.value) == (

@@ -24,7 +24,6 @@ import psutil
 import pytest
 
 from border_py.actors.ray.session import loopback_ray
-from border_py.actors.runtime import Launch
 from border_py.config import build
 from border_py.overrides import to_plain
 from border_py.runs.settings import RunSettings
@@ -71,18 +70,7 @@ def test_actors_spread_over_two_nodes_and_survive_losing_one(tmp_path):
         run = RunSettings.of(config)
         parts = build_components(config, run, 0)
         backend = build("actor_manager", config["actor_manager"]).runtime()
-        agent = parts.agent
-        backend.start(
-            Launch(
-                config,
-                parts.env_factory.spaces(),
-                agent,
-                agent.policy_state(),
-                0,
-                seed=run.seed,
-                check_resources=run.check_resources,
-            )
-        )
+        backend.start(parts.launch(config, run))
         batches = []
 
         def run_until(done, seconds=60):
