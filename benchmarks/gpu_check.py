@@ -108,7 +108,8 @@ def learner(device: str, tiny: bool) -> dict[str, dict[str, float]]:
         args = argparse.Namespace(
             device=device,
             batch_size=batch_size,
-            seconds=1.0 if tiny else 6.0,
+            seconds=0.0 if tiny else 6.0,  # tiny: one timed step after one off the clock
+            warmup=1 if tiny else 3,
             capacity=20_000 if tiny else 200_000,
             fill=2_000 if tiny else 50_000,
             replay_ratio=8.0,
@@ -215,6 +216,7 @@ TINY_PONG = [  # a smoke run on CPU: the same code path at a size CI can afford
     "trainer.eval_interval=100",
     "trainer.eval_episodes=1",
     "trainer.eval_max_steps=300",
+    "trainer.max_opts=200",  # two evaluations
 ]
 
 

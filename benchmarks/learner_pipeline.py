@@ -76,14 +76,17 @@ class Feed:
             self.owed -= self.batch
 
 
-def opts_per_second(step: Callable[[], Any], seconds: float, device: torch.device) -> float:
-    """Steps per second over about ``seconds`` (a CUDA device synchronised before the clock
-    starts and stops: the figure counts finished work, not queued kernels)."""
-    for _ in range(3):  # warm up
+def opts_per_second(
+    step: Callable[[], Any], seconds: float, device: torch.device, warmup: int = 3
+) -> float:
+    """Steps per second over about ``seconds``, after ``warmup`` steps off the clock (a CUDA
+    device synchronised before the clock starts and stops: the figure counts finished work, not
+    queued kernels). At least one step is timed."""
+    for _ in range(warmup):
         step()
     sync(device)
     done, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
+    while done == 0 or time.perf_counter() - start < seconds:
         step()
         done += 1
     sync(device)
@@ -102,17 +105,25 @@ def phase(
     agent = make_agent(args.batch_size, args.device)
     if name == "bare":
         prepared = TensorBatch.of(buffer.sample(args.batch_size), agent.device, True)
-        return opts_per_second(lambda: agent.update_tensors(prepared), args.seconds, agent.device)
+        return opts_per_second(
+            lambda: agent.update_tensors(prepared), args.seconds, agent.device, args.warmup
+        )
     feed = Feed(buffer, buffer.rows_written, args.batch_size / args.replay_ratio, args.actor_batch)
     if depth == 0:
         nolock = _NoLock()
         return opts_per_second(
-            lambda: (feed(nolock), learn_step(agent, buffer)), args.seconds, agent.device
+            lambda: (feed(nolock), learn_step(agent, buffer)),
+            args.seconds,
+            agent.device,
+            args.warmup,
         )
     prefetcher = Prefetcher(agent, buffer, depth)
     try:
         return opts_per_second(
-            lambda: (feed(prefetcher.lock), prefetcher.learn()), args.seconds, agent.device
+            lambda: (feed(prefetcher.lock), prefetcher.learn()),
+            args.seconds,
+            agent.device,
+            args.warmup,
         )
     finally:
         prefetcher.close(flush=True)
@@ -139,6 +150,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=8.0, help="per phase and repeat")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--warmup", type=int, default=3, help="steps off the clock per phase")
     parser.add_argument("--depth", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--capacity", type=int, default=100_000)

@@ -33,7 +33,6 @@ import numpy as np
 import torch
 from hydra import compose, initialize_config_dir
 
-from border_py.actors.runtime import Launch
 from border_py.agents.factory import build_agent
 from border_py.config import build, config_dir
 from border_py.overrides import to_plain
@@ -72,17 +71,7 @@ def drain(config: dict[str, Any], seconds: float) -> dict[str, float]:
 
     latencies: list[float] = []
     try:
-        backend.start(
-            Launch(
-                config,
-                parts.env_factory.spaces(),
-                agent,
-                agent.policy_state(),
-                0,
-                seed=run.seed,
-                check_resources=run.check_resources,
-            )
-        )
+        backend.start(parts.launch(config, run))
         deadline = time.monotonic() + 300
         while not all(r.received for r in backend.records) and time.monotonic() < deadline:
             backend.poll(0.1, deliver)  # start-up: every actor delivered once

@@ -22,6 +22,11 @@ BORDER = [sys.executable, "-m", "border_py.cli"]
 # transitions, evaluations of 2 episodes at 150 and 300, training scalars every 50, no periodic
 # checkpoints) with a 16-unit network. A test adds its own overrides after it.
 TINY = ("debug=tiny", "agent.hidden_sizes=[16]")
+# The fresh evaluations of a run's final and best weights at its end, for a test that does not look
+# at them: 2 episodes each, as debug=tiny plays. The env's default, 100 each (CartPole: up to 500
+# steps an episode once solved, Pendulum: 200), took 14 of the 120 s of the serial IQN run that
+# solves CartPole and half of the SAC exact-resume test (three runs).
+FEW_FRESH_EVALS = "trainer.final_eval_episodes=2"
 # Seconds a test not marked slow may take, setup and teardown included: the fast tier's rule is
 # ~1.5 s a test, and this 2-core machine, shared and loaded, runs one several times slower; the
 # limit catches a test that belongs in the slow tier (or a hang) without failing a loaded run.

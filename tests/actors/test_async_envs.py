@@ -10,7 +10,6 @@ import psutil
 import pytest
 
 from border_py.actors.local import LocalActors, LocalActorSettings
-from border_py.actors.runtime import Launch
 from border_py.config import build
 from border_py.overrides import to_plain
 from border_py.runs.settings import RunSettings
@@ -40,18 +39,7 @@ def _actor_with_env_subprocesses(
     settings = build("actor_manager", config["actor_manager"])
     assert isinstance(settings, LocalActorSettings)
     actors = settings.runtime()
-    agent = parts.agent
-    actors.start(
-        Launch(
-            config,
-            parts.env_factory.spaces(),
-            agent,
-            agent.policy_state(),
-            0,
-            seed=run.seed,
-            check_resources=run.check_resources,
-        )
-    )
+    actors.start(parts.launch(config, run))
     running = actors._running[0]
     assert running is not None
     actor = psutil.Process(running.process.pid)

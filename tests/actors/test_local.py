@@ -9,7 +9,6 @@ import time
 import psutil
 
 from border_py.actors.local import LocalActors, LocalActorSettings
-from border_py.actors.runtime import Launch
 from border_py.config import build
 from border_py.overrides import to_plain
 from border_py.runs.settings import RunSettings
@@ -40,18 +39,7 @@ def _one_crashing_actor(
     settings = build("actor_manager", config["actor_manager"])
     assert isinstance(settings, LocalActorSettings)
     actors = settings.runtime()
-    agent = parts.agent
-    actors.start(
-        Launch(
-            config,
-            parts.env_factory.spaces(),
-            agent,
-            agent.policy_state(),
-            0,
-            seed=run.seed,
-            check_resources=run.check_resources,
-        )
-    )
+    actors.start(parts.launch(config, run))
     return actors
 
 

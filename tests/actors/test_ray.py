@@ -11,14 +11,14 @@ import pytest
 
 from border_py import train
 from border_py.actors.ray.session import LOCAL, leave, start_local_ray
-from border_py.actors.runtime import Actors, Launch
+from border_py.actors.runtime import Actors
 from border_py.config import build
 from border_py.errors import ConfigError
 from border_py.overrides import to_plain
 from border_py.runs.settings import RunSettings
 from border_py.trainers.components import build_components
 
-from ..conftest import make_config
+from ..conftest import FEW_FRESH_EVALS, make_config
 from .test_ray_cli import beyond_loopback, listening
 
 ray = pytest.importorskip("ray", reason="the [ray] extra is not installed")
@@ -28,6 +28,7 @@ SMALL = [
     "agent.hidden_sizes=[16]",
     "trainer.warmup_period=200",
     "trainer.eval_episodes=2",
+    FEW_FRESH_EVALS,
     "progress=false",
 ]
 
@@ -91,18 +92,7 @@ def _started(tmp_path, *overrides: str):
     parts = build_components(config, run, 0)
     backend = build("actor_manager", config["actor_manager"]).runtime()
     assert isinstance(backend, Actors)
-    agent = parts.agent
-    backend.start(
-        Launch(
-            config,
-            parts.env_factory.spaces(),
-            agent,
-            agent.policy_state(),
-            0,
-            seed=run.seed,
-            check_resources=run.check_resources,
-        )
-    )
+    backend.start(parts.launch(config, run))
     return backend, parts
 
 
@@ -124,6 +114,7 @@ def test_ray_actors_learn_cartpole(tmp_path):
         "actor_manager.n_actors=2",
         "trainer.target_return=475",
         "trainer.max_opts=20000",
+        FEW_FRESH_EVALS,
         "progress=false",
     )
     summary = train(cfg)
@@ -233,16 +224,7 @@ def test_actors_beyond_eight_per_cluster_cpu_are_refused_before_any_starts(tmp_p
     run = RunSettings.of(config)
     parts = build_components(config, run, 0)
     backend = build("actor_manager", config["actor_manager"]).runtime()
-    agent = parts.agent
-    launch = Launch(
-        config,
-        parts.env_factory.spaces(),
-        agent,
-        agent.policy_state(),
-        0,
-        seed=run.seed,
-        check_resources=run.check_resources,
-    )
+    launch = parts.launch(config, run)
     with pytest.raises(ConfigError) as refused:
         backend.start(launch)
     assert str(refused.value) == (

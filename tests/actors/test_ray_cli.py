@@ -23,7 +23,7 @@ from border_py.actors.ray import session
 from border_py.cli.train import check_overrides
 from border_py.errors import ConfigError
 
-from ..conftest import BORDER, REPO, run_border
+from ..conftest import BORDER, FEW_FRESH_EVALS, REPO, run_border
 
 ray = pytest.importorskip("ray", reason="the [ray] extra is not installed")
 
@@ -32,6 +32,7 @@ SMALL = [
     "agent.hidden_sizes=[16]",
     "trainer.warmup_period=200",
     "trainer.eval_episodes=2",
+    FEW_FRESH_EVALS,
     "progress=false",
 ]
 LOCAL = [*SMALL, "actor_manager.object_store_memory=100000000"]  # a local Ray of 100 MB

@@ -24,18 +24,17 @@ import psutil
 import pytest
 
 from border_py.actors.ray.session import loopback_ray
-from border_py.actors.runtime import Launch
 from border_py.config import build
 from border_py.overrides import to_plain
 from border_py.runs.settings import RunSettings
 from border_py.trainers.components import build_components
 
-from ..conftest import BORDER, REPO, make_config
+from ..conftest import BORDER, FEW_FRESH_EVALS, REPO, make_config
 from .test_ray_cli import beyond_loopback, left_behind, listening, ray_tmpdir
 
 ray = pytest.importorskip("ray", reason="the [ray] extra is not installed")
 
-SMALL = ["actor_manager=ray", "agent.hidden_sizes=[16]", "progress=false"]
+SMALL = ["actor_manager=ray", "agent.hidden_sizes=[16]", FEW_FRESH_EVALS, "progress=false"]
 STORE = 80 * 2**20  # object store bytes per node
 NODE_PROCESSES = ("gcs_server", "raylet")
 
@@ -71,18 +70,7 @@ def test_actors_spread_over_two_nodes_and_survive_losing_one(tmp_path):
         run = RunSettings.of(config)
         parts = build_components(config, run, 0)
         backend = build("actor_manager", config["actor_manager"]).runtime()
-        agent = parts.agent
-        backend.start(
-            Launch(
-                config,
-                parts.env_factory.spaces(),
-                agent,
-                agent.policy_state(),
-                0,
-                seed=run.seed,
-                check_resources=run.check_resources,
-            )
-        )
+        backend.start(parts.launch(config, run))
         batches = []
 
         def run_until(done, seconds=60):

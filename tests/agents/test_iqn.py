@@ -20,7 +20,7 @@ from border_py.trainers.components import check_buffer_fits
 from border_py.trainers.loop import learn_step
 from border_py.transitions import Transitions
 
-from ..conftest import make_config, run_border, scalar_tags
+from ..conftest import FEW_FRESH_EVALS, make_config, run_border, scalar_tags
 
 
 @pytest.fixture(autouse=True)
@@ -282,7 +282,9 @@ def test_iqn_on_pixels_uses_the_nature_cnn():
 
 @pytest.mark.slow
 def test_serial_iqn_solves_cartpole(tmp_path):
-    cfg = make_config(tmp_path, "experiment=iqn_cartpole", "trainer=serial", "seed=0")
+    cfg = make_config(
+        tmp_path, "experiment=iqn_cartpole", "trainer=serial", "seed=0", FEW_FRESH_EVALS
+    )
     summary = train(cfg)
     assert summary["best_return"] >= 475, summary
     assert summary["solved_at"] is not None
@@ -293,7 +295,9 @@ def test_serial_iqn_solves_cartpole(tmp_path):
 
 @pytest.mark.slow
 def test_async_iqn_solves_cartpole(tmp_path):
-    cfg = make_config(tmp_path, "experiment=iqn_cartpole", "actor_manager.n_actors=2", "seed=0")
+    cfg = make_config(
+        tmp_path, "experiment=iqn_cartpole", "actor_manager.n_actors=2", "seed=0", FEW_FRESH_EVALS
+    )
     summary = train(cfg)
     assert summary["best_return"] >= 475, summary
     assert summary["accounting"]["sent"] == summary["accounting"]["received"]
@@ -312,6 +316,7 @@ SHORT_SERIAL = [
     "trainer.record_interval=50",
     "trainer.save_interval=150",
     "trainer.save_replay_buffer=true",
+    FEW_FRESH_EVALS,
 ]
 
 

@@ -18,7 +18,7 @@ from border_py.errors import ConfigError
 from border_py.runs.checkpoint import load_checkpoint
 from border_py.transitions import Transitions
 
-from ..conftest import make_config, run_border, scalar_tags
+from ..conftest import FEW_FRESH_EVALS, make_config, run_border, scalar_tags
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)
 ACT = gym.spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([2.0, 10.0], np.float32))
@@ -380,6 +380,7 @@ SERIAL = [
     "agent.hidden_sizes=[32]",
     "agent.batch_size=64",
     "agent.random_steps=100",
+    FEW_FRESH_EVALS,
 ]
 
 
@@ -428,7 +429,11 @@ def test_border_eval_plays_a_sac_policy(tmp_path):
 def test_sac_learns_pendulum_with_the_shipped_recipe(tmp_path, trainer):
     """Seeds 0-2 reach -200 within 3.5k-4k env steps (both trainers); the budget allows 6k."""
     cfg = make_config(
-        tmp_path, "experiment=sac_pendulum", f"trainer={trainer}", "trainer.max_opts=5000"
+        tmp_path,
+        "experiment=sac_pendulum",
+        f"trainer={trainer}",
+        "trainer.max_opts=5000",
+        FEW_FRESH_EVALS,
     )
     summary = train(cfg)
     assert summary["best_return"] >= -200, summary  # a random policy scores about -1200
@@ -456,6 +461,7 @@ def test_async_sac_on_halfcheetah_runs_logs_and_checkpoints(tmp_path):
         "env.max_episode_steps=100",  # episodes end within the smoke run's env steps
         "trainer.record_interval=50",
         "trainer.save_interval=150",
+        FEW_FRESH_EVALS,
     )
     summary = train(cfg)
     assert summary["opt_steps"] == 300 and summary["restarts"] == 0

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from ..conftest import run_border, scalar_tags
+from ..conftest import FEW_FRESH_EVALS, run_border, scalar_tags
 
 SHORT = [
     "experiment=none",  # the command line under test, not the recipe the lookup would add
@@ -19,6 +19,7 @@ SHORT = [
     "trainer.record_interval=50",
     "trainer.save_interval=200",
     "agent.hidden_sizes=[32]",
+    FEW_FRESH_EVALS,
 ]
 TAGS = {
     "eval/return_mean",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import run_border
+from ..conftest import FEW_FRESH_EVALS, run_border
 
 AGENT = '''
 """LinearQ: a linear Q-function learned by semi-gradient TD, epsilon-greedy."""
@@ -114,6 +114,7 @@ BUDGET = [
     "trainer.eval_max_steps=100",
     "trainer.record_interval=30",
     "trainer.save_interval=60",
+    FEW_FRESH_EVALS,
     "progress=false",
 ]
 TRAINERS = {

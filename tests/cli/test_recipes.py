@@ -13,7 +13,7 @@ from border_py import train
 from border_py.cli.recipes import lookup, recipes
 from border_py.cli.train import check_overrides
 
-from ..conftest import make_config, run_border
+from ..conftest import FEW_FRESH_EVALS, make_config, run_border
 
 HAS_BOX2D = importlib.util.find_spec("Box2D") is not None
 NEEDS_BOX2D = pytest.mark.skipif(
@@ -101,6 +101,7 @@ def test_plain_border_train_gets_the_cartpole_recipe_and_an_explicit_experiment_
 @pytest.mark.slow
 def test_the_runs_log_names_the_recipe_it_looked_up_and_experiment_none_opts_out(tmp_path):
     short = ["trainer=serial", "trainer.max_env_steps=300", "trainer.warmup_period=200"]
+    short += [FEW_FRESH_EVALS]  # an untrained Acrobot policy plays all 500 steps of an episode
     looked_up, plain = tmp_path / "looked_up", tmp_path / "plain"
     args = ["train", "env=gym", "env.id=Acrobot-v1", "progress=false", *short]
     assert run_border([*args, f"run_dir={looked_up}"], tmp_path).returncode == 0
@@ -245,6 +246,7 @@ def test_the_acrobot_recipe_learns_to_swing_up_on_a_small_budget(tmp_path):
         "seed=0",
         "trainer.max_env_steps=30000",
         "trainer.target_return=-100",
+        FEW_FRESH_EVALS,
     )
     summary = train(cfg)
     assert summary["solved_at"] is not None, summary

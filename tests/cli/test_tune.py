@@ -48,6 +48,7 @@ USER_SPACE = """
       - trainer.warmup_period=200
       - trainer.eval_interval=100
       - trainer.eval_episodes=2
+      - trainer.final_eval_episodes=2
       - trainer.save_interval=0
       - agent.hidden_sizes=[16]
     params:

@@ -36,6 +36,7 @@ TINY = [
     "trainer.eval_env_interval=null",
     "trainer.eval_episodes=1",
     "trainer.eval_max_steps=50",
+    "trainer.final_eval_episodes=1",  # the final weights' fresh evaluation (default: 100 episodes)
     "trainer.save_interval=10",
     "trainer.save_env_interval=null",
     "replay_buffer.capacity=5000",

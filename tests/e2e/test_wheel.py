@@ -34,10 +34,12 @@ def test_installed_wheel_runs_from_anywhere(tmp_path):
     )
     (wheel,) = dist.glob("border_py-*.whl")
     env_dir = tmp_path / "venv"
-    venv.create(env_dir, with_pip=True)
+    venv.create(env_dir)  # no pip of its own (ensurepip takes seconds): this one installs into it
     py = env_dir / "bin" / "python"
     subprocess.run(
-        [py, "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True, timeout=300
+        [sys.executable, "-m", "pip", "--python", py, "install", "-q", "--no-deps", str(wheel)],
+        check=True,
+        timeout=300,
     )
     # the dependencies (torch, hydra, ...) come from the test's environment, border-py from the wheel
     purelib = next(Path(p) for p in site.getsitepackages() if Path(p).name == "site-packages")

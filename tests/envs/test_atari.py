@@ -19,7 +19,7 @@ from border_py.errors import ConfigError
 from border_py.evaluation.evaluator import Evaluator
 from border_py.runs.checkpoint import load_checkpoint
 
-from ..conftest import run_border, scalar_tags
+from ..conftest import FEW_FRESH_EVALS, run_border, scalar_tags
 
 
 @pytest.fixture(autouse=True)
@@ -189,6 +189,7 @@ CI_SIZED = [
     "trainer.eval_max_steps=100",
     "trainer.save_interval=20",
     "trainer.sync_interval=10",
+    FEW_FRESH_EVALS,
 ]
 
 

@@ -21,7 +21,7 @@ from border_py.envs.minatar import MinAtarEnvFactory, register_minatar
 from border_py.errors import ConfigError
 from border_py.runs.checkpoint import load_checkpoint
 
-from ..conftest import make_config, run_border, scalar_tags
+from ..conftest import FEW_FRESH_EVALS, make_config, run_border, scalar_tags
 
 RECIPE = ("experiment=dqn_minatar_breakout",)
 # Random play's Breakout-v1 score (sticky actions 0.1): 0.38 +- 0.01 over 5,000 episodes; no mean
@@ -29,6 +29,13 @@ RECIPE = ("experiment=dqn_minatar_breakout",)
 # env steps) by 20k env steps: seeds 0-5 scored 2.3, 3.15, 1.4, 2.75, 2.95, 3.2; by 30k seeds 0-2
 # scored 2.65, 3.15, 3.05 (the test runs 30k: ~30 s on an idle core).
 RANDOM_RETURN = 0.38
+# A learning test's budget: 30k env steps, ending at the first evaluation at or above the bar (the
+# same claim as training all 30k and taking the best evaluation; serial seed 0 scored 2.3 at 10k).
+WELL_ABOVE_RANDOM_BY_30K = (
+    "trainer.max_env_steps=30000",
+    f"trainer.target_return={4 * RANDOM_RETURN}",
+    FEW_FRESH_EVALS,
+)
 
 
 @pytest.mark.filterwarnings("ignore:.*SpaceInvaders-v0 is out of date")
@@ -135,10 +142,12 @@ def test_a_bad_minatar_id_is_one_line_from_the_cli(tmp_path):
 
 @pytest.mark.slow
 def test_the_breakout_recipe_learns_well_above_random_play_in_30k_env_steps(tmp_path):
-    cfg = make_config(tmp_path, *RECIPE, "trainer.max_env_steps=30000", "progress=false")
+    cfg = make_config(tmp_path, *RECIPE, *WELL_ABOVE_RANDOM_BY_30K, "progress=false")
     summary = train(cfg)
-    assert summary["env_steps"] == 30000
-    # greedy 20-episode evaluations at 10k, 20k and 30k env steps (6250 opt steps in all)
+    # greedy 20-episode evaluations at 10k, 20k and 30k env steps: the run ends at the first at or
+    # above the bar
+    assert summary["solved_at"] is not None, summary
+    assert summary["solved_at"]["env_steps"] <= 30000, summary
     assert summary["best_return"] >= 4 * RANDOM_RETURN, summary
 
 
@@ -150,11 +159,11 @@ def test_actors_acting_in_bfloat16_learn_breakout_as_well_above_random_play(tmp_
         "trainer=async",
         "actor_manager.n_actors=1",
         "actor_manager.policy_dtype=bfloat16",
-        "trainer.max_env_steps=30000",
+        *WELL_ABOVE_RANDOM_BY_30K,
         "progress=false",
     )
     summary = train(cfg)
-    assert summary["env_steps"] >= 30000
     # the serial test's bar. Best 20-episode evaluation by 30k env steps (2026-11-26): seed 0
     # (the test's) 2.65-3.55 in four runs; seeds 0-2 twice each 1.8-3.55 (float32: 2.55-4.25)
+    assert summary["solved_at"] is not None, summary  # by the budget's end (what is in flight)
     assert summary["best_return"] >= 4 * RANDOM_RETURN, summary

@@ -12,7 +12,7 @@ from border_py.envs.factory import GymEnvFactory
 from border_py.errors import ConfigError
 
 from .. import dict_env  # noqa: F401 (registers DictCartPole-v0)
-from ..conftest import make_config, scalar_tags
+from ..conftest import FEW_FRESH_EVALS, make_config, scalar_tags
 
 DICT_ENV = ["env=gym", "env.id=tests.dict_env:DictCartPole-v0"]
 FLATTEN = "{_target_:gymnasium.wrappers.FlattenObservation}"
@@ -125,6 +125,7 @@ def test_a_dict_observation_env_learns_through_flatten_observation(tmp_path, tra
         "trainer.target_return=475",
         "trainer.max_opts=25000",
         "trainer.save_interval=0",
+        FEW_FRESH_EVALS,
         "progress=false",
     )
     summary = train(cfg)

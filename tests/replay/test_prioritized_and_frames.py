@@ -24,7 +24,7 @@ from border_py.trainers.loop import learn_step
 from border_py.trainers.train import prepare
 from border_py.transitions import STORED, Transitions
 
-from ..conftest import make_config, scalar_tags
+from ..conftest import FEW_FRESH_EVALS, make_config, scalar_tags
 from ..frame_env import STACK, decode, pattern
 from ..runs.test_resume import SERIAL
 
@@ -616,6 +616,7 @@ def test_serial_prioritized_dqn_solves_cartpole(tmp_path):
         "replay_buffer.beta_steps=20000",
         "trainer.target_return=475",
         "trainer.max_opts=25000",
+        FEW_FRESH_EVALS,
     )
     summary = train(cfg)
     assert summary["best_return"] >= 475, summary

@@ -7,9 +7,11 @@ import fcntl
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,7 +24,7 @@ from border_py.runs.lock import session_lock
 from border_py.runs.timeline import REQUIRED, find_checkpoint, periodic_checkpoints, set_aside_newer
 from border_py.trainers.train import prepare
 
-from ..conftest import BORDER, TINY, make_config, run_border, scalar_tags
+from ..conftest import BORDER, FEW_FRESH_EVALS, TINY, make_config, run_border, scalar_tags
 
 SERIAL = [
     "trainer=serial",
@@ -34,11 +36,27 @@ SERIAL = [
     "trainer.save_replay_buffer=true",
     "agent.hidden_sizes=[32]",
     "agent.eps_decay_steps=2000",
+    FEW_FRESH_EVALS,
 ]
 
 
 def _series(run_dir, tag):
     return scalar_tags(run_dir)[tag]
+
+
+@pytest.fixture(scope="module")
+def trained_150(tmp_path_factory) -> Path:
+    """A :data:`SERIAL` run of 150 opt steps (its checkpoint at 150, with the replay buffer, and
+    best), trained once per module: tests use a copy (:func:`run_150`), never this one."""
+    root = tmp_path_factory.mktemp("serial_150")
+    train(make_config(root, *SERIAL, "trainer.max_opts=150"))
+    return root / "run"
+
+
+@pytest.fixture
+def run_150(trained_150, tmp_path) -> Path:
+    """A copy of :func:`trained_150` at ``tmp_path / "run"``, the test's own."""
+    return Path(shutil.copytree(trained_150, tmp_path / "run", symlinks=True))
 
 
 def test_checkpoints_hold_the_full_state_and_load_without_pickle(tmp_path):
@@ -146,6 +164,7 @@ def test_a_live_run_refuses_a_resume_and_after_its_kill_9_resumes_from_its_newes
             "trainer.save_interval=200",
             "trainer.eval_interval=100000",
             "agent.hidden_sizes=[16]",
+            FEW_FRESH_EVALS,  # of the resumed session, which completes
         ],
         cwd=tmp_path,
         stdout=subprocess.DEVNULL,
@@ -187,12 +206,11 @@ def test_a_live_run_refuses_a_resume_and_after_its_kill_9_resumes_from_its_newes
 
 
 @pytest.mark.slow
-def test_border_eval_prints_a_table_and_writes_json(tmp_path):
-    train(make_config(tmp_path, *SERIAL, "trainer.max_opts=150"))
-    out = run_border(["eval", str(tmp_path / "run"), "eval.n_episodes=4", "eval.seed=11"], tmp_path)
+def test_border_eval_prints_a_table_and_writes_json(tmp_path, run_150):
+    out = run_border(["eval", str(run_150), "eval.n_episodes=4", "eval.seed=11"], tmp_path)
     assert out.returncode == 0, out.stderr
     assert "return (mean ± std)" in out.stdout and "CartPole-v1" in out.stdout
-    (written,) = (tmp_path / "run" / "checkpoints" / "best").glob("eval_*.json")
+    (written,) = (run_150 / "checkpoints" / "best").glob("eval_*.json")
     record = json.loads(written.read_text())
     assert record["eval"]["n_episodes"] == 4 and record["eval"]["seed"] == 11
     assert len(record["episode_returns"]) == 4
@@ -200,17 +218,14 @@ def test_border_eval_prints_a_table_and_writes_json(tmp_path):
 
 
 @pytest.mark.slow
-def test_bad_resume_and_eval_input_is_one_line_and_overwrites_nothing(tmp_path):
-    train(make_config(tmp_path, *SERIAL, "trainer.max_opts=150"))
-    run = tmp_path / "run"
+def test_bad_resume_and_eval_input_is_one_line_and_overwrites_nothing(tmp_path, run_150):
+    run = run_150
     ckpt = run / "checkpoints" / "000000150"
     before = {p: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()}
     not_a_run = tmp_path / "empty"
     not_a_run.mkdir()
     broken = tmp_path / "broken" / "checkpoints" / "000000001"
     broken.parent.mkdir(parents=True)
-    import shutil
-
     shutil.copytree(ckpt, broken)
     (broken / "agent.pt").write_bytes((broken / "agent.pt").read_bytes()[:100])  # truncated
     cases = [
@@ -317,25 +332,21 @@ def test_a_filesystem_without_flock_trains_unguarded_with_a_warning(tmp_path, mo
         pass
 
 
-def test_find_checkpoint_ignores_partial_ones(tmp_path):
-    train(make_config(tmp_path, *SERIAL, "trainer.max_opts=150"))
-    root = tmp_path / "run" / "checkpoints"
+def test_find_checkpoint_ignores_partial_ones(run_150):
+    root = run_150 / "checkpoints"
     (root / ".tmp-000000999-x").mkdir()  # an interrupted write
     (root / "000000998").mkdir()  # a directory without its files
-    assert find_checkpoint(tmp_path / "run") == root / "000000150"
+    assert find_checkpoint(run_150) == root / "000000150"
     with pytest.raises(ConfigError, match="incomplete checkpoint"):
         find_checkpoint(root / "000000998")
 
 
 @pytest.mark.slow
-def test_border_eval_records_videos(tmp_path):
+def test_border_eval_records_videos(tmp_path, run_150):
     pytest.importorskip("moviepy", reason="the [video] extra (moviepy) is not installed")
-    train(make_config(tmp_path, *SERIAL, "trainer.max_opts=150"))
-    out = run_border(
-        ["eval", str(tmp_path / "run"), "eval.n_episodes=2", "eval.video=true"], tmp_path
-    )
+    out = run_border(["eval", str(run_150), "eval.n_episodes=2", "eval.video=true"], tmp_path)
     assert out.returncode == 0, out.stderr
-    videos = list((tmp_path / "run" / "checkpoints" / "best").glob("videos_*/*.mp4"))
+    videos = list((run_150 / "checkpoints" / "best").glob("videos_*/*.mp4"))
     assert len(videos) == 2 and all(v.stat().st_size > 1000 for v in videos)
     lines = out.stdout.strip().splitlines()
     assert lines[-2] == f"videos: {videos[0].parent}", out.stdout  # after the table

@@ -4,7 +4,11 @@ shared by the recorder-store tests."""
 from __future__ import annotations
 
 import contextlib
+import functools
+import sqlite3
+import tempfile
 import threading
+import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -51,9 +55,31 @@ def serving() -> Iterator[tuple[str, Requests]]:
 
 def plant_store(where: Path, url: str, name: str = "mlflow.db") -> str:
     """A store at ``where/name`` whose experiment ``border-py`` keeps its artifacts at ``url``;
-    return the id of a run planted in it (its artifacts at ``url`` too)."""
+    return the id of a run planted in it (its artifacts at ``url`` too). The store is MLflow's own,
+    made once per session (:func:`_made_by_mlflow`), given its own run id and ``url``."""
+    data, made = _made_by_mlflow()
+    run_id = uuid.uuid4().hex  # as MLflow makes them
+    store = where / name
+    store.write_bytes(data)
+    with contextlib.closing(sqlite3.connect(store)) as db, db:
+        db.execute("UPDATE experiments SET artifact_location = ? WHERE name = 'border-py'", (url,))
+        db.execute(
+            "UPDATE runs SET run_uuid = ?, artifact_uri = ? WHERE run_uuid = ?",
+            (run_id, f"{url}/{run_id}/artifacts", made),
+        )
+        db.execute("UPDATE tags SET run_uuid = ? WHERE run_uuid = ?", (run_id, made))
+    return run_id
+
+
+@functools.cache
+def _made_by_mlflow() -> tuple[bytes, str]:
+    """The bytes of a store MLflow made (its tables take seconds to create) with an experiment
+    ``border-py`` and a run in it, both keeping their artifacts at a placeholder URL; the run's id."""
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=f"sqlite:///{where / name}")
-    experiment = client.create_experiment("border-py", artifact_location=url)
-    return client.create_run(experiment).info.run_id
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Path(tmp) / "mlflow.db"
+        client = MlflowClient(tracking_uri=f"sqlite:///{store}")
+        experiment = client.create_experiment("border-py", artifact_location="http://planted")
+        run_id = client.create_run(experiment).info.run_id
+        return store.read_bytes(), run_id

@@ -17,7 +17,7 @@ from border_py import train
 from border_py.actors.settings import apex_epsilons
 from border_py.transport.weights import SharedWeights
 
-from ..conftest import BORDER, REPO, make_config, run_border, scalar_tags
+from ..conftest import BORDER, FEW_FRESH_EVALS, REPO, make_config, run_border, scalar_tags
 
 SHORT = [
     "trainer.max_opts=400",
@@ -27,6 +27,7 @@ SHORT = [
     "trainer.record_interval=100",
     "trainer.save_interval=200",
     "agent.hidden_sizes=[32]",
+    FEW_FRESH_EVALS,
 ]
 ASYNC_TAGS = {
     "perf/samples_total",
@@ -200,6 +201,7 @@ def test_async_dqn_solves_cartpole(tmp_path):
         "actor_manager.n_actors=2",
         "trainer.target_return=475",
         "trainer.max_opts=20000",
+        FEW_FRESH_EVALS,
     )
     summary = train(cfg)
     assert summary["best_return"] >= 475, summary

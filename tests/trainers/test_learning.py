@@ -6,13 +6,18 @@ import pytest
 
 from border_py import train
 
-from ..conftest import make_config, scalar_tags
+from ..conftest import FEW_FRESH_EVALS, make_config, scalar_tags
 
 
 @pytest.mark.slow
 def test_serial_dqn_solves_cartpole(tmp_path):
     cfg = make_config(
-        tmp_path, "seed=0", "trainer=serial", "trainer.target_return=475", "trainer.max_opts=25000"
+        tmp_path,
+        "seed=0",
+        "trainer=serial",
+        "trainer.target_return=475",
+        "trainer.max_opts=25000",
+        FEW_FRESH_EVALS,
     )
     summary = train(cfg)
     assert summary["best_return"] >= 475, summary

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -12,12 +13,13 @@ from border_py import train
 from border_py.actors.settings import apex_epsilons
 from border_py.runs.checkpoint import load_checkpoint
 
-from ..conftest import make_config, scalar_tags
+from ..conftest import FEW_FRESH_EVALS, make_config, scalar_tags
 
 TINY = [
     "agent.hidden_sizes=[16]",
     "trainer.eval_episodes=2",
     "trainer.record_interval=50",
+    FEW_FRESH_EVALS,
     "progress=false",
 ]
 
@@ -43,22 +45,38 @@ def test_serial_never_optimizes_on_a_buffer_smaller_than_a_batch(tmp_path):
     assert summary["env_steps"] == 66 + 99
 
 
+@pytest.fixture(scope="module")
+def runs_of_250(tmp_path_factory):
+    """``runs_of_250(trainer)``: ``(run dir, summary)`` of a run of 250 opt steps with evaluations
+    every 100, trained once per module at its first use; tests only read it."""
+    done: dict[str, tuple[Path, dict]] = {}
+
+    def run(trainer: str) -> tuple[Path, dict]:
+        if trainer not in done:
+            where = tmp_path_factory.mktemp(trainer)
+            summary = train(
+                make_config(
+                    where,
+                    f"trainer={trainer}",
+                    *TINY,
+                    "trainer.warmup_period=100",
+                    "trainer.max_opts=250",
+                    "trainer.eval_interval=100",
+                )
+            )
+            done[trainer] = (where / "run", summary)
+        return done[trainer]
+
+    return run
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("trainer", ["serial", "async"])
-def test_the_final_weights_are_always_evaluated(tmp_path, trainer):
-    summary = train(
-        make_config(
-            tmp_path,
-            f"trainer={trainer}",
-            *TINY,
-            "trainer.warmup_period=100",
-            "trainer.max_opts=250",
-            "trainer.eval_interval=100",
-        )
-    )
-    steps = [s for s, _ in scalar_tags(tmp_path / "run")["eval/return_mean"]]
+def test_the_final_weights_are_always_evaluated(runs_of_250, trainer):
+    run_dir, summary = runs_of_250(trainer)
+    steps = [s for s, _ in scalar_tags(run_dir)["eval/return_mean"]]
     assert steps == [100, 200, 250]
-    assert summary["final_return"] == scalar_tags(tmp_path / "run")["eval/return_mean"][-1][1]
+    assert summary["final_return"] == scalar_tags(run_dir)["eval/return_mean"][-1][1]
 
 
 def test_serial_apex_gives_each_env_its_own_rung_of_the_ladder(tmp_path):
@@ -81,18 +99,9 @@ def test_serial_apex_gives_each_env_its_own_rung_of_the_ladder(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("trainer", ["serial", "async"])
-def test_both_trainers_write_the_same_metric_names(tmp_path, trainer):
-    train(
-        make_config(
-            tmp_path,
-            f"trainer={trainer}",
-            *TINY,
-            "trainer.warmup_period=100",
-            "trainer.max_opts=100",
-            "trainer.eval_interval=100",
-        )
-    )
-    tags = set(scalar_tags(tmp_path / "run"))
+def test_both_trainers_write_the_same_metric_names(runs_of_250, trainer):
+    run_dir, _ = runs_of_250(trainer)
+    tags = set(scalar_tags(run_dir))
     assert tags >= {
         "perf/env_steps",
         "perf/env_steps_per_sec",

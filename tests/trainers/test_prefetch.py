@@ -21,7 +21,7 @@ from border_py.replay.prioritized import PrioritizedReplayBuffer
 from border_py.trainers.prefetch import Prefetcher, PrefetchError, build_prefetcher
 from border_py.transitions import Transitions
 
-from ..conftest import make_config
+from ..conftest import FEW_FRESH_EVALS, make_config
 
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 ACTIONS = gym.spaces.Discrete(2)
@@ -257,6 +257,7 @@ def test_serial_dqn_solves_cartpole_with_prefetch(tmp_path):
             "trainer.prefetch=2",
             "trainer.target_return=475",
             "trainer.max_opts=25000",
+            FEW_FRESH_EVALS,
         )
     )
     assert summary["best_return"] >= 475, summary

@@ -11,6 +11,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from border_py.actors.runtime import Launch
 from border_py.actors.settings import ActorSettings
 from border_py.agents.base import (
     ActingPrecision,
@@ -61,6 +62,22 @@ class Components:
     buffer: ReplayBuffer
     actors: ActorSettings  # the actors' settings (the async trainer builds their runtime)
     footprint: Footprint | None = None  # the agent's sizes, if its class estimates them
+
+    def launch(
+        self, config: dict[str, Any], run: RunSettings, opt_steps: int = 0, env_steps: int = 0
+    ) -> Launch:
+        """What the actors need to start: these components with the learner's current policy,
+        ``config`` and the run's settings, at ``opt_steps``/``env_steps`` (0: a fresh run)."""
+        return Launch(
+            config=config,
+            spaces=self.env_factory.spaces(),
+            agent=self.agent,
+            policy=self.agent.policy_state(),
+            opt_steps=opt_steps,
+            env_steps=env_steps,
+            seed=run.seed,
+            check_resources=run.check_resources,
+        )
 
 
 def check_buffer_fits(buffer: ReplayBuffer, agent: Agent, observation_space: gym.Space) -> None:

@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from border_py.actors.runtime import Launch
 from border_py.callbacks import Callbacks
 from border_py.processes.signals import StopSignals
 from border_py.resources import MAX_EVAL_EPISODES, at_most
@@ -114,7 +113,7 @@ class Trainer:
                 )
             started = not signals.requested  # a stop signal during start-up: start nothing
             if started:
-                wiring.actors.start(self._launch(config, run, parts, state))
+                wiring.actors.start(parts.launch(config, run, state.opt_steps, state.env_steps))
             book.open(state)
             learner = Learner(settings, learner_parts, state, signals)
             interrupted = learner.run() if started else True
@@ -122,21 +121,6 @@ class Trainer:
         finally:
             self._stop(wiring, book, signals, status)
         return self._summary(book, learner, wiring, state, status, parts)
-
-    @staticmethod
-    def _launch(
-        config: dict[str, Any], run: RunSettings, parts: Components, state: RunState
-    ) -> Launch:
-        return Launch(
-            config=config,
-            spaces=parts.env_factory.spaces(),
-            agent=parts.agent,
-            policy=parts.agent.policy_state(),
-            opt_steps=state.opt_steps,
-            env_steps=state.env_steps,
-            seed=run.seed,
-            check_resources=run.check_resources,
-        )
 
     @staticmethod
     def _stop(
