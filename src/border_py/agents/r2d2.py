@@ -38,6 +38,7 @@ from border_py.agents.checkpointed import Count, OptimizerStates, RandomState, W
 from border_py.agents.discrete import DiscreteValueAgent
 from border_py.agents.hparams import HParams, Rule, configured_by
 from border_py.agents.recurrent import CORES, RecurrentQNetwork
+from border_py.agents.recurrent_inference import RecurrentInference
 from border_py.agents.rescaling import rescale, unrescale
 from border_py.agents.sequence_batch import SequenceBatch
 from border_py.config import count, flag, fraction, positive_count, require, widths
@@ -223,6 +224,8 @@ class R2D2(DiscreteValueAgent[R2D2Args]):
             )
 
         self.q, self.q_target, self.optimizers = self.value_network("q", seed, q_net)
+        # an MLP torso on the CPU acts with numpy (the module's step costs several times more)
+        self.fast_step = RecurrentInference.of(self.q)
         self.burn_in, self.length = args.burn_in, args.length
         self.period = args.period if args.period is not None else max(1, args.length // 2)
 
@@ -247,7 +250,8 @@ class R2D2(DiscreteValueAgent[R2D2Args]):
         explore: bool,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Epsilon-greedy (``explore``) or greedy actions for a batch of envs, and their next
-        states.
+        states: the network's :meth:`~border_py.agents.recurrent.RecurrentQNetwork.step`, in
+        numpy for an MLP torso on the CPU (:mod:`border_py.agents.recurrent_inference`).
 
         Args:
             obs: ``(n, *obs_shape)``.
@@ -258,14 +262,18 @@ class R2D2(DiscreteValueAgent[R2D2Args]):
             prev_reward: ``(n,)``: the reward that followed it (0 at an episode's first step).
             explore: epsilon-greedy (advances the schedule), else greedy.
         """
-        with torch.inference_mode():
-            q, next_state = self.q.step(
-                obs_tensor(obs, self.device),
-                torch.as_tensor(prev_action, dtype=torch.int64, device=self.device),
-                torch.as_tensor(prev_reward, dtype=torch.float32, device=self.device),
-                torch.as_tensor(state, dtype=torch.float32, device=self.device),
-            )
-            actions, next_state_np = q.argmax(dim=1).cpu().numpy(), next_state.cpu().numpy()
+        if self.fast_step is not None:
+            q_np, next_state_np = self.fast_step(obs, prev_action, prev_reward, state)
+            actions = q_np.argmax(axis=1)
+        else:
+            with torch.inference_mode():
+                q, next_state = self.q.step(
+                    obs_tensor(obs, self.device),
+                    torch.as_tensor(prev_action, dtype=torch.int64, device=self.device),
+                    torch.as_tensor(prev_reward, dtype=torch.float32, device=self.device),
+                    torch.as_tensor(state, dtype=torch.float32, device=self.device),
+                )
+                actions, next_state_np = q.argmax(dim=1).cpu().numpy(), next_state.cpu().numpy()
         return (self.explore(actions) if explore else actions), next_state_np
 
     def losses(
