@@ -298,8 +298,17 @@ class R2D2(DiscreteValueAgent[R2D2Args]):
         sample (``batch.index`` set) the metrics include ``td_error``: each row's new priority
         (``eta`` max/mean mix of ``|delta|``, float32 numpy ``(rows,)``) for the replay.
         """
-        tensors = SequenceBatch.of(batch, self.device)
-        loss, priority, q_taken = self.losses(tensors, self.q_target)
+        metrics = self.update_tensors(SequenceBatch.of(batch, self.device))
+        priority = metrics.pop("td_error")
+        if batch.index is not None:  # a numpy copy waits for a GPU: only when the buffer needs it
+            metrics["td_error"] = priority.cpu().numpy().astype(np.float32)
+        return metrics
+
+    def update_tensors(self, batch: SequenceBatch) -> dict[str, Any]:
+        """:meth:`update` on a batch already converted on the device (the learner's prefetch,
+        :mod:`border_py.trainers.prefetch`); ``td_error``, each row's new priority, stays a
+        device tensor."""
+        loss, priority, q_taken = self.losses(batch, self.q_target)
         optimizer = self.optimizers["q"]
         optimizer.zero_grad()
         loss.backward()
@@ -307,13 +316,12 @@ class R2D2(DiscreteValueAgent[R2D2Args]):
         self.opt_steps += 1
         if self.opt_steps % self.args.target_update_interval == 0:  # theta' <- theta
             self.q_target.load_state_dict(self.q.state_dict())
-        metrics: dict[str, Any] = {
+        q_sum = torch.where(batch.mask, q_taken.detach(), 0.0).sum()  # no sync: no mask indexing
+        return {
             "train/loss": loss.detach(),
-            "train/q_mean": q_taken.detach()[tensors.mask].mean(),
+            "train/q_mean": q_sum / batch.mask.sum().clamp(min=1),
+            "td_error": priority,
         }
-        if batch.index is not None:
-            metrics["td_error"] = priority.cpu().numpy().astype(np.float32)
-        return metrics
 
     def td_error(self, batch: Sequences) -> np.ndarray:
         """Each row's priority with the online network for the bootstrap too (an actor's copy
