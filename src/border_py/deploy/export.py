@@ -37,11 +37,23 @@ import numpy as np
 import torch
 from torch import nn
 
+from border_py.agents.r2d2 import R2D2
+from border_py.agents.recurrent import RecurrentQNetwork
 from border_py.deploy import numpy_policy
 from border_py.deploy.describe import describe, readme
 from border_py.deploy.graph import CheckedInput, greedy_module, sample_observations
 from border_py.deploy.load import load_policy
 from border_py.deploy.numpy_network import numpy_network
+from border_py.deploy.recurrent_export import (
+    Step,
+    check_sequences,
+    example_inputs,
+    numpy_step,
+    onnx_step,
+    torchscript_step,
+    zero_state_forward,
+)
+from border_py.deploy.recurrent_graph import recurrent_step
 from border_py.errors import ConfigError, RunError, first_line
 from border_py.files import create_file, link_refusal, write_file
 from border_py.publishing import publish_dir
@@ -230,13 +242,15 @@ def numpy_files(
     }
 
 
-def load_numpy_export(path: Path) -> Forward:
-    """The ``forward`` of the numpy export in ``path``, its ``policy.py`` imported from there."""
+def load_numpy_export(path: Path, policy: bool = False) -> Any:
+    """The ``forward`` of the numpy export in ``path``, its ``policy.py`` imported from there
+    (``policy``: the loaded ``NumpyPolicy`` itself)."""
     spec = importlib.util.spec_from_file_location("border_exported_policy", path / "policy.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.load(path).forward
+    loaded = module.load(path)
+    return loaded if policy else loaded.forward
 
 
 def write_numpy_dir(
@@ -253,6 +267,49 @@ def write_numpy_dir(
 
     out.parent.mkdir(parents=True, exist_ok=True)
     publish_dir(out, fill, replace=force)
+
+
+def export_recurrent(
+    q: RecurrentQNetwork,
+    space: gym.Space,
+    fmt: str,
+    out: Path,
+    description: dict[str, Any],
+    force: bool,
+) -> None:
+    """Export a recurrent policy's greedy step (:mod:`border_py.deploy.recurrent_export`) as
+    ``fmt`` to ``out``, each written model checked over sequences and for its refusals first.
+
+    Raises:
+        RunError: the model could not be written, or does not reproduce the policy.
+    """
+    sample = sample_observations(space, CHECK_ROWS)
+
+    def check(name: str, step: Step) -> None:
+        check_sequences(name, q, space, step)
+        check_refusals(name, zero_state_forward(q, step), sample)
+
+    try:
+        if fmt == "numpy":
+            files = numpy_files(recurrent_step(q, None), space, description, out.name)
+
+            def check_dir(tmp: Path) -> None:
+                check(str(out), numpy_step(load_numpy_export(tmp, policy=True)))
+
+            write_numpy_dir(files, out, check_dir, force)
+            return
+        if fmt == "onnx":
+            data, step = onnx_step(q, example_inputs(q, space))
+        else:
+            data, step = torchscript_step(q, space)
+        check(str(out), step)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_file(out, data)
+        write_file(description_path(out, fmt), json.dumps(description, indent=2).encode())
+    except OSError as exc:
+        raise RunError(
+            f"{exc.filename or out}: cannot write the export ({exc.strerror or first_line(exc)})"
+        ) from None
 
 
 def export_policy(
@@ -286,8 +343,11 @@ def export_policy(
     if fmt == "onnx":
         check_onnx()
     policy = load_policy(path, trust=trust, check_resources=check_resources)
-    module = greedy_module(policy.agent, policy.action_space)
     description = describe(policy, fmt)
+    if isinstance(policy.agent, R2D2):
+        export_recurrent(policy.agent.q, policy.observation_space, fmt, out, description, force)
+        return out
+    module = greedy_module(policy.agent, policy.action_space)
     sample = sample_observations(policy.observation_space, CHECK_ROWS)
     with torch.no_grad():
         want = module(torch.as_tensor(sample))
