@@ -68,7 +68,9 @@ def test_the_state_is_carried_and_zeroed_where_an_episode_starts(trained):
     zeros = state._replace(
         h=np.zeros_like(state.h), c=np.zeros_like(state.c), prev_action=np.full(2, -1)
     )
-    np.testing.assert_array_equal(policy.predict(batch, zeros, deterministic=True)[0], fresh_actions)
+    np.testing.assert_array_equal(
+        policy.predict(batch, zeros, deterministic=True)[0], fresh_actions
+    )
     actions, started = policy.predict(batch, state, np.array([True, False]), deterministic=True)
     carried_actions, carried = policy.predict(batch, state, [False, False], deterministic=True)
     # env 0 starts again from zeros (as at the first call), env 1 goes on from its state

@@ -58,7 +58,11 @@ def _sb3_returns(policy) -> tuple[list[float], list[int]]:
         with warnings.catch_warnings():  # SB3 asks for its Monitor wrapper: returns are the same
             warnings.simplefilter("ignore", UserWarning)
             returns, lengths = evaluate_policy(
-                policy, env, n_eval_episodes=EPISODES, deterministic=True, return_episode_rewards=True
+                policy,
+                env,
+                n_eval_episodes=EPISODES,
+                deterministic=True,
+                return_episode_rewards=True,
             )
     finally:
         env.close()
