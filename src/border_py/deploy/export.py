@@ -1,7 +1,8 @@
 """Exporting a trained greedy policy: ONNX, TorchScript, or numpy alone.
 
 Every format maps a batch of observations (any batch size) to ``(action, values)`` (see
-:mod:`border_py.deploy.graph`) and is checked before it is published: the written model is run
+:mod:`border_py.deploy.graph`; a recurrent policy's step takes and gives its state too, see
+:mod:`border_py.deploy.recurrent_export`) and is checked before it is published: the written model is run
 (onnxruntime, ``torch.jit.load``, the numpy ``policy.py``) on observations sampled from the
 observation space and must give the greedy actions and values of the policy it was made from,
 and must refuse those observations as floats (an integer space: a frame scaled already would be

@@ -3,8 +3,9 @@
 (:mod:`border_py.deploy.numpy_policy`) runs.
 
 The layers are those of :mod:`border_py.agents.layers` (``input``, ``conv``, ``relu``,
-``flatten``, ``linear``, ``dueling``), which every network border's agents build is made of; any
-other module is refused in one line.
+``flatten``, ``linear``, ``dueling``), which every network border's agents build is made of, and a
+recurrent step's one-layer LSTM or GRU core (its weights in PyTorch's gate order, which
+``policy.py``'s ``core_step`` runs); any other module is refused in one line.
 """
 
 from __future__ import annotations
