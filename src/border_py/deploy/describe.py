@@ -130,8 +130,8 @@ def describe(policy: Policy, fmt: str) -> dict[str, Any]:
     """``preprocessing.json``'s content for ``policy`` exported as ``fmt``."""
     obs = policy.observation_space
     scale = input_scale(obs)
-    recurrent = isinstance(policy.agent, R2D2)
-    names = step_names(policy.agent.q)[1] if recurrent else ["action", "values"]
+    agent = policy.agent
+    names = step_names(agent.q)[1] if isinstance(agent, R2D2) else ["action", "values"]
     description = {
         "format": fmt,
         "border_py": __version__,
@@ -151,8 +151,8 @@ def describe(policy: Policy, fmt: str) -> dict[str, Any]:
         "action": space(policy.action_space),
         "outputs": {"names": names, "meaning": outputs(policy.agent)},
     }
-    if isinstance(policy.agent, R2D2):
-        description["state"] = state_contract(policy.agent, fmt)
+    if isinstance(agent, R2D2):
+        description["state"] = state_contract(agent, fmt)
     return description
 
 

@@ -170,7 +170,8 @@ def episode_state(
     )
     if not (isinstance(state, tuple) and len(state) == 4) or (state[1] is None) == lstm:
         raise ValueError(f"state of type {type(state).__name__}: {expected}")
-    h, c = (None if part is None else np.asarray(part, np.float32) for part in state[:2])
+    h = np.asarray(state[0], np.float32)
+    c = None if state[1] is None else np.asarray(state[1], np.float32)
     action, reward = np.asarray(state[2]), np.asarray(state[3], np.float32)
     shapes = [x.shape for x in (h, c) if x is not None], action.shape, reward.shape
     if shapes != ([(1, n, hidden)] * (1 + lstm), (n,), (n,)) or action.dtype.kind not in "iu":
