@@ -10,24 +10,18 @@ put on ``sys.path``, where a file beside it could stand in for numpy)::
     policy = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(policy)
     net = policy.load("export")         # reads network.json and weights.npz there
-    action, _ = net.predict(obs, deterministic=True)  # one observation -> one action, a batch -> a batch
+    action, _ = net.predict(obs, deterministic=True)  # one observation, or a batch
     actions, values = net.forward(batch)
 
-``predict`` has Stable-Baselines3's signature, ``predict(observation, state=None,
-episode_start=None, deterministic=False) -> (action, state)``; an export is greedy, so
-``deterministic=True`` must be passed (``False`` is refused). A recurrent policy (R2D2) carries a
-state through each episode, as sb3-contrib's ``RecurrentPPO`` does: pass back the state it
-returned, and ``episode_start`` (a flag per env: True where an episode begins, where the state is
-zeroed)::
+``predict`` is Stable-Baselines3's, ``predict(observation, state=None, episode_start=None,
+deterministic=False) -> (action, state)``; an export is greedy: pass ``deterministic=True``. A
+recurrent policy (R2D2) carries a :class:`RecurrentState` through each episode, as sb3-contrib's
+``RecurrentPPO`` does: pass back the state it returned (None at first: zeros) and
+``episode_start``, True where an env's episode begins (its state is zeroed there)::
 
-    state, starts = None, np.ones(n_envs, dtype=bool)   # None: zeros
-    action, state = net.predict(obs, state, starts, deterministic=True)
-    obs, reward, terminated, truncated, _ = env.step(action)
-    starts = terminated | truncated                      # then predict again
+    action, state = net.predict(obs, state, episode_start, deterministic=True)
 
-The state is a :class:`RecurrentState`: the core's ``h`` (and an LSTM's ``c``), each
-``(1, n_envs, hidden)``, and the previous action and reward the core is fed. ``step`` is the
-same step with the state as explicit arrays (the ONNX export's inputs and outputs).
+``step`` is that step with the state as explicit arrays (the ONNX export's inputs and outputs).
 
 Observations go in as the env gives them: of the space's shape and a dtype of its kind (integers
 that fit an integer space: a uint8 one the model scales itself; numbers for a float space; bools
@@ -132,9 +126,8 @@ class RecurrentState(NamedTuple):
         h: the core's hidden state, float32 ``(1, n, hidden)``.
         c: an LSTM's cell state, float32 ``(1, n, hidden)``; None for a GRU.
         prev_action: the action each env took last, int64 ``(n,)`` (-1: none yet).
-        prev_reward: the reward that followed it, float32 ``(n,)``: for a policy that takes
-            it, ``predict`` returns NaN (not known yet) and the caller sets it after the env's
-            step (``state = state._replace(prev_reward=reward)``); else zeros.
+        prev_reward: the reward that followed it, float32 ``(n,)``: NaN from ``predict`` for a
+            policy that takes it, for the caller to set (``state._replace(prev_reward=r)``).
     """
 
     h: np.ndarray
@@ -147,12 +140,11 @@ def episode_state(
     state: Any, episode_start: Any, n: int, hidden: int, lstm: bool, takes_reward: bool
 ) -> RecurrentState:
     """The state ``n`` envs act from: ``state`` (what ``predict`` returned; None: zeros), zeroed
-    where ``episode_start`` is True (no previous action, reward 0), as sb3-contrib's
-    ``RecurrentPPO`` zeroes its states before the step.
+    where ``episode_start`` is True (no previous action, reward 0), as ``RecurrentPPO`` does.
 
     Raises:
-        ValueError: a state or ``episode_start`` that is not for ``n`` envs of this policy, or
-            a previous reward left unset for a policy that takes it (one line).
+        ValueError: a state or ``episode_start`` not for ``n`` envs of this policy, or a
+            previous reward unset for a policy that takes it (one line).
     """
     starts = np.zeros(n, bool) if episode_start is None else np.asarray(episode_start, bool)
     starts = starts.reshape(-1) if starts.size == n else starts
@@ -163,7 +155,6 @@ def episode_state(
     if state is None:
         zeros = np.zeros((1, n, hidden), np.float32)
         state = RecurrentState(zeros, zeros if lstm else None, np.full(n, -1), np.zeros(n))
-        starts = np.ones(n, bool)
     expected = (
         f"expected the state predict returned for {n} envs (h{', c' if lstm else ''}:"
         f" (1, {n}, {hidden}); prev_action, prev_reward: ({n},)), or None at the first call"
@@ -247,10 +238,7 @@ class NumpyPolicy:
             ValueError: not a batch of the space's shape and dtype (one line).
         """
         if self.recurrent:
-            raise ValueError(
-                "a recurrent policy acts with a state: step(obs, h, c, prev_action[,"
-                " prev_reward]) or predict(obs, state, episode_start, deterministic=True)"
-            )
+            raise ValueError("a recurrent policy acts with a state: use step(...) or predict(...)")
         batch, single = as_batch(obs, self.obs_shape, self.obs_dtype)
         if single:
             raise ValueError(
@@ -291,16 +279,11 @@ class NumpyPolicy:
         prev_action: np.ndarray,
         prev_reward: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
-        """One greedy step of a recurrent policy for a batch of ``B`` envs: ``(action, values,
-        next_h, next_c)`` (``c`` and ``next_c`` None for a GRU), as the ONNX export's graph.
-
-        Args:
-            obs: a batch ``(B, *shape)`` (see :func:`as_batch`).
-            h: the core's state before this step ``(1, B, hidden)`` (zeros at an episode's
-                first step); ``c``: an LSTM's cell state, the same shape.
-            prev_action: ``(B,)`` the action taken before this step, -1 at an episode's first.
-            prev_reward: ``(B,)`` the reward that followed it (0 at an episode's first step),
-                for a policy that takes it (``network.json``'s ``prev_reward``).
+        """One greedy step of a recurrent policy for ``B`` envs: ``(action, values, next_h,
+        next_c)`` from observations ``(B, *shape)`` (see :func:`as_batch`), the core's state
+        before this step ``h`` (and an LSTM's ``c``; None for a GRU) ``(1, B, hidden)``, zeros at
+        an episode's first step, the action taken before it ``(B,)`` (-1 at an episode's first)
+        and, for a policy that takes it, the reward that followed (0 at the first step).
 
         Raises:
             ValueError: not a recurrent policy, or observations of another shape or dtype.

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -25,7 +27,15 @@ import torch
 from border_py.agents.recurrent import RecurrentQNetwork
 from border_py.deploy.graph import sample_observations
 from border_py.deploy.recurrent_graph import recurrent_step, step_inputs, step_names
-from border_py.errors import RunError
+from border_py.deploy.written import (
+    check_refusals,
+    description_path,
+    load_numpy_export,
+    numpy_files,
+    write_numpy_dir,
+)
+from border_py.errors import RunError, first_line
+from border_py.files import write_file
 
 __all__ = [
     "CHECK_ENVS",
@@ -33,6 +43,7 @@ __all__ = [
     "Step",
     "check_sequences",
     "example_inputs",
+    "export_recurrent",
     "numpy_step",
     "onnx_step",
     "torchscript_step",
@@ -174,3 +185,46 @@ def example_inputs(q: RecurrentQNetwork, space: gym.Space) -> dict[str, np.ndarr
     obs = sample_observations(space, 2)
     state = np.zeros((2, q.state_parts, q.core_size), np.float32)
     return step_inputs(q, obs, state, np.full(2, -1), np.zeros(2, np.float32))
+
+
+def export_recurrent(
+    q: RecurrentQNetwork,
+    space: gym.Space,
+    fmt: str,
+    out: Path,
+    description: dict[str, Any],
+    force: bool,
+) -> None:
+    """Export a recurrent policy's greedy step (:mod:`border_py.deploy.recurrent_export`) as
+    ``fmt`` to ``out``, each written model checked over sequences and for its refusals first.
+
+    Raises:
+        RunError: the model could not be written, or does not reproduce the policy.
+    """
+    sample = sample_observations(space, CHECK_ENVS * CHECK_STEPS)
+
+    def check(name: str, step: Step) -> None:
+        check_sequences(name, q, space, step)
+        check_refusals(name, zero_state_forward(q, step), sample)
+
+    try:
+        if fmt == "numpy":
+            files = numpy_files(recurrent_step(q, None), space, description, out.name)
+
+            def check_dir(tmp: Path) -> None:
+                check(str(out), numpy_step(load_numpy_export(tmp, policy=True)))
+
+            write_numpy_dir(files, out, check_dir, force)
+            return
+        if fmt == "onnx":
+            data, step = onnx_step(q, example_inputs(q, space))
+        else:
+            data, step = torchscript_step(q, space)
+        check(str(out), step)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_file(out, data)
+        write_file(description_path(out, fmt), json.dumps(description, indent=2).encode())
+    except OSError as exc:
+        raise RunError(
+            f"{exc.filename or out}: cannot write the export ({exc.strerror or first_line(exc)})"
+        ) from None

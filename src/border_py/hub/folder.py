@@ -31,7 +31,7 @@ from typing import Any
 from border_py._version import __version__
 from border_py.agents.r2d2 import R2D2
 from border_py.config import is_int, is_number
-from border_py.deploy.export import description_path, export_policy
+from border_py.deploy.export import export_policy
 from border_py.deploy.load import load_policy
 from border_py.deploy.recurrent_graph import step_names
 from border_py.errors import ConfigError
@@ -43,7 +43,7 @@ from border_py.files import (
     open_regular,
     write_file,
 )
-from border_py.hub.card import CardFacts, card, fenced, version
+from border_py.hub.card import CardFacts, card, version
 from border_py.hub.contents import (
     CARD,
     CHECKPOINT,
@@ -52,10 +52,10 @@ from border_py.hub.contents import (
     EXPORT_FILES,
     REPLAY,
     RESULTS,
-    pull_dir,
 )
 from border_py.hub.media import draw_curve, record_replay
 from border_py.hub.score import fresh_score
+from border_py.hub.usage import export_usage
 from border_py.layout import CHECKPOINTS, CONFIG, META, POLICY
 from border_py.publishing import publish_dir
 from border_py.resources import MAX_EVAL_EPISODES
@@ -286,68 +286,3 @@ def export_target(folder: Path, fmt: str) -> Path:
     if fmt == "numpy":
         return folder / EXPORT
     return make_dir(folder / EXPORT) / EXPORT_FILES[fmt]
-
-
-def export_usage(
-    fmt: str, exported: Path, repo_id: str, inputs: list[str] | None = None
-) -> list[str]:
-    """The card's lines on running the export at ``exported`` (relative to the folder) from the
-    dir ``border pull repo_id`` writes (run from where the pull ran): the files are named by
-    path, and no downloaded dir is put on ``sys.path``. ``inputs``: a recurrent policy's step
-    inputs (:func:`~border_py.deploy.recurrent_graph.step_names`), whose state the caller
-    carries; None for a feed-forward policy."""
-    where = f"{pull_dir(repo_id)}/{exported}"
-    if fmt == "numpy":
-        call = (
-            "state, start = None, np.ones(n_envs, dtype=bool)  # None: zeros\n"
-            "action, state = net.predict(obs, state, start, deterministic=True)\n"
-            "# after each env step: start = terminated | truncated"
-            if inputs
-            else "action, _ = net.predict(obs, deterministic=True)  # one observation, or a batch"
-        )
-        code = (
-            "import importlib.util  # numpy alone: no torch, no border-py\n\n"
-            "spec = importlib.util.spec_from_file_location(\n"
-            f'    "border_policy", "{where}/policy.py"\n'
-            ")\n"
-            "policy = importlib.util.module_from_spec(spec)\n"
-            "spec.loader.exec_module(policy)\n"
-            f'net = policy.load("{where}")\n' + call
-        )
-    elif fmt == "torchscript":
-        call = (
-            f"action, values, *state = model({', '.join(inputs)})  # tensors"
-            if inputs
-            else "actions, values = model(torch.as_tensor(obs_batch))"
-        )
-        code = (
-            f'import torch  # torch alone: no border-py\n\nmodel = torch.jit.load("{where}")\n'
-            + call
-        )
-    else:
-        feed = ", ".join(f'"{name}": {name}' for name in inputs or [])
-        call = (
-            f"action, values, *state = session.run(None, {{{feed}}})"
-            if inputs
-            else 'actions, values = session.run(["action", "values"], {"obs": obs_batch})'
-        )
-        code = (
-            "import onnxruntime  # no torch, no border-py\n\n"
-            f'session = onnxruntime.InferenceSession("{where}")\n' + call
-        )
-    lines = [
-        f"Without border-py, the policy exported to {fmt} (`{exported}`) maps observations,"
-        f" preprocessed as the run's env wrappers do (`{description_path(exported, fmt)}` says"
-        " how; others, such as frames scaled to floats, are refused), to the greedy actions:",
-        "",
-        fenced(code, "python"),
-    ]
-    if inputs:
-        lines += [
-            "",
-            "The policy is recurrent and the model holds no state: its inputs are"
-            f" {', '.join(f'`{name}`' for name in inputs)}; at an episode's first step the state"
-            " is zeros and `prev_action` -1, then the state it returned and the action taken"
-            f" (`{description_path(exported, fmt)}`'s `state` says the shapes).",
-        ]
-    return lines
