@@ -6,7 +6,7 @@ of observations sampled from the space are stepped :data:`CHECK_STEPS` times fro
 written model fed back its own state at every step, and at every step its actions must be the
 torch step's (but for a tie), its values and its state equal to float32 tolerance; a state that
 drifts, or is not carried, fails it. Then the refusals of every export
-(:func:`~border_py.deploy.export.check_refusals`).
+(:func:`~border_py.deploy.written.check_refusals`).
 """
 
 from __future__ import annotations
@@ -195,7 +195,7 @@ def export_recurrent(
     description: dict[str, Any],
     force: bool,
 ) -> None:
-    """Export a recurrent policy's greedy step (:mod:`border_py.deploy.recurrent_export`) as
+    """Export a recurrent policy's greedy step (:mod:`border_py.deploy.recurrent_graph`) as
     ``fmt`` to ``out``, each written model checked over sequences and for its refusals first.
 
     Raises:
