@@ -20,6 +20,7 @@ import gymnasium as gym
 
 from border_py.actors.process import ActorSpec
 from border_py.actors.runtime import ActorRecord, Actors
+from border_py.agents.base import Agent
 from border_py.agents.inference import ACTING_DTYPES
 from border_py.config import fraction, non_negative, positive, require
 from border_py.errors import ConfigError
@@ -156,11 +157,11 @@ class ActorSettings:
         self,
         config: dict[str, Any],
         spaces: tuple[gym.Space, gym.Space],
-        n_step: int,
+        agent: Agent,
         enforce: bool,
     ) -> None:
         """Bound what these actors would take before any starts (see :mod:`border_py.resources`;
-        ``config``: the run's, ``spaces`` and ``n_step``: the batches' shapes, ``enforce``: the
+        ``config``: the run's, ``spaces`` and ``agent``: the batches' shapes, ``enforce``: the
         run's ``check_resources``). Here the batch counts every kind of actors shares; each adds
         what it takes of the machine."""
         at_most(

@@ -25,8 +25,15 @@ from border_py.actors.ray.calls import Calls
 from border_py.actors.ray.placement import STRATEGIES, place, unplace
 from border_py.actors.ray.session import check_address, connect, leave
 from border_py.actors.ray.worker import SamplerActor
-from border_py.actors.runtime import Deliver, Launch, accounting_of, slots_state
+from border_py.actors.runtime import (
+    Deliver,
+    Launch,
+    accounting_of,
+    env_steps_per_batch,
+    slots_state,
+)
 from border_py.actors.settings import ActorSettings
+from border_py.agents.base import Agent
 from border_py.config import positive, require
 from border_py.resources import actors_per_core, usable_cores
 from border_py.transport.weights import RayWeights
@@ -99,10 +106,10 @@ class RayActorSettings(ActorSettings):
         return RayActors(self)
 
     def check_resources(
-        self, config: dict[str, Any], spaces: tuple[Any, Any], n_step: int, enforce: bool
+        self, config: dict[str, Any], spaces: tuple[Any, Any], agent: Agent, enforce: bool
     ) -> None:
         """Also bound a local Ray's actors by this machine's cores (a cluster's: once joined)."""
-        super().check_resources(config, spaces, n_step, enforce)
+        super().check_resources(config, spaces, agent, enforce)
         if self.address is None:
             actors_per_core(self.n_actors, usable_cores(), "usable CPU cores", enforce)
 
@@ -127,6 +134,7 @@ class RayActors:
         self._stopped = False
         self._halted = False  # the budget is reached: no new calls
         self._env_steps = 0
+        self._per_call = 0  # env steps one call takes, about (where the next call explores from)
 
     # -- start and weights -------------------------------------------------------------------
 
@@ -137,6 +145,7 @@ class RayActors:
         settings, n = self.settings, self.settings.n_actors
         self._config, self._seed = launch.config, launch.seed
         self._env_steps = launch.env_steps  # the run's, received: where new calls explore from
+        self._per_call = env_steps_per_batch(settings.n_buffer, launch.agent)
         self._calls = Calls(n)
         self.nodes = [None] * n
         self.publish(launch.policy, launch.opt_steps)
@@ -187,7 +196,7 @@ class RayActors:
         """Give the actors new calls (none once the budget is reached or the stop began)."""
         if not (self._stopped or self._halted):
             limits = (self.settings.max_calls_in_flight, self.settings.queue_size)
-            self._calls.top_up(self.weights, limits, self._env_steps, self.settings.n_buffer)
+            self._calls.top_up(self.weights, limits, self._env_steps, self._per_call)
 
     # -- data in -----------------------------------------------------------------------------
 

@@ -111,7 +111,7 @@ class Calls:
         """Give every sound actor new calls up to ``max_calls_in_flight``, unless ``queue_size``
         batches of it already wait for the learner (``limits``); a call carries newer weights,
         if any, and where its exploration starts: the run's env steps the learner ``received``
-        plus ``per_call`` for each sample call before it not taken yet."""
+        plus ``per_call`` env steps for each sample call before it not taken yet."""
         max_calls_in_flight, queue_size = limits
         ahead = sum(c.sample for run in self.running if run is not None for c in run.calls)
         for run in self.running:
