@@ -11,11 +11,13 @@ import numpy as np
 import psutil
 import pytest
 
-from border_py import train
+from border_py import resources, train
 from border_py.actors.runtime import env_steps_per_batch
 from border_py.actors.settings import apex_epsilons
 from border_py.agents.r2d2 import R2D2
+from border_py.errors import ConfigError
 from border_py.runs.checkpoint import load_checkpoint
+from border_py.runs.state import TrainerState
 from border_py.sequences import Sequences
 from border_py.trainers.async_trainer import SampleGate
 from border_py.trainers.loop import Learner
@@ -91,6 +93,13 @@ def train_and_watch(config: Any, **kwargs: Any) -> tuple[dict[str, Any], list[di
     return summary, noted
 
 
+def resumed_budget(saved: TrainerState) -> list[str]:
+    """A resumed session's budget in env steps, so that it ends only once its actors sent data:
+    a first session's actors run ahead of its learner (queued batches, the slack), and the
+    restored buffer alone may feed a budget of opt steps."""
+    return ["trainer.max_opts=null", f"trainer.max_env_steps={saved.env_steps + 400}"]
+
+
 def no_children_left() -> list[psutil.Process]:
     """Children of this process still alive once the run returned (multiprocessing's resource
     tracker and fork server excepted, as in conftest)."""
@@ -145,14 +154,14 @@ def test_a_batch_of_sequences_stands_for_period_env_steps_each(tiny_config):
 
 @pytest.fixture(scope="module")
 def local_run(tmp_path_factory) -> dict[str, Any]:
-    """One async R2D2 run of 100 opt steps, resumed from its checkpoint to 150; every batch the
-    learner ingested noted, in each session."""
+    """One async R2D2 run of 100 opt steps, resumed from its checkpoint for 400 env steps more;
+    every batch the learner ingested noted, in each session."""
     root = tmp_path_factory.mktemp("r2d2_async")
     first, noted = train_and_watch(make_config(root, *ASYNC_R2D2, "trainer.max_opts=100"))
     left_first = no_children_left()
     saved = load_checkpoint(root / "run")
     second, noted_after = train_and_watch(
-        make_config(root, "resume=" + str(root / "run")), overrides=["trainer.max_opts=150"]
+        make_config(root, "resume=" + str(root / "run")), overrides=resumed_budget(saved.state)
     )
     return {
         "run": root / "run",
@@ -214,7 +223,7 @@ def test_a_resumed_async_r2d2_run_continues_from_its_checkpoint(local_run):
     are not sent (as DQN's pending n-step windows)."""
     second, run = local_run["second"], local_run["run"]
     saved = local_run["saved"].state  # at opt step 100 (what the stop drained after it is not)
-    assert second["opt_steps"] == 150 and second["env_steps"] > saved.env_steps
+    assert second["opt_steps"] > 100 and second["env_steps"] >= saved.env_steps + 400
     acc = second["accounting"]
     assert acc["sent"] == acc["received"] == second["samples"] - saved.samples > 0
     assert acc["received_total"] == saved.samples + acc["received"]
@@ -222,8 +231,8 @@ def test_a_resumed_async_r2d2_run_continues_from_its_checkpoint(local_run):
     assert after and all(b["priorities"] and b["fresh_state_at_starts"] for b in after)
     assert all(b["policy_opt_steps"] >= 100 for b in after)  # the resumed agent's weights
     steps = [s for s, _ in scalar_tags(run)["train/loss"]]
-    assert steps == sorted(set(steps)) and steps[-1] == 150  # continued, none twice
-    newest = load_checkpoint(run)  # at opt step 150 (the restored buffer may have fed it all)
+    assert steps == sorted(set(steps)) and steps[-1] <= second["opt_steps"]  # none twice
+    newest = load_checkpoint(run)
     final, slots = newest.state.actors["actors"], saved.actors["actors"]
     assert [a["incarnation"] for a in final] == [b["incarnation"] + 1 for b in slots]
     assert sum(a["received"] for a in final) == newest.state.samples >= saved.samples
@@ -232,3 +241,25 @@ def test_a_resumed_async_r2d2_run_continues_from_its_checkpoint(local_run):
     n = len(before["burn"])
     for name in ("obs", "state", "burn", "ret", "mask"):  # the saved sequences, restored
         assert now[name][:n].tobytes() == before[name][:n].tobytes(), name
+
+
+def test_an_async_r2d2_run_too_large_for_this_machine_is_refused_before_it_starts(
+    tmp_path, monkeypatch
+):
+    """The bounds hold for sequences in the async trainer: the replay's ``capacity`` sequences of
+    ``T`` steps, and the actors' slots of whole sequences against ``/dev/shm``."""
+    r2d2 = ("trainer=async", "agent=r2d2", "replay_buffer=sequence")  # on CartPole
+    with pytest.raises(ConfigError, match=r"^replay_buffer.capacity=100000000: the replay buffer"):
+        train(make_config(tmp_path, *r2d2, "replay_buffer.capacity=1e8"))
+    monkeypatch.setattr(resources, "free_shared_memory", lambda: 2**20)
+    # T = 8 + 16 + 5 = 29 steps, an LSTM state (2, 64); 100 + 1 x (1 + ceil(21 / 8)) = 104 rows
+    # of 29 x (16 + 8 + 4 + 1) B, 512 B of state, 8 + 8 + 4 B, 16 x (4 + 4 + 8 + 1) B, and 105
+    # episodes (8 + 8 B), each array padded to 64 B: 172,992 B a slot
+    with pytest.raises(ConfigError) as refused:
+        train(make_config(tmp_path, *r2d2))
+    assert str(refused.value) == (
+        "actor_manager.n_actors=2 x queue_size=8: 16 slots of 168.9 KiB (n_buffer=100,"
+        " n_envs_per_actor=1) need ~2.6 MiB of shared memory, more than the 1.0 MiB free in"
+        " /dev/shm; lower them (or check_resources=false to run anyway)"
+    )
+    assert not (tmp_path / "run").exists()

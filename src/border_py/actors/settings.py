@@ -50,7 +50,8 @@ class ActorSettings:
         n_actors: actors (processes, or Ray actors).
         n_envs_per_actor: envs each actor steps together as a gymnasium vector env, with one
             batched policy call per step.
-        n_buffer: transitions an actor accumulates before sending them (border's name).
+        n_buffer: transitions an actor accumulates before sending them (border's name; a
+            recurrent agent's actor: sequences).
         exploration: ``schedule`` (every actor follows the agent's own schedule) or ``apex``
             (fixed epsilons over all actors x envs: env j of actor i, the g-th of N = n_actors *
             n_envs_per_actor explorers with g = i * n_envs_per_actor + j, acts with
