@@ -163,6 +163,11 @@ class Launch:
     seed: int = field(kw_only=True)
     check_resources: bool = field(kw_only=True)
 
+    def env_steps_per_batch(self, n_buffer: int) -> int:
+        """About the env steps an actor takes to fill a batch of ``n_buffer``
+        (:func:`env_steps_per_batch`)."""
+        return env_steps_per_batch(n_buffer, self.agent)
+
 
 @runtime_checkable
 class Actors(Protocol):

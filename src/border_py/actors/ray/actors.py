@@ -25,15 +25,8 @@ from border_py.actors.ray.calls import Calls
 from border_py.actors.ray.placement import STRATEGIES, place, unplace
 from border_py.actors.ray.session import check_address, connect, leave
 from border_py.actors.ray.worker import SamplerActor
-from border_py.actors.runtime import (
-    Deliver,
-    Launch,
-    accounting_of,
-    env_steps_per_batch,
-    slots_state,
-)
+from border_py.actors.runtime import Deliver, Launch, accounting_of, slots_state
 from border_py.actors.settings import ActorSettings
-from border_py.agents.base import Agent
 from border_py.config import positive, require
 from border_py.resources import actors_per_core, usable_cores
 from border_py.transport.weights import RayWeights
@@ -106,7 +99,7 @@ class RayActorSettings(ActorSettings):
         return RayActors(self)
 
     def check_resources(
-        self, config: dict[str, Any], spaces: tuple[Any, Any], agent: Agent, enforce: bool
+        self, config: dict[str, Any], spaces: tuple[Any, Any], agent: Any, enforce: bool
     ) -> None:
         """Also bound a local Ray's actors by this machine's cores (a cluster's: once joined)."""
         super().check_resources(config, spaces, agent, enforce)
@@ -126,7 +119,7 @@ class RayActors:
         self.settings = settings
         self.records, self.kept, self._policies = settings.slots(None)  # kept: see slots
         self.nodes: list[str | None] = []  # per slot: the node id of its current incarnation
-        self._calls = Calls(0)
+        self._calls = Calls(0, 0)
         self._owner: str | None = None  # who owns the Ray session (see session.connect)
         self._group: Any = None  # the placement group
         self._remote: Any = None  # ray.remote(SamplerActor)
@@ -134,7 +127,6 @@ class RayActors:
         self._stopped = False
         self._halted = False  # the budget is reached: no new calls
         self._env_steps = 0
-        self._per_call = 0  # env steps one call takes, about (where the next call explores from)
 
     # -- start and weights -------------------------------------------------------------------
 
@@ -145,8 +137,7 @@ class RayActors:
         settings, n = self.settings, self.settings.n_actors
         self._config, self._seed = launch.config, launch.seed
         self._env_steps = launch.env_steps  # the run's, received: where new calls explore from
-        self._per_call = env_steps_per_batch(settings.n_buffer, launch.agent)
-        self._calls = Calls(n)
+        self._calls = Calls(n, launch.env_steps_per_batch(settings.n_buffer))
         self.nodes = [None] * n
         self.publish(launch.policy, launch.opt_steps)
         cpu, strategy = settings.num_cpus_per_actor, settings.placement_strategy
@@ -196,7 +187,7 @@ class RayActors:
         """Give the actors new calls (none once the budget is reached or the stop began)."""
         if not (self._stopped or self._halted):
             limits = (self.settings.max_calls_in_flight, self.settings.queue_size)
-            self._calls.top_up(self.weights, limits, self._env_steps, self._per_call)
+            self._calls.top_up(self.weights, limits, self._env_steps)
 
     # -- data in -----------------------------------------------------------------------------
 
