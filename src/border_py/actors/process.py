@@ -7,9 +7,9 @@ initial priorities, scored by this copy of the policy, under ``replay_buffer.pri
 frame by frame under ``replay_buffer.frame_stack``; a recurrent agent's ``n_buffer`` sequences,
 each env's recurrent state carried from step to step and zeroed at each episode start, as the
 serial trainer's actor does: :mod:`border_py.actors.recurrent`), wait for a free slot of its
-channel (back-pressure), write the batch there and announce it. It beats its heartbeat after every env
-step and every wait, reports a crash with its traceback, and ends with an :class:`ActorDone` that
-carries its transition counts.
+channel (back-pressure), write the batch there and announce it. It beats its heartbeat after
+every env step and every wait, reports a crash with its traceback, and ends with an
+:class:`ActorDone` that carries its transition counts.
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 
 The learner allocates, per actor, ``n_slots`` slots of preallocated shared arrays laid out for the
 run's batches (:class:`~border_py.transport.layout.BatchLayout`: of transitions, or of a recurrent
-agent's sequences). The actor samples a batch, copies it into a free slot and
-sends a small :class:`~border_py.transport.messages.BatchReady` notice on its own pipe; the learner
-reads the slot in place as numpy views (nothing is pickled), copies the rows once, into its replay
-buffer, and hands the slot back with a credit on a second pipe. An actor with no free slot waits
+agent's sequences). The actor samples a batch, copies it into a free slot (once every array of it
+fits) and sends a small :class:`~border_py.transport.messages.BatchReady` notice on its own pipe;
+the learner reads the slot in place as numpy views (nothing is pickled), copies the rows once,
+into its replay buffer, and hands the slot back with a credit on a second pipe. An actor with no free slot waits
 for a credit (with a timeout, looking at the stop flag in between): that is the back-pressure.
 
 Notices are single atomic pipe writes (see :mod:`border_py.transport.messages`), so a killed actor

@@ -2,8 +2,9 @@
 
 It steps the same sampler as a local actor process (:func:`~border_py.actors.process.build_sampler`:
 envs, a CPU copy of the agent, Ape-X epsilons, n-step, frames, actor-side priorities; a recurrent
-agent's memory per env and its sequences) and returns each batch as its call's result. Ray's workers import this module to unpickle the class: like the
-other child-process entry points it imports no command-line, recording or Hydra machinery.
+agent's memory per env and its sequences) and returns each batch as its call's result. Ray's
+workers import this module to unpickle the class: like the other child-process entry points it
+imports no command-line, recording or Hydra machinery.
 """
 
 from __future__ import annotations
