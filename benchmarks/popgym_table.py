@@ -85,7 +85,9 @@ def overrides(task: str, agent: str, seed: int) -> list[str]:
     ]
 
 
-def rows(out: Path, tasks: list[str], agents: list[str], seeds: list[int]) -> tuple[list[str], dict]:
+def rows(
+    out: Path, tasks: list[str], agents: list[str], seeds: list[int]
+) -> tuple[list[str], dict]:
     """The table (Markdown lines) from the runs in ``out`` and the ``RESULT`` figures: per task and
     agent the seeds, those whose final (and best) weights reach :data:`BAR` on fresh episodes, the
     mean fresh scores and the mean wall seconds."""
