@@ -112,13 +112,13 @@ def test_each_flickering_recipe_builds_its_env_and_agent(tiny_config, name):
 def test_the_r2d2_recipe_trains_on_the_minatar_torso(tiny_config, tmp_path):
     cfg = tiny_config(
         "experiment=r2d2_minatar_flickering_breakout",
-        "trainer.max_opts=20",
-        "trainer.warmup_period=300",
-        "trainer.eval_interval=20",
-        "trainer.record_interval=10",
+        "trainer.max_opts=10",
+        "trainer.warmup_period=100",
+        "trainer.eval_interval=10",
+        "trainer.record_interval=5",
     )
     summary = train(cfg)
-    assert summary["opt_steps"] == 20
+    assert summary["opt_steps"] == 10
     assert "train/loss" in scalar_tags(tmp_path / "run")
     spaces = build("env", OmegaConf.to_container(cfg.env, resolve=True)).spaces()
     agent = R2D2(*spaces, network="minatar", hidden_sizes=[16], core_size=8)
