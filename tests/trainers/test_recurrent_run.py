@@ -73,6 +73,7 @@ def _final(tmp_path, *args: str) -> float:
     """The final weights' mean return on the recipe's 20 fresh episodes of ``border train``."""
     tmp_path.mkdir()
     run_dir = tmp_path / "run"
+    args = (*args, "trainer.final_eval_episodes=20")  # the recipe's 100 take longer
     out = run_border(["train", *args, f"run_dir={run_dir}", "progress=false"], tmp_path, 600)
     assert out.returncode == 0, out.stderr[-2000:]
     final = json.loads((run_dir / "result.json").read_text())["summary"]["final_eval"]
@@ -82,11 +83,12 @@ def _final(tmp_path, *args: str) -> float:
 
 @pytest.mark.slow
 def test_r2d2_learns_to_repeat_the_previous_card_and_dqn_cannot(tmp_path):
-    """The recipe (30k env steps, < 3 minutes on 2 cores) ends clearly above the memoryless
-    -0.5 (its every answer a guess among 4 suits: +1/48 or -1/48, a quarter of them right); DQN
-    with the same env steps, opt steps and settings stays near it."""
+    """The recipe (20k env steps, about a minute on 2 cores) ends at the issue's bar, 0.9, far
+    above the memoryless -0.5 (its every answer a guess among 4 suits: +1/48 or -1/48, a quarter
+    of them right; seeds 0-2 all answer right from 10k env steps on); DQN with the same env steps,
+    opt steps and settings stays near -0.5."""
     r2d2 = _final(tmp_path / "r2d2", *TASK)  # the recipe, looked up
-    assert r2d2 > 0.0, r2d2
+    assert r2d2 >= 0.9, r2d2
     dqn = _final(
         tmp_path / "dqn",
         f"experiment={RECIPE}",
