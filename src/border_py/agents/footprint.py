@@ -6,10 +6,8 @@ action_space, **keys) -> Footprint`` (DQN, IQN and SAC do, through :func:`dqn_fo
 :func:`iqn_footprint` and :func:`sac_footprint`). Their networks are built on PyTorch's ``meta``
 device, which records shapes and allocates nothing, so the parameter counts are exact for every
 torso (MLP, Nature and MinAtar CNNs, dueling and quantile heads), and one sample's forward pass
-counts the activations an update keeps per sample (on the CPU for networks under
-:data:`REAL_BELOW` parameters: the first operation on a meta tensor imports ``torch._dynamo``,
-about 1.5 s of CPU that every ``border train`` paid at start-up for a network that takes
-milliseconds to build and run) (against the peak memory of real updates
+counts the activations an update keeps per sample (on the CPU under :data:`REAL_BELOW`
+parameters: an operation on meta imports ``torch._dynamo``, 1.5 s of start-up) (against the peak memory of real updates
 from 10 MiB to 1 GiB: 0.5x-2.6x, and high rather than low above 100 MiB). :func:`check_agent_memory`
 bounds both against the memory available (see :mod:`border_py.resources`) before a learner's agent
 is built; :func:`check_agent_weights` bounds what building an agent to act allocates, its
@@ -89,10 +87,8 @@ REAL_BELOW = 1 << 22  # parameters (16 MiB): a network this small is built and r
 
 
 def shaped(build: Callable[[], nn.Module]) -> nn.Module:
-    """The module ``build`` makes, the global RNG left as it was: on the ``meta`` device (shapes
-    only, nothing allocated) when it has :data:`REAL_BELOW` parameters or more, else built again
-    on the CPU, where its forward pass costs less than meta's first operation (an import of
-    ``torch._dynamo``)."""
+    """The module ``build`` makes, the global RNG left as it was: on the ``meta`` device (nothing
+    allocated) from :data:`REAL_BELOW` parameters, else built again on the CPU."""
     with torch.random.fork_rng(devices=[]):
         with torch.device("meta"):
             module = build()
@@ -107,14 +103,10 @@ def parameter_bytes(module: nn.Module) -> int:
     return FLOAT * sum(p.numel() for p in module.parameters())
 
 
-def device_of(module: nn.Module) -> torch.device:
-    """Where :func:`shaped` put ``module``: ``meta`` or ``cpu``."""
-    return next(module.parameters()).device
-
-
-def sample(space: gym.Space, device: torch.device) -> torch.Tensor:
-    """One observation of ``space`` (zeros) on ``device``, with a batch dim."""
+def sample(space: gym.Space, module: nn.Module) -> torch.Tensor:
+    """One observation of ``space`` (zeros, with a batch dim) where ``module`` is."""
     dtype = torch.uint8 if space.dtype == "uint8" else torch.float32
+    device = next(module.parameters()).device
     return torch.zeros((1, *(space.shape or ())), dtype=dtype, device=device)
 
 
@@ -153,7 +145,7 @@ def dqn_footprint(
     a gradient beside ``Q_target(s')`` (and ``Q(s')`` for double DQN) at the batch size."""
     q = shaped(lambda: q_network(observation_space, n_actions, hidden_sizes, network, dueling))
     size = parameter_bytes(q)
-    per_sample = forward_floats(q, sample(observation_space, device_of(q))) * (2 + double_dqn)
+    per_sample = forward_floats(q, sample(observation_space, q)) * (2 + double_dqn)
     return Footprint(
         policy=size,
         weights=2 * size,
@@ -180,10 +172,8 @@ def iqn_footprint(
     size = parameter_bytes(z)
 
     def forward(n: int) -> int:  # one sample at n levels
-        device = device_of(z)
-        return forward_floats(
-            z, sample(observation_space, device), torch.zeros((1, n), device=device)
-        )
+        levels = torch.zeros((1, n), device=next(z.parameters()).device)
+        return forward_floats(z, sample(observation_space, z), levels)
 
     n_tau, n_tau_prime, k = levels
     per_sample = 2 * forward(n_tau) + forward(n_tau_prime) + forward(k)
@@ -212,7 +202,7 @@ def sac_footprint(
     policy = shaped(lambda: GaussianPolicy(obs_dim, hidden_sizes, act_dim, scale))
     critics = shaped(lambda: QEnsemble(obs_dim, act_dim, hidden_sizes, n_critics, scale))
     p, c = parameter_bytes(policy), parameter_bytes(critics)
-    policy_floats = forward_floats(policy, sample(observation_space, device_of(policy)))
+    policy_floats = forward_floats(policy, sample(observation_space, policy))
     # each critic: its input, every hidden layer before and after the ReLU, its value
     critic_floats = n_critics * (obs_dim + act_dim + 2 * sum(hidden_sizes) + 1)
     return Footprint(
