@@ -20,8 +20,8 @@ import numpy as np
 
 from border_py.config import flag, fraction, non_negative, positive
 from border_py.errors import RunError
+from border_py.replay.ring import copy_rows
 from border_py.replay.sum_tree import MinTree, SumTree, level_sizes
-from border_py.replay.uniform import copy_rows
 
 __all__ = ["Prioritization", "check_finite"]
 
