@@ -117,14 +117,15 @@ def test_priorities_land_on_their_rows_and_skip_rows_overwritten_since():
         index, td = pending.index.copy(), agent.td.numpy().astype(np.float64)
         with prefetcher.lock:
             buffer.push(transitions(20, 1))  # overwrites rows 0..19
-        fresh = buffer.max_priority**buffer.alpha
+        prio = buffer.prioritization
+        fresh = prio.max_priority**prio.alpha
         prefetcher.flush()
     finally:
         prefetcher.close(flush=False)
     priorities = buffer.priorities()
     last = {row: k for k, row in enumerate(index)}  # a row drawn twice keeps its last value
     for row, k in last.items():
-        want = fresh if row < 20 else (abs(td[k]) + buffer.eps) ** buffer.alpha
+        want = fresh if row < 20 else (abs(td[k]) + prio.eps) ** prio.alpha
         assert priorities[row] == pytest.approx(want, rel=1e-6), row
     assert any(row < 20 for row in last) and any(row >= 20 for row in last)
 
@@ -329,4 +330,5 @@ def test_r2d2_learns_through_the_prefetch_with_its_priorities_on_their_rows():
     last = {row: k for k, row in enumerate(index)}  # a row drawn twice keeps its last value
     for row, k in last.items():
         if not buffer.overwritten(np.array([row]), pending.mark)[0]:
-            assert priorities[row] == pytest.approx((td[k] + buffer.eps) ** buffer.alpha, rel=1e-6)
+            want = (td[k] + buffer.prioritization.eps) ** buffer.prioritization.alpha
+            assert priorities[row] == pytest.approx(want, rel=1e-6)

@@ -34,8 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from border_py.agents.batch import obs_tensor
-from border_py.agents.checkpointed import Count, OptimizerStates, RandomState, Weights
-from border_py.agents.discrete import DiscreteValueAgent
+from border_py.agents.discrete import DiscreteValueAgent, value_parts
 from border_py.agents.hparams import HParams, Rule, configured_by
 from border_py.agents.recurrent import CORES, RecurrentQNetwork
 from border_py.agents.recurrent_inference import RecurrentInference
@@ -189,14 +188,7 @@ class R2D2(DiscreteValueAgent[R2D2Args]):
     """
 
     acting_module = "q"
-    checkpointed = {
-        "q": Weights("q"),
-        "q_target": Weights("q_target"),
-        "optimizer": OptimizerStates(only="q"),
-        "env_steps": Count("env_steps"),
-        "opt_steps": Count("opt_steps"),
-        "rng": RandomState("rng"),  # exploration
-    }
+    checkpointed = value_parts("q")
 
     @configured_by(R2D2Args)
     def __init__(

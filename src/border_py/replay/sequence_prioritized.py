@@ -7,12 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from border_py.config import flag, fraction, non_negative, positive
 from border_py.errors import ConfigError
-from border_py.replay.prioritized import _check_finite
+from border_py.replay.prioritization import Prioritization
 from border_py.replay.sequence_replay import SequenceReplayBuffer
-from border_py.replay.sum_tree import MinTree, SumTree, level_sizes
-from border_py.replay.uniform import copy_rows
 from border_py.sequences import Sequences
 
 __all__ = ["PrioritizedSequenceReplayBuffer"]
@@ -54,42 +51,26 @@ class PrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
         frame_stack: int | None = None,
     ) -> None:
         super().__init__(capacity, seed, frame_stack)
-        non_negative("alpha", alpha, float)
-        fraction("beta_start", beta_start)
-        non_negative("beta_steps", beta_steps)
-        positive("eps", eps)
-        flag("priority_from_actors", priority_from_actors)
-        self.alpha, self.beta_start, self.beta_steps, self.eps = alpha, beta_start, beta_steps, eps
+        self.prioritization = Prioritization(
+            capacity, alpha, beta_start, beta_steps, eps, priority_from_actors
+        )
         self.priority_from_actors = priority_from_actors
-        self._sum = SumTree(capacity)
-        self._min = MinTree(capacity)
-        self.max_priority = 1.0  # the largest priority + eps seen (before the exponent)
-        self.samples = 0  # calls of sample() so far: the beta schedule's position
 
     def _extra_nbytes(self) -> int:
-        return sum(level.nbytes for tree in (self._sum, self._min) for level in tree.levels)
+        return self.prioritization.nbytes
 
     @classmethod
     def _estimate_extra_nbytes(cls, capacity: int) -> int:
-        return 2 * 8 * sum(level_sizes(capacity))  # the sum and min trees, float64 nodes
+        return Prioritization.estimate_nbytes(capacity)
 
     @property
     def beta(self) -> float:
         """The importance-sampling exponent of the next sample."""
-        if self.samples >= self.beta_steps:
-            return 1.0
-        return self.beta_start + (1.0 - self.beta_start) * self.samples / self.beta_steps
+        return self.prioritization.beta
 
     def priorities(self) -> np.ndarray:
         """The stored rows' priorities ``p_i`` (after the exponent)."""
-        return self._sum.leaves(slice(0, self._size)).copy()
-
-    def _set(self, idx: np.ndarray, raw: np.ndarray) -> None:
-        """Rows ``idx`` get priorities ``raw`` (+ eps, before the exponent)."""
-        self.max_priority = max(self.max_priority, float(np.max(raw, initial=0.0)))
-        p = raw**self.alpha
-        self._sum.set(idx, p)
-        self._min.set(idx, p)
+        return self.prioritization.leaves(self._size).copy()
 
     def push(self, batch: Sequences) -> None:
         """Append a batch (see the uniform buffer) with its actor's priorities, if it has them.
@@ -97,29 +78,20 @@ class PrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
         Raises:
             RunError: a non-finite priority from an actor; the buffer is left as it was.
         """
-        if self.priority_from_actors and batch.priority is not None:
-            _check_finite(batch.priority, "priorities from an actor")
+        self.prioritization.check_pushed(batch.priority)
         super().push(batch)
 
     def _on_push(self, idx: np.ndarray, batch: Sequences, n: int) -> None:
-        if self.priority_from_actors and batch.priority is not None:
-            self._set(idx, np.abs(np.asarray(batch.priority, np.float64)[-n:]) + self.eps)
-        else:
-            self._set(idx, np.full(n, self.max_priority))
+        self.prioritization.set(idx, self.prioritization.pushed(n, batch.priority))
 
     def _draw(self, n: int) -> np.ndarray:
-        """Stratified: one prefix sum drawn uniformly in each of ``n`` equal segments of the total."""
-        total = self._sum.total
-        values = (np.arange(n) + self.rng.random(n)) * (total / n)
-        return self._sum.find_prefix(np.minimum(values, np.nextafter(total, 0)))
+        return self.prioritization.draw(self.rng, n)
 
     def sample(self, batch_size: int) -> Sequences:
         """``batch_size`` sequences drawn by priority, with ``weight`` and ``index`` set."""
-        beta = self.beta
         idx, batch = self._drawn(batch_size)
-        batch.weight = ((self._sum.leaves(idx) / self._min.min) ** -beta).astype(np.float32)
+        batch.weight = self.prioritization.weigh(idx)
         batch.index = idx
-        self.samples += 1
         return batch
 
     def update_priorities(self, index: np.ndarray, td_error: np.ndarray) -> None:
@@ -129,25 +101,21 @@ class PrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
         Raises:
             RunError: a non-finite priority (the agent diverged); no priority is changed.
         """
-        td = np.asarray(td_error, dtype=np.float64).reshape(-1)
-        if td.shape != np.shape(index):
-            raise ValueError(f"td_error has shape {td.shape}, the sampled rows {np.shape(index)}")
-        _check_finite(td, "TD errors")
-        self._set(np.asarray(index), np.abs(td) + self.eps)
+        p = self.prioritization.updated(index, td_error)
+        self.prioritization.set(np.asarray(index), p)
 
     def state(self) -> dict[str, Any]:
         """The uniform buffer's state plus the beta position and the largest priority."""
-        return super().state() | {"samples": self.samples, "max_priority": self.max_priority}
+        return super().state() | self.prioritization.state()
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The rows plus their priorities (``priority``), views as well."""
-        return super().arrays() | {"priority": self._sum.leaves(slice(0, self._size))}
+        return super().arrays() | {"priority": self.prioritization.leaves(self._size)}
 
     def continue_schedule(self, state: dict) -> None:
         """Also continue beta's annealing and the largest priority seen."""
         super().continue_schedule(state)
-        self.samples = int(state["samples"])
-        self.max_priority = float(state["max_priority"])
+        self.prioritization.continue_schedule(state)
 
     def load(self, state: dict, arrays: dict[str, np.ndarray]) -> None:
         """Restore :meth:`state` and :meth:`arrays` (priorities move with their rows).
@@ -163,9 +131,4 @@ class PrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
                 " by a uniform buffer)"
             )
         super().load(state, arrays)
-        leaves = np.zeros(self.capacity)
-        copy_rows(leaves, priority, int(state["size"]), int(state["next"]), self.capacity)
-        self._sum.rebuild(leaves)
-        self._min.rebuild(np.where(leaves > 0, leaves, np.inf))
-        self.samples = int(state["samples"])
-        self.max_priority = float(state["max_priority"])
+        self.prioritization.load(state, priority)

@@ -22,13 +22,13 @@ import numpy as np
 
 from border_py.config import non_negative, positive
 from border_py.errors import ConfigError
-from border_py.replay.uniform import copy_rows
+from border_py.replay.ring import RowRing
 from border_py.sequences import STORED_SEQUENCE, Sequences
 
 __all__ = ["SequenceReplayBuffer"]
 
 
-class SequenceReplayBuffer:
+class SequenceReplayBuffer(RowRing):
     """A fixed-capacity ring of sequences, sampled uniformly with replacement.
 
     Args:
@@ -54,24 +54,13 @@ class SequenceReplayBuffer:
         self.frame_stack: int | None = None
         if seed is not None:
             non_negative("seed", seed)
-        self.capacity = capacity
-        self.rng = np.random.default_rng(seed)
+        super().__init__(capacity, seed)
         self.burn_in: int | None = None  # the stored sequences' B (with the shapes of the rows)
-        self._storage: dict[str, np.ndarray] = {}
-        self._next = 0
-        self._size = 0
-        self.rows_written = 0  # rows push() wrote since the buffer was built (not checkpointed)
-
-    def __len__(self) -> int:
-        return self._size
 
     @property
     def nbytes(self) -> int:
         """Bytes of the allocated storage (rows and priority trees)."""
         return sum(a.nbytes for a in self._storage.values()) + self._extra_nbytes()
-
-    def _extra_nbytes(self) -> int:
-        return 0
 
     @classmethod
     def estimate_nbytes(
@@ -98,10 +87,6 @@ class SequenceReplayBuffer:
         row = steps * per_step + length * (4 + 4 + 8 + 1) + 4 * math.prod(state_shape) + 8 + 8 + 4
         return capacity * row + cls._estimate_extra_nbytes(capacity)
 
-    @classmethod
-    def _estimate_extra_nbytes(cls, capacity: int) -> int:
-        return 0
-
     def check_observations(self, observation_space: gym.Space) -> None:
         """Nothing to refuse: sequences store observation arrays as they are."""
 
@@ -114,21 +99,10 @@ class SequenceReplayBuffer:
         """
         arrays = batch.arrays()
         if not self._storage:
-            self._storage = {
-                k: np.zeros((self.capacity, *v.shape[1:]), dtype=v.dtype) for k, v in arrays.items()
-            }
             self.burn_in = batch.burn_in
+        self._allocate(arrays)
         self._check_shapes(batch)
-        n = len(batch)
-        if n > self.capacity:  # only the newest `capacity` sequences can survive
-            arrays = {k: v[-self.capacity :] for k, v in arrays.items()}
-            n = self.capacity
-        idx = (self._next + np.arange(n)) % self.capacity
-        for key, value in arrays.items():
-            self._storage[key][idx] = value
-        self._next = (self._next + n) % self.capacity
-        self._size = min(self._size + n, self.capacity)
-        self.rows_written += n
+        idx, n = self._write(arrays, len(batch))
         self._on_push(idx, batch, n)
 
     def _check_shapes(self, batch: Sequences) -> None:
@@ -144,18 +118,6 @@ class SequenceReplayBuffer:
 
     def _on_push(self, idx: np.ndarray, batch: Sequences, n: int) -> None:
         """Hook: rows ``idx`` now hold the last ``n`` sequences of ``batch``."""
-
-    def overwritten(self, idx: np.ndarray, since: int) -> np.ndarray:
-        """Which rows ``idx`` :meth:`push` wrote after :attr:`rows_written` was ``since`` (see
-        :meth:`~border_py.replay.uniform.UniformReplayBuffer.overwritten`)."""
-        written = self.rows_written - since
-        if written >= self.capacity:
-            return np.ones(np.shape(idx), dtype=bool)
-        first = (self._next - written) % self.capacity
-        return (np.asarray(idx) - first) % self.capacity < written
-
-    def _draw(self, n: int) -> np.ndarray:
-        return self.rng.integers(0, self._size, size=n)
 
     def _drawn(self, n: int) -> tuple[np.ndarray, Sequences]:
         """``n`` rows drawn (:meth:`_draw`) and their sequences."""
@@ -183,10 +145,6 @@ class SequenceReplayBuffer:
         next push."""
         return {k: v[: self._size] for k, v in self._storage.items()}
 
-    def continue_schedule(self, state: dict) -> None:
-        """Continue the sampling of a checkpoint whose sequences were not saved: its RNG."""
-        self.rng.bit_generator.state = state["rng"]
-
     def load(self, state: dict, arrays: dict[str, np.ndarray]) -> None:
         """Restore :meth:`state` and :meth:`arrays` (memory-mapped files too: copied in chunks).
 
@@ -208,14 +166,7 @@ class SequenceReplayBuffer:
                 f"replay_buffer: the checkpoint's replay buffer holds {sorted(arrays)}, not the"
                 f" columns of sequences {sorted(STORED_SEQUENCE)} (was it saved by another buffer?)"
             )
-        self._storage = {
-            k: np.zeros((self.capacity, *v.shape[1:]), dtype=v.dtype) for k, v in arrays.items()
-        }
-        for key, value in arrays.items():
-            copy_rows(self._storage[key], value, size, next_row, self.capacity)
-        if size != self.capacity and next_row != size:  # a wrapped ring, unrolled: oldest first
-            next_row = size
-        self._size, self._next = size, next_row % self.capacity
+        self._restore(arrays, size, next_row)
         burn_in = state.get("burn_in")
         self.burn_in = None if burn_in is None else int(burn_in)
         self.rng.bit_generator.state = state["rng"]

@@ -32,7 +32,7 @@ read mid-update; the conversion to tensors runs outside it. A row that a push ov
 its sample and its priorities' write-back keeps the new transition's priority: the thread notes
 the buffer's :attr:`~border_py.replay.base.OverwriteTracking.rows_written` with each sample,
 and the write-back skips the rows written since
-(:meth:`~border_py.replay.uniform.UniformReplayBuffer.overwritten`).
+(:meth:`~border_py.replay.ring.RowRing.overwritten`).
 
 The thread never outlives the learner: it is a daemon, every wait has a timeout
 (:data:`WAIT_SECONDS`), and the loop closes it (stop, join with :data:`JOIN_TIMEOUT`) when it
