@@ -32,10 +32,10 @@ from pathlib import Path
 
 import yaml
 from cli_args import parse_with_overrides
-from zoo_table import _fresh, caption, train_run
+from zoo_table import caption, train_run
 
 from border_py.config import config_dir
-from border_py.reports.collect import read_run
+from border_py.reports.collect import FreshScore, read_run
 from border_py.runs.results import read_result
 
 BAR = 0.9  # the issue's bar for the recurrent agent, on each seed
@@ -55,6 +55,11 @@ TASKS = {
     "PositionOnlyCartPoleEasy": Published("about 1.0", "not published"),
 }
 AGENTS = ("r2d2", "dqn")
+
+
+def _fresh(score: FreshScore | None) -> str:
+    """A fresh evaluation as ``mean ± std (episodes)``, or ``-``."""
+    return "-" if score is None else score.text()
 
 
 def recipe(task: str) -> dict:
