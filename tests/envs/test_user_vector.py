@@ -4,8 +4,14 @@ the actors' envs: its steps against today's gymnasium path, its checks, real run
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
+import psutil
 import pytest
 
 from border_py import train
@@ -17,7 +23,7 @@ from border_py.envs.factory import GymEnvFactory
 from border_py.errors import ConfigError
 
 from .. import vector_envs
-from ..conftest import FEW_FRESH_EVALS, TINY, make_config, run_border
+from ..conftest import FEW_FRESH_EVALS, REPO, TINY, make_config, run_border
 
 CARTPOLE = {"_target_": "border_py.envs.factory.GymEnvFactory", "id": "CartPole-v1"}
 USERS = {"_target_": "tests.vector_envs.cartpole"}
@@ -250,3 +256,54 @@ def test_a_make_vec_run_evaluates_with_border_eval_as_it_is(tmp_path, capsys):
     vector = "env.vector={vectorization_mode:async}"
     train(make_config(tmp_path, "trainer=serial", *TINY, "env.backend=vector", vector))
     assert main(["eval", str(tmp_path / "run"), "eval.n_episodes=2"]) == 0, capsys.readouterr()
+
+
+HOLDER = """
+import sys
+import numpy as np
+from border_py.envs.factory import GymEnvFactory
+
+if __name__ == "__main__":
+    vector = {"vectorization_mode": "async"}
+    kwargs = {"hang_after": 3, "flag": sys.argv[1]}
+    factory = GymEnvFactory("tests.hang_env:HangOnce-v0", kwargs, backend="vector", vector=vector)
+    envs = factory.make_vector(2, 0)
+    print("started", flush=True)
+    while True:
+        envs.step(np.zeros(2, dtype=np.int64))  # the third step of one env never returns
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="POSIX only")
+def test_make_vecs_async_subprocesses_ignore_ctrl_c_and_die_with_their_actor(tmp_path):
+    """As gymnasium_async's: a SIGINT leaves them running (the actor's stop closes them), and a
+    process killed with SIGKILL in a step that never returns leaves none behind."""
+    flag = tmp_path / "hung"
+    (tmp_path / "holder.py").write_text(HOLDER)
+    holder = subprocess.Popen(
+        [sys.executable, str(tmp_path / "holder.py"), str(flag)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), *sys.path])},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "started\n"
+        deadline = time.monotonic() + 30
+        while not flag.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert flag.exists(), "no env step hung"
+        children = psutil.Process(holder.pid).children()
+        workers = [p for p in children if "spawn_main" in " ".join(p.cmdline())]
+        assert len(workers) == 2, [p.cmdline() for p in workers]
+        for worker in workers:
+            os.kill(worker.pid, signal.SIGINT)
+        time.sleep(0.5)
+        assert all(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
+        holder.kill()
+        holder.wait(timeout=10)
+        assert psutil.wait_procs(workers, timeout=10)[1] == []
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
