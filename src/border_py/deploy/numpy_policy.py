@@ -13,6 +13,15 @@ put on ``sys.path``, where a file beside it could stand in for numpy)::
     action, _ = net.predict(obs, deterministic=True)  # one observation, or a batch
     actions, values = net.forward(batch)
 
+``make_env()`` builds the env ``border eval`` plays from the export alone (``env.py`` beside this
+file, which needs gymnasium and the env's package, reads ``preprocessing.json``): its observations
+are what the network takes. ``preprocess(raw_obs, stack)`` turns the raw env's observations
+(``make_env(raw=True)``: for MinAtar the bool (10, 10, C) grid of ``gymnasium.make``) into them,
+carrying a frame stack's state::
+
+    x, stack = net.preprocess(raw_obs)          # an episode's first observation
+    x, stack = net.preprocess(raw_obs, stack)   # each later one
+
 ``predict`` is Stable-Baselines3's, ``predict(observation, state=None, episode_start=None,
 deterministic=False) -> (action, state)``; an export is greedy: pass ``deterministic=True``. A
 recurrent policy (R2D2) carries a :class:`RecurrentState` through each episode, as sb3-contrib's
@@ -36,7 +45,9 @@ run on strided views of the input (``numpy.lib.stride_tricks.as_strided``), a ba
 
 from __future__ import annotations
 
+import importlib.util
 import json
+from functools import cached_property
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -210,7 +221,7 @@ def as_batch(obs: Any, shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndar
         raise ValueError(
             f"observations of shape {array.shape} and dtype {array.dtype}: expected"
             f" {want.name}{unscaled} of shape {shape} (one) or (B, *{shape}) (a batch), as the"
-            " env gives them"
+            " env gives them (an export's preprocess(raw_obs) turns the raw env's into these)"
         )
     return batch.astype(want, copy=False), single
 
@@ -223,13 +234,42 @@ class NumpyPolicy:
     """
 
     def __init__(self, path: str | Path = HERE) -> None:
-        path = Path(path)
+        path = Path(path).resolve()
         self.network = json.loads((path / "network.json").read_text())
         with np.load(path / "weights.npz", allow_pickle=False) as npz:
             self.arrays = {name: npz[name] for name in npz.files}
         self.obs_shape = tuple(self.network["observation"]["shape"])
         self.obs_dtype = np.dtype(self.network["observation"]["dtype"])
         self.recurrent = self.network["kind"] == "recurrent"
+        self.path = path
+
+    @cached_property
+    def env_py(self) -> Any:
+        """The export's ``env.py`` (numpy and gymnasium: builds the env, preprocesses its
+        observations from ``preprocessing.json``), imported from this dir by its path."""
+        spec = importlib.util.spec_from_file_location("border_policy_env", self.path / "env.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    @cached_property
+    def description(self) -> dict[str, Any]:
+        """The export's ``preprocessing.json``."""
+        return json.loads((self.path / "preprocessing.json").read_text())
+
+    def make_env(self, render_mode: str | None = None, raw: bool = False) -> Any:
+        """The env ``border eval`` plays, built from the export alone (``env.py``'s
+        ``make_env``): its observations are the network's input; ``raw``: before the trailing
+        observation steps, which :meth:`preprocess` applies."""
+        return self.env_py.make_env(self.description, render_mode, raw)
+
+    def preprocess(self, obs: Any, state: Any = None) -> tuple[np.ndarray, Any]:
+        """One observation of the raw env (``make_env(raw=True)``; without flicker or
+        ``env.wrappers``: ``gymnasium.make`` of the id) as the network's input, and the frame
+        stack's state after it (None without a frame stack): pass ``state=None`` at an episode's
+        first observation, then the state it returned (``env.py``'s ``preprocess``)."""
+        return self.env_py.preprocess(self.description, obs, state)
 
     def forward(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Greedy actions and their values for a batch of observations (see :func:`as_batch`).
