@@ -101,12 +101,7 @@ def check_agent(
         AgentCheckError: one line: the agent's class, the guarantee it breaks and how.
     """
     probe = Probe(agent_class, env, dict(hparams or {}), device, seed, updates, tolerance)
-    if declared_spaces(agent_class) is not None:
-        try:
-            check_spaces(agent_class, env.observation_space, env.action_space)
-        except ConfigError as exc:
-            probe.fail("accepts the env's spaces", str(exc))
-        probe.passed("accepts the env's spaces")
+    _accepts(probe)
     agent = protocol.built(probe)
     is_recurrent = isinstance(agent, RecurrentActing)
     if is_recurrent:
@@ -115,14 +110,7 @@ def check_agent(
     protocol.plain_data(probe, agent)
     experience = collect(env, agent.batch_size + OBS_ROWS, float(agent.gamma), seed)
     probe.obs = experience.obs[:OBS_ROWS]
-    if is_recurrent:
-        recurrent.initial_state(probe, agent)
-    protocol.deterministic(probe, agent)
-    if is_recurrent:
-        recurrent.act_shapes(probe, agent)
-    protocol.act_shapes(probe, agent)
-    if is_recurrent:
-        recurrent.acts_on_its_state(probe, agent)
+    _acting(probe, agent, is_recurrent)
     _batches(probe, agent, experience)
     protocol.greedy_changes_nothing(probe, agent)
     protocol.trained(probe, agent)
@@ -133,6 +121,29 @@ def check_agent(
         recurrent.padding_inert(probe)
     _capabilities(probe, agent)
     return probe.checked
+
+
+def _accepts(probe: Probe) -> None:
+    """Guarantee ``accepts the env's spaces``, for a class that declares ``accepts``."""
+    if declared_spaces(probe.agent_class) is not None:
+        env = probe.env
+        try:
+            check_spaces(probe.agent_class, env.observation_space, env.action_space)
+        except ConfigError as exc:
+            probe.fail("accepts the env's spaces", str(exc))
+        probe.passed("accepts the env's spaces")
+
+
+def _acting(probe: Probe, agent: Any, is_recurrent: bool) -> None:
+    """The guarantees of acting, before any update (a recurrent agent's own among them)."""
+    if is_recurrent:
+        recurrent.initial_state(probe, agent)
+    protocol.deterministic(probe, agent)
+    if is_recurrent:
+        recurrent.act_shapes(probe, agent)
+    protocol.act_shapes(probe, agent)
+    if is_recurrent:
+        recurrent.acts_on_its_state(probe, agent)
 
 
 def _batches(probe: Probe, agent: Any, experience: Transitions) -> None:
