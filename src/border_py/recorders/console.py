@@ -159,6 +159,23 @@ def _fresh(summary: Mapping[str, Any]) -> str:
     return " · ".join(parts) + f" ({_count(scores[0][1].get('episodes'))} fresh episodes)"
 
 
+def _steps(summary: Mapping[str, Any], unit: str) -> str:
+    """The steps row: opt steps with their rate, env steps, samples (a recurrent agent's run:
+    ``unit``, sequences); "" without any."""
+    steps = []
+    if "opt_steps" in summary:
+        rate = summary.get("opt_steps_per_sec")
+        steps.append(
+            f"{_count(summary['opt_steps'])} opt" + (f" ({format_number(rate)}/s)" if rate else "")
+        )
+    if "env_steps" in summary:
+        steps.append(f"{_count(summary['env_steps'])} env")
+    if "samples" in summary:
+        samples = "samples" if unit == "transitions" else unit
+        steps.append(f"{_count(summary['samples'])} {samples}")
+    return " · ".join(steps)
+
+
 def summary_table(summary: Mapping[str, Any]) -> str:
     """A run summary (what ``train`` returns) as a short aligned table for the log.
 
@@ -186,19 +203,9 @@ def summary_table(summary: Mapping[str, Any]) -> str:
     fresh = _fresh(summary)
     if fresh:
         rows.append(("fresh eval", fresh))
-    steps = []
-    if "opt_steps" in summary:
-        rate = summary.get("opt_steps_per_sec")
-        steps.append(
-            f"{_count(summary['opt_steps'])} opt" + (f" ({format_number(rate)}/s)" if rate else "")
-        )
-    if "env_steps" in summary:
-        steps.append(f"{_count(summary['env_steps'])} env")
-    if "samples" in summary:
-        samples = "samples" if unit == "transitions" else unit
-        steps.append(f"{_count(summary['samples'])} {samples}")
+    steps = _steps(summary, unit)
     if steps:
-        rows.append(("steps", " · ".join(steps)))
+        rows.append(("steps", steps))
     if summary.get("interrupted"):
         ended = "interrupted (final checkpoint saved)"
     elif summary.get("stopped_by_callback"):

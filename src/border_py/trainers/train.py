@@ -158,9 +158,7 @@ def train(
         any) and their ``selection_episodes``, ``final_eval``/``best_eval`` (the final weights and
         the best checkpoint on fresh episodes, see ``trainer.final_eval_episodes``), opt and env
         steps, samples, seconds, ``solved_at``, ``interrupted``, ``stopped_by_callback``, this
-        session's ``opt_steps_per_sec``, the transition ``accounting`` and ``restarts``; a
-        recurrent agent's run has ``sample_unit`` ``"sequences"``: its samples and accounting
-        count sequences.
+        session's ``opt_steps_per_sec``, the transition ``accounting`` and ``restarts``.
 
     Raises:
         ConfigError: a bad setting, raised before any training starts.
