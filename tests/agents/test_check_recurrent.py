@@ -148,7 +148,16 @@ class ForgetsExplorationRNG(R2D2):
     checkpointed = {key: part for key, part in R2D2.checkpointed.items() if key != "rng"}
 
 
+class PeriodPastLength(R2D2):
+    """Starts a window every length + 1 steps: a step of each period learned by no window."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.period = self.length + 1
+
+
 BROKEN = [  # (class, the guarantee it breaks, a part of the message)
+    (PeriodPastLength, "attributes", "period=9, not an int in [1, length=8]"),
     (IgnoresState, "acts on its state", "the state given is ignored"),
     (OnesAtStart, "initial state", "initial_state(1) is not all zeros"),
     (LearnsOnPadding, "padding changes nothing", "with other values where it pads"),

@@ -4,8 +4,9 @@ what comes out.
 
 The experience is real: transitions collected from the env with uniformly random actions (seeded),
 1-step ones (``discount`` is ``gamma``, 0 after a terminal step), which the contract allows for any
-``n_step``; a recurrent agent's are sequences (:mod:`border_py.agents.check_sequences`). Comparisons are exact by default (a relative tolerance for devices whose kernels are
-not bitwise deterministic) and name the first place two states differ.
+``n_step``; a recurrent agent's are sequences (:mod:`border_py.agents.check_sequences`).
+Comparisons are exact by default (a relative tolerance for devices whose kernels are not bitwise
+deterministic) and name the first place two states differ.
 """
 
 from __future__ import annotations

@@ -37,11 +37,17 @@ def attributes(probe: Probe, agent: Any) -> None:
         probe.fail("attributes", f"length={length!r}, not a positive int")
     if not positive_count.ok(period) or period > length:
         probe.fail("attributes", f"period={period!r}, not an int in [1, length={length}]")
+    _n_actions(probe)
+
+
+def _n_actions(probe: Probe) -> int:
+    """The actions of the env's Discrete action space; fails ``accepts the env's spaces`` for
+    another space (sequences store int64 actions, -1 for none)."""
     space = probe.env.action_space
     if not isinstance(space, gym.spaces.Discrete):
-        probe.fail(
-            "accepts the env's spaces", f"a recurrent agent acts on Discrete actions, not {space}"
-        )
+        detail = f"a recurrent agent acts on Discrete actions, not {space}"
+        probe.fail("accepts the env's spaces", detail)
+    return int(space.n)
 
 
 def _zeros_of(probe: Probe, guarantee: str, what: str, state: Any, rows: int) -> None:
@@ -70,7 +76,7 @@ def initial_state(probe: Probe, agent: Any) -> None:
     rng = np.random.default_rng(probe.seed)
     probe.state = rng.uniform(-0.5, 0.5, (OBS_ROWS, *shapes.pop())).astype(np.float32)
     probe.state[0] = 0.0
-    probe.prev_action = rng.integers(0, int(probe.env.action_space.n), OBS_ROWS)  # type: ignore[attr-defined]
+    probe.prev_action = rng.integers(0, _n_actions(probe), OBS_ROWS)
     probe.prev_reward = rng.normal(size=OBS_ROWS).astype(np.float32)
     probe.prev_action[0], probe.prev_reward[0] = -1, 0.0
     probe.recurrent = True
@@ -138,10 +144,9 @@ def padding_inert(probe: Probe) -> None:
         return
     if reports_td_error(plain):
         batches = [prioritized(b, np.ones(len(b), np.float32)) for b in batches]
-    n_actions = int(probe.env.action_space.n)  # type: ignore[attr-defined]
     for step, batch in enumerate(batches):
         expected = plain_metrics(plain.update(batch))
-        metrics = plain_metrics(garbling.update(garbled(batch, n_actions)))
+        metrics = plain_metrics(garbling.update(garbled(batch, _n_actions(probe))))
         what = f"update(batch)'s metrics at step {step}, with other values where it pads"
         probe.same(guarantee, what, expected, metrics)
     what = "state_dict() after updates on batches with other values where they pad"
