@@ -307,7 +307,9 @@ class RunBook:
         self.recorder.close(status, final)
 
     def log_actors(self, records: list[ActorRecord], summary: dict[str, Any], table: bool) -> None:
-        """Log a per-actor table (``table``) and the transition accounting of the run's end."""
+        """Log a per-actor table (``table``) and the accounting of the run's end, in what the
+        actors send: transitions, or sequences (``summary["sample_unit"]``, a recurrent agent's
+        run)."""
         if table:
             rows = Table(title="actors")
             for column in ("actor", "samples", "episodes", "mean return", "restarts"):
@@ -320,8 +322,9 @@ class RunBook:
             log.info("\n%s", console.file.getvalue().rstrip())  # type: ignore[attr-defined]
         acc = summary["accounting"]
         log.info(
-            "transitions this session: sent %d, received %d, dropped at stop %d; all sessions:"
+            "%s this session: sent %d, received %d, dropped at stop %d; all sessions:"
             " received %d (opt steps %d, env steps %d)",
+            summary.get("sample_unit", "transitions"),
             acc["sent"],
             acc["received"],
             acc["dropped"],
