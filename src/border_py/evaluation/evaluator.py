@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +44,7 @@ class EvalResult:
     length_mean: float
     episode_returns: list[float]
     seeds: range = range(0)  # the episodes' reset seeds, in order (empty: not recorded)
+    episode_lengths: list[int] = field(default_factory=list)  # steps of each episode, in order
 
     def scalars(self) -> dict[str, float]:
         """The result as ``eval/`` scalars."""
@@ -167,6 +168,7 @@ class Evaluator:
             float(np.mean(lengths)),
             returns,
             seeds,
+            lengths,
         )
 
     def _act(self, agent: Agent | _Memory, obs: np.ndarray) -> Any:

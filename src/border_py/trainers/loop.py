@@ -181,6 +181,7 @@ class Learner:
             self.scores = final_scores(
                 self.evaluation, self.final_seeds, final, best, lambda: self.signals.requested
             )
+            self.book.scores = self.scores  # recorded at the run's end
         return interrupted
 
     def _finished(self) -> bool:

@@ -19,8 +19,9 @@ from border_py._version import __version__
 from border_py.agents.base import Agent
 from border_py.callbacks import Callbacks
 from border_py.config import is_number
+from border_py.evaluation.history import Evaluations, read_evaluations
 from border_py.files import read_json
-from border_py.layout import BEST, CHECKPOINTS, META
+from border_py.layout import BEST, CHECKPOINTS, EVALUATIONS, META
 from border_py.recorders import Recorder
 from border_py.recorders.composite import build_recorders
 from border_py.recorders.console import format_number
@@ -63,6 +64,19 @@ def kept_best_return(checkpoints: Path, saved: float) -> float:
     return float(value)
 
 
+def score_scalars(scores: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """The final evaluations as the scalars a run's recorders get at its end:
+    ``eval/final_return_mean``, ``eval/final_return_std``, ``eval/final_episodes`` (and
+    ``eval/best_*`` the same) for each of ``final_eval`` and ``best_eval`` measured."""
+    scalars: dict[str, float] = {}
+    for name, score in scores.items():
+        prefix = f"eval/{name.removesuffix('_eval')}"
+        scalars[f"{prefix}_return_mean"] = score["return_mean"]
+        scalars[f"{prefix}_return_std"] = score["return_std"]
+        scalars[f"{prefix}_episodes"] = score["episodes"]
+    return scalars
+
+
 class RunBook:
     """Run bookkeeping shared by trainers: recording, progress, evaluations, best and periodic
     checkpoints; the owner of the run's evaluation history and training seconds (its
@@ -101,6 +115,8 @@ class RunBook:
         self.capacity, self.n_actors = capacity, n_actors
         self.best_return = float("-inf")
         self.eval_returns: list[float] = []  # eval/return_mean of every evaluation, in order
+        self.evaluations = Evaluations()  # their episodes: evaluations.npz
+        self.scores: dict[str, dict[str, Any]] = {}  # the final evaluations (trainers/final.py)
         self.seconds_before = 0.0
         self.resumed = False
         self.recorder: Recorder = build_recorders(config.get("recorder"))
@@ -120,11 +136,13 @@ class RunBook:
     def restore(self, saved: dict[str, Any]) -> None:
         """Continue from :meth:`state`: recording then continues after the resumed opt steps, the
         evaluation history carries over, and the best return is that of the ``best`` checkpoint
-        the run keeps (:func:`kept_best_return`)."""
+        the run keeps (:func:`kept_best_return`); ``evaluations.npz`` keeps the evaluations the
+        checkpoint counts (:func:`~border_py.evaluation.history.read_evaluations`)."""
         self.resumed = True
         self.best_return = kept_best_return(self.checkpoints, saved["best_return"])
         self._log_best_return(saved["best_return"])
         self.eval_returns = list(saved["eval_returns"])
+        self.evaluations = read_evaluations(self.run_dir / EVALUATIONS, len(self.eval_returns))
         self.seconds_before = float(saved["seconds"])
 
     def open(self, counters: RunState) -> None:
@@ -192,11 +210,13 @@ class RunBook:
         return self.seconds_before + time.perf_counter() - self.start
 
     def on_eval(self, outcome: EvalOutcome) -> None:
-        """Record an evaluation at the opt step of the weights it evaluated; save ``best`` if it
-        is a new best; note whether it ends the run (``target_return``, the callbacks)."""
+        """Record an evaluation at the opt step of the weights it evaluated (its episodes in
+        ``evaluations.npz`` too); save ``best`` if it is a new best; note whether it ends the run
+        (``target_return``, the callbacks)."""
         result, opt_steps, env_steps = outcome.result, outcome.opt_steps, outcome.env_steps
         self.record(result.scalars() | {"eval/env_steps": env_steps}, opt_steps, env_steps)
         self.eval_returns.append(result.return_mean)
+        self._write_evaluations(outcome)
         new_best = result.return_mean > self.best_return
         if new_best:
             self.best_return = result.return_mean
@@ -227,6 +247,26 @@ class RunBook:
         if self.callbacks.on_eval(opt_steps, env_steps, result.return_mean):
             log.info("stopping early at opt step %d: a callback's on_eval asked to", opt_steps)
             self.stopped_by_callback = True
+
+    def _write_evaluations(self, outcome: EvalOutcome) -> None:
+        """Add the evaluation to ``evaluations.npz`` and write it; a failed write is a warning
+        (the next evaluation writes the whole file again)."""
+        result = outcome.result
+        played = len(result.episode_returns)
+        if played < self.loop.eval_episodes:
+            log.warning(
+                "evaluations.npz: the evaluation at opt %d holds the first %d of its %d episodes"
+                " (the rest did not fit the evaluator's message); its row is padded",
+                outcome.opt_steps,
+                played,
+                self.loop.eval_episodes,
+            )
+        self.evaluations.append(outcome.env_steps, result.episode_returns, result.episode_lengths)
+        path = self.run_dir / EVALUATIONS
+        try:
+            self.evaluations.write(path)
+        except OSError as exc:
+            log.warning("%s: not written (%s); the next evaluation tries again", path, exc)
 
     def save(
         self, agent: Agent, trainer_state: TrainerState, buffer: dict[str, Any] | None
@@ -297,14 +337,15 @@ class RunBook:
         }
 
     def close(self, status: str) -> None:
-        """End the run's recording with ``status`` (``completed``, ``interrupted``, ``failed``)
-        and its final returns; stop the progress view (idempotent)."""
+        """End the run's recording with ``status`` (``completed``, ``interrupted``, ``failed``),
+        its final returns and its final evaluations' scores (:attr:`scores`, as ``eval/final_*``
+        and ``eval/best_*``: every recorder gets them); stop the progress view (idempotent)."""
         if self._progress is not None:
             self._progress.close()
         final = {
             f"hparams/{key}": value for key, value in self.returns().items() if value is not None
         }
-        self.recorder.close(status, final)
+        self.recorder.close(status, final | score_scalars(self.scores))
 
     def log_actors(self, records: list[ActorRecord], summary: dict[str, Any], table: bool) -> None:
         """Log a per-actor table (``table``) and the accounting of the run's end, in what the
