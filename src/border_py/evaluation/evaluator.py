@@ -16,6 +16,7 @@ from border_py.agents.contract import check_actions
 from border_py.config import fraction
 from border_py.envs.factory import GymEnvFactory
 from border_py.errors import ConfigError
+from border_py.evaluation.video import render_offscreen
 
 __all__ = ["EvalResult", "EvaluationStopped", "Evaluator"]
 
@@ -76,7 +77,8 @@ class Evaluator:
         n_episodes: episodes per evaluation.
         seed: base reset seed (and seed of the epsilon draws).
         max_steps: step cap per episode (a greedy policy can loop forever).
-        video_dir: record every episode as an mp4 there (gymnasium's RecordVideo; needs moviepy).
+        video_dir: record every episode as an mp4 there (gymnasium's RecordVideo; needs moviepy;
+            SDL draws offscreen: :func:`~border_py.evaluation.video.render_offscreen`).
         epsilon: probability of a random action at each step (the env's default is the factory's
             ``eval_epsilon``).
 
@@ -97,6 +99,7 @@ class Evaluator:
         if video_dir is None:
             self.env = env_factory.make()
         else:
+            render_offscreen()
             self.env = RecordVideo(
                 env_factory.make(render_mode="rgb_array"),
                 str(video_dir),

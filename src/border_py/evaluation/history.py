@@ -60,6 +60,27 @@ class Evaluations:
         self.results.append([float(r) for r in returns])
         self.lengths.append([int(n) for n in lengths])
 
+    def add(
+        self, path: Path, env_steps: int, returns: list[float], lengths: list[int], episodes: int
+    ) -> None:
+        """Append an evaluation of ``episodes`` episodes (those of ``returns`` and ``lengths``:
+        the first ones only, when fewer came, said in a warning) and write the file at ``path``;
+        a failed write is a warning (the next evaluation writes the whole file again)."""
+        if len(returns) < episodes:
+            log.warning(
+                "%s: the evaluation after %d env steps holds the first %d of its %d episodes (the"
+                " rest did not fit the evaluator's message); its row is padded",
+                path.name,
+                env_steps,
+                len(returns),
+                episodes,
+            )
+        self.append(env_steps, returns, lengths)
+        try:
+            self.write(path)
+        except OSError as exc:
+            log.warning("%s: not written (%s); the next evaluation tries again", path, exc)
+
     def arrays(self) -> dict[str, np.ndarray]:
         """The file's arrays (short rows padded, see the module docstring)."""
         width = max((len(row) for row in self.results), default=0)

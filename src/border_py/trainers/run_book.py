@@ -64,19 +64,6 @@ def kept_best_return(checkpoints: Path, saved: float) -> float:
     return float(value)
 
 
-def score_scalars(scores: dict[str, dict[str, Any]]) -> dict[str, float]:
-    """The final evaluations as the scalars a run's recorders get at its end:
-    ``eval/final_return_mean``, ``eval/final_return_std``, ``eval/final_episodes`` (and
-    ``eval/best_*`` the same) for each of ``final_eval`` and ``best_eval`` measured."""
-    scalars: dict[str, float] = {}
-    for name, score in scores.items():
-        prefix = f"eval/{name.removesuffix('_eval')}"
-        scalars[f"{prefix}_return_mean"] = score["return_mean"]
-        scalars[f"{prefix}_return_std"] = score["return_std"]
-        scalars[f"{prefix}_episodes"] = score["episodes"]
-    return scalars
-
-
 class RunBook:
     """Run bookkeeping shared by trainers: recording, progress, evaluations, best and periodic
     checkpoints; the owner of the run's evaluation history and training seconds (its
@@ -116,7 +103,7 @@ class RunBook:
         self.best_return = float("-inf")
         self.eval_returns: list[float] = []  # eval/return_mean of every evaluation, in order
         self.evaluations = Evaluations()  # their episodes: evaluations.npz
-        self.scores: dict[str, dict[str, Any]] = {}  # the final evaluations (trainers/final.py)
+        self.final_scalars: dict[str, float] = {}  # the final evaluations' (trainers/final.py)
         self.seconds_before = 0.0
         self.resumed = False
         self.recorder: Recorder = build_recorders(config.get("recorder"))
@@ -216,7 +203,13 @@ class RunBook:
         result, opt_steps, env_steps = outcome.result, outcome.opt_steps, outcome.env_steps
         self.record(result.scalars() | {"eval/env_steps": env_steps}, opt_steps, env_steps)
         self.eval_returns.append(result.return_mean)
-        self._write_evaluations(outcome)
+        self.evaluations.add(
+            self.run_dir / EVALUATIONS,
+            outcome.env_steps,
+            result.episode_returns,
+            result.episode_lengths,
+            self.loop.eval_episodes,
+        )
         new_best = result.return_mean > self.best_return
         if new_best:
             self.best_return = result.return_mean
@@ -247,26 +240,6 @@ class RunBook:
         if self.callbacks.on_eval(opt_steps, env_steps, result.return_mean):
             log.info("stopping early at opt step %d: a callback's on_eval asked to", opt_steps)
             self.stopped_by_callback = True
-
-    def _write_evaluations(self, outcome: EvalOutcome) -> None:
-        """Add the evaluation to ``evaluations.npz`` and write it; a failed write is a warning
-        (the next evaluation writes the whole file again)."""
-        result = outcome.result
-        played = len(result.episode_returns)
-        if played < self.loop.eval_episodes:
-            log.warning(
-                "evaluations.npz: the evaluation at opt %d holds the first %d of its %d episodes"
-                " (the rest did not fit the evaluator's message); its row is padded",
-                outcome.opt_steps,
-                played,
-                self.loop.eval_episodes,
-            )
-        self.evaluations.append(outcome.env_steps, result.episode_returns, result.episode_lengths)
-        path = self.run_dir / EVALUATIONS
-        try:
-            self.evaluations.write(path)
-        except OSError as exc:
-            log.warning("%s: not written (%s); the next evaluation tries again", path, exc)
 
     def save(
         self, agent: Agent, trainer_state: TrainerState, buffer: dict[str, Any] | None
@@ -338,14 +311,15 @@ class RunBook:
 
     def close(self, status: str) -> None:
         """End the run's recording with ``status`` (``completed``, ``interrupted``, ``failed``),
-        its final returns and its final evaluations' scores (:attr:`scores`, as ``eval/final_*``
-        and ``eval/best_*``: every recorder gets them); stop the progress view (idempotent)."""
+        its final returns and its final evaluations' scores (:attr:`final_scalars`:
+        ``eval/final_*``, ``eval/best_*``; every recorder gets them); stop the progress view
+        (idempotent)."""
         if self._progress is not None:
             self._progress.close()
         final = {
             f"hparams/{key}": value for key, value in self.returns().items() if value is not None
         }
-        self.recorder.close(status, final | score_scalars(self.scores))
+        self.recorder.close(status, final | self.final_scalars)
 
     def log_actors(self, records: list[ActorRecord], summary: dict[str, Any], table: bool) -> None:
         """Log a per-actor table (``table``) and the accounting of the run's end, in what the
