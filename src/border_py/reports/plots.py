@@ -254,7 +254,8 @@ def run_figure(groups: list[Group], axis: str = "env_steps") -> Any | None:
             entries.setdefault(SEPARATOR.join(parts) or _run_name(row), line)
     heading = SEPARATOR.join([*keys, *(["run"] if several else [])])
     legend = _legend(fig, entries, heading)
-    _note(fig, "Each line: one run's eval/return_mean (its selection evaluations).", legend)
+    what = "Each line: one run's" if len(drawn) > 1 else "The line: the run's"
+    _note(fig, f"{what} eval/return_mean (its selection evaluations).", legend)
     return fig
 
 
