@@ -19,7 +19,8 @@ from border_py.cli.main import main
 from border_py.errors import number_text
 
 from ..conftest import BORDER
-from .synthetic import add_fresh, make_run
+from .synthetic import add_fresh, make_run, make_sweep
+from .test_outputs import CELLS
 
 ESTIMATES = [(f"{p}_mean", f"{p}_ci_low", f"{p}_ci_high") for p in ("final_eval", "final", "best")]
 IQMS = [
@@ -118,3 +119,19 @@ def test_an_80_column_terminal_shows_every_bound(sweep, tmp_path):
     text = b"".join(chunks).decode().replace("\r\n", "\n")
     plain = re.sub(r"\x1b\[[0-9;]*m", "", text)
     _check(plain, _intervals(tmp_path / "g.csv"))
+
+
+def test_the_table_across_tasks_on_80_columns_shows_every_bound(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    sweep = make_sweep(tmp_path / "sweep", CELLS, "agent.lr")
+    assert main(["report", str(sweep), "--csv", str(tmp_path / "g.csv")]) == 0
+    out = capsys.readouterr().out
+    expected = []
+    for line in csv.DictReader((tmp_path / "g.csv").open()):
+        if line["final_interval"] == "95% stratified bootstrap":
+            for keys in (("final_iqm", "final_iqm_ci_low", "final_iqm_ci_high"), ESTIMATES[1]):
+                value, low, high = (float(line[k]) for k in keys)
+                text = f"{number_text(value, 2)} [{number_text(low, 2)}, {number_text(high, 2)}]"
+                expected.append(text)
+    assert len(expected) == 4
+    _check(out, expected)

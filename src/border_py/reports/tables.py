@@ -42,12 +42,13 @@ def _lines(*parts: Text | str) -> Text:
     return Text("\n").join(Text(p) if isinstance(p, str) else p for p in parts)
 
 
-def _number_column(out: Table, name: str, cells: list[str] | None = None) -> None:
-    """A right-aligned column as wide as its longest cell of ``cells`` up to :data:`WIDEST`,
-    never narrower when the table shrinks to fit the terminal (its other columns wrap); a
-    longer cell wraps at its spaces (an interval's bounds go on the next line), and a number,
-    at most :data:`~border_py.errors.NUMBER_WIDTH` characters, is never cut."""
-    width = min(WIDEST, max(map(len, cells))) if cells else None
+def _number_column(out: Table, name: str, cells: list[str]) -> None:
+    """A right-aligned column as wide as its longest cell of ``cells`` (or its name's longest
+    word) up to :data:`WIDEST`, never narrower when the table shrinks to fit the terminal (its
+    other columns wrap); a longer cell wraps at its spaces (an interval's bounds go on the next
+    line), and a number, at most :data:`~border_py.errors.NUMBER_WIDTH` characters, is never
+    cut."""
+    width = min(WIDEST, max(len(text) for text in [*cells, *name.split()]))
     out.add_column(name, justify="right", overflow="fold", width=width)
 
 
@@ -188,17 +189,20 @@ def task_table(
         f" ({STRATIFIED_BOOTSTRAP} over runs x tasks)",
         caption=Text(scale_text),
     )
-    out.add_column("configuration", overflow="fold")
-    for name in ("tasks", "runs", "IQM", "mean"):
-        _number_column(out, name)
-    for agg in aggregates:
-        out.add_row(
-            Text(agg.label),
+    lines = [
+        [
             str(len(agg.tasks)),
             str(agg.runs),
             _bounds(agg.iqm, agg.iqm_low, agg.iqm_high),
             _bounds(agg.mean, agg.mean_low, agg.mean_high),
-        )
+        ]
+        for agg in aggregates
+    ]
+    out.add_column("configuration", overflow="fold")
+    for i, name in enumerate(("tasks", "runs", "IQM", "mean")):
+        _number_column(out, name, [line[i] for line in lines])
+    for agg, line in zip(aggregates, lines, strict=True):
+        out.add_row(Text(agg.label), *line)
     return out
 
 
