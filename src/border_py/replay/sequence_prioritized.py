@@ -9,10 +9,10 @@ import numpy as np
 
 from border_py.config import flag, fraction, non_negative, positive
 from border_py.errors import ConfigError
+from border_py.replay.chunked import copy_ring
 from border_py.replay.prioritized import _check_finite
 from border_py.replay.sequence_replay import SequenceReplayBuffer
 from border_py.replay.sum_tree import MinTree, SumTree, level_sizes
-from border_py.replay.uniform import copy_rows
 from border_py.sequences import Sequences
 
 __all__ = ["PrioritizedSequenceReplayBuffer"]
@@ -38,6 +38,8 @@ class PrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
         eps: added to every priority so that none is zero.
         priority_from_actors: actors send initial priorities with their sequences.
         frame_stack: must be None (see the uniform buffer).
+        steps_per_sequence: the ring's env steps per sequence of ``capacity`` (see the uniform
+            buffer).
     """
 
     needs_td_errors = True
@@ -52,8 +54,9 @@ class PrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
         eps: float = 1e-6,
         priority_from_actors: bool = False,
         frame_stack: int | None = None,
+        steps_per_sequence: int | None = None,
     ) -> None:
-        super().__init__(capacity, seed, frame_stack)
+        super().__init__(capacity, seed, frame_stack, steps_per_sequence)
         non_negative("alpha", alpha, float)
         fraction("beta_start", beta_start)
         non_negative("beta_steps", beta_steps)
@@ -80,9 +83,13 @@ class PrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
             return 1.0
         return self.beta_start + (1.0 - self.beta_start) * self.samples / self.beta_steps
 
+    def _filled(self) -> int:
+        """Rows ever written (the slots in use)."""
+        return min(self.rows_written, self.capacity)
+
     def priorities(self) -> np.ndarray:
-        """The stored rows' priorities ``p_i`` (after the exponent)."""
-        return self._sum.leaves(slice(0, self._size)).copy()
+        """The priorities ``p_i`` (after the exponent) of the slots in use (0: a row that left)."""
+        return self._sum.leaves(slice(0, self._filled())).copy()
 
     def _set(self, idx: np.ndarray, raw: np.ndarray) -> None:
         """Rows ``idx`` get priorities ``raw`` (+ eps, before the exponent)."""
@@ -91,21 +98,26 @@ class PrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
         self._sum.set(idx, p)
         self._min.set(idx, p)
 
-    def push(self, batch: Sequences) -> None:
-        """Append a batch (see the uniform buffer) with its actor's priorities, if it has them.
+    def push(self, batch: Sequences, key: np.ndarray | None = None) -> None:
+        """Append a batch (see the uniform buffer; ``key``: its sequences' keys) with its actor's
+        priorities, if it has them.
 
         Raises:
             RunError: a non-finite priority from an actor; the buffer is left as it was.
         """
         if self.priority_from_actors and batch.priority is not None:
             _check_finite(batch.priority, "priorities from an actor")
-        super().push(batch)
+        super().push(batch, key)
 
     def _on_push(self, idx: np.ndarray, batch: Sequences, n: int) -> None:
         if self.priority_from_actors and batch.priority is not None:
             self._set(idx, np.abs(np.asarray(batch.priority, np.float64)[-n:]) + self.eps)
         else:
             self._set(idx, np.full(n, self.max_priority))
+
+    def _on_evict(self, idx: np.ndarray) -> None:
+        self._sum.set(idx, 0.0)
+        self._min.set(idx, np.inf)
 
     def _draw(self, n: int) -> np.ndarray:
         """Stratified: one prefix sum drawn uniformly in each of ``n`` equal segments of the total."""
@@ -133,15 +145,20 @@ class PrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
         if td.shape != np.shape(index):
             raise ValueError(f"td_error has shape {td.shape}, the sampled rows {np.shape(index)}")
         _check_finite(td, "TD errors")
-        self._set(np.asarray(index), np.abs(td) + self.eps)
+        index = np.asarray(index)
+        live = np.ones(len(index), bool) if self.store is None else self.store.live(index)
+        self._set(index[live], np.abs(td[live]) + self.eps)  # rows that left stay out
 
     def state(self) -> dict[str, Any]:
         """The uniform buffer's state plus the beta position and the largest priority."""
         return super().state() | {"samples": self.samples, "max_priority": self.max_priority}
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """The rows plus their priorities (``priority``), views as well."""
-        return super().arrays() | {"priority": self._sum.leaves(slice(0, self._size))}
+        """The steps and rows plus the rows' priorities (``priority``), views as well."""
+        arrays = super().arrays()
+        if arrays:
+            arrays["priority"] = self._sum.leaves(slice(0, self._filled()))
+        return arrays
 
     def continue_schedule(self, state: dict) -> None:
         """Also continue beta's annealing and the largest priority seen."""
@@ -157,14 +174,24 @@ class PrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
         """
         arrays = dict(arrays)
         priority = arrays.pop("priority", None)
-        if priority is None:
+        if priority is None and arrays:
             raise ConfigError(
                 "replay_buffer: the checkpoint's sequence replay has no priorities (it was saved"
                 " by a uniform buffer)"
             )
         super().load(state, arrays)
         leaves = np.zeros(self.capacity)
-        copy_rows(leaves, priority, int(state["size"]), int(state["next"]), self.capacity)
+        if self.store is not None and priority is not None:
+            saved, store = state["store"], self.store
+            first = store.rows_written - store.size
+            copy_ring(
+                leaves,
+                priority,
+                first,
+                store.rows_written,
+                dst_slots=self.capacity,
+                src_slots=int(saved["capacity"]),
+            )
         self._sum.rebuild(leaves)
         self._min.rebuild(np.where(leaves > 0, leaves, np.inf))
         self.samples = int(state["samples"])
