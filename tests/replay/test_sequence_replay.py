@@ -102,7 +102,7 @@ def test_steps_and_rows_are_preallocated_in_the_observations_dtype():
     estimate = PrioritizedSequenceReplayBuffer.estimate_nbytes(50, space, B + L + N, L, (2, 4))
     assert estimate == buf.nbytes  # the full buffer, worked out before it was built
     step = 400 + 8 + 4  # observation, action, reward
-    row = 6 * 8 + 3 * (4 + 4 + 8 + 1) + 4 * 8 + 8 + 8 + 4  # step ids, targets, state, firsts
+    row = 6 * 4 + 3 * (4 + 4 + 8 + 1) + 4 * 8 + 8 + 8 + 4  # step slots, targets, state, firsts
     by_hand = (50 * 6 + 1) * step + 50 * 6 * 8 + 50 * row  # (+ each step's newest user)
     assert SequenceReplayBuffer.estimate_nbytes(50, space, 6, L, (2, 4)) == by_hand
     fewer = SequenceReplayBuffer(capacity=50, seed=0, steps_per_sequence=2)

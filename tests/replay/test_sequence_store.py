@@ -130,7 +130,7 @@ def test_rows_whose_steps_are_overwritten_leave_first_in_first_out_across_wraps(
         if before[1] + len(batch) - store.size > max(before[1] + len(batch) - 40, 0):
             evicted_early += 1
         held = np.arange(store.rows_written - store.size, store.rows_written)  # a FIFO suffix
-        ids = store.rows["ids"][held % 40]
+        ids = store.step_ids(held % 40)
         assert (ids[ids >= 0] >= store.first_live).all()  # never a step overwritten
         same(store.gather(held % 40), Sequences.concat([sent[r] for r in held]))
         gone = np.setdiff1d(np.arange(40), held % 40)

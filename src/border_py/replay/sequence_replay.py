@@ -28,7 +28,7 @@ __all__ = ["SequenceReplayBuffer"]
 
 SAVED = (
     *(f"step_{k}" for k in (*STEP_COLUMNS, "user")),
-    *(f"row_{k}" for k in ("ids", *ROW_COLUMNS)),
+    *(f"row_{k}" for k in ("at", *ROW_COLUMNS)),
 )  # the arrays of a checkpoint
 
 
@@ -117,7 +117,7 @@ class SequenceReplayBuffer:
 
         Per env step of the ring (``capacity * (steps_per_sequence or steps)``, plus a zero
         one): the observation, an int64 action and a float32 reward, and an int64 user; per
-        row: an int64 step id per stored step, float32 ``ret`` and ``discount``, an int64
+        row: an int32 ring slot per stored step (int64 for a ring of 2**31 steps or more), float32 ``ret`` and ``discount``, an int64
         ``offset`` and a bool per learning step, the float32 state, int64 ``burn`` and
         ``first_prev_action``, float32 ``first_prev_reward``.
         """
@@ -126,7 +126,8 @@ class SequenceReplayBuffer:
             return None
         ring = capacity * (steps_per_sequence or steps)
         step = math.prod(obs.shape) * np.dtype(obs.dtype).itemsize + 8 + 4
-        row = steps * 8 + length * (4 + 4 + 8 + 1) + 4 * math.prod(state_shape) + 8 + 8 + 4
+        index = 4 if ring < 2**31 - 1 else 8
+        row = steps * index + length * (4 + 4 + 8 + 1) + 4 * math.prod(state_shape) + 8 + 8 + 4
         total = (ring + 1) * step + ring * 8 + capacity * row
         return total + cls._estimate_extra_nbytes(capacity)
 
@@ -257,7 +258,7 @@ class SequenceReplayBuffer:
         self.rng.bit_generator.state = state["rng"]
         if not arrays or saved is None:
             return
-        store = self._new_store(arrays["row_ids"].shape[1])
+        store = self._new_store(arrays["row_at"].shape[1])
         # every step the checkpoint's ring held when they fit (sharing goes on exactly), else
         # those its held sequences use
         first = int(saved["floor"])

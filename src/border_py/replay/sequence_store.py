@@ -3,9 +3,11 @@
 Windows of one episode overlap (a new one every ``period`` steps, each ``T = B + L + N`` steps
 long), so storing every sequence whole stores each step's observation ``T / period`` times (2-3
 times with R2D2's settings). Here a step (its observation, action and reward) is written once into
-a ring under a global id (the order steps arrived in), and a sequence row holds the ids of its
-``T`` indices (-1 where an index is not present: padding reads back as zeros) beside its own
-columns (state, burn, targets, mask). Gathering a batch is one indexed read per step column.
+a ring under a global id (the order steps arrived in), and a sequence row holds the ring slots
+of its ``T`` indices (int32; an extra slot of zeros where an index is not present: padding reads
+back as zeros) beside its own columns (state, burn, targets, mask). Gathering a batch is one
+indexed read per step column. A held row only points at steps the ring still holds, so a slot
+names one step id: the newest one written there.
 
 A sequence is recognised as sharing steps with an earlier one by its **key**, never by content:
 ``(stream, episode, start)``, int64, with ``stream`` naming one env of one actor (unique among the
@@ -58,9 +60,7 @@ class SequenceStore:
         self.burn_in: int | None = None
         self.step_arrays: dict[str, np.ndarray] = {}  # (ring + 1, ...): the last slot, zeros, pads
         self.user = np.full(steps, -1, dtype=np.int64)  # the newest row number using each slot
-        self.rows: dict[
-            str, np.ndarray
-        ] = {}  # (capacity, ...): "ids" (capacity, T) and ROW_COLUMNS
+        self.rows: dict[str, np.ndarray] = {}  # (capacity, ...): "at" (capacity, T) and ROW_COLUMNS
         self.written = 0  # steps written so far = the next step id
         self.floor = 0  # no step below this id is held (a restored ring starts above 0)
         self.rows_written = 0  # rows pushed so far = the next row number (row r: slot r % capacity)
@@ -87,7 +87,8 @@ class SequenceStore:
             )
             for name in STEP_COLUMNS
         }
-        self.rows = {"ids": np.full((n, steps), -1, dtype=np.int64)}
+        index = np.int32 if self.ring < np.iinfo(np.int32).max else np.int64
+        self.rows = {"at": np.full((n, steps), self.ring, dtype=index)}
         for name in ROW_COLUMNS:
             value = getattr(batch, name)
             self.rows[name] = np.zeros((n, *value.shape[1:]), value.dtype)
@@ -155,17 +156,18 @@ class SequenceStore:
                 self.streams[stream] = (episode, start, ids[r])
         rows = self.rows_written + np.arange(n)
         lost = self._write_steps(batch, *fresh)
+        row, t = np.nonzero(ids >= 0)
+        used = ids[row, t]
         # a row of this batch may use a step the writing overwrote (a ring shorter than a batch)
-        oldest = np.where(ids >= 0, ids, np.iinfo(np.int64).max).min(axis=1)
-        lost = int(max(lost, rows[oldest < self.first_live].max(initial=-1)))
+        if used.size and used.min() < self.first_live:
+            lost = max(lost, int(rows[row[used < self.first_live]].max()))
         slots = rows % self.capacity
-        self.rows["ids"][slots] = ids
+        at = np.full(ids.shape, self.ring, dtype=self.rows["at"].dtype)
+        at[row, t] = used % self.ring
+        self.rows["at"][slots] = at
         for name in ROW_COLUMNS:
             self.rows[name][slots] = getattr(batch, name)
-        used = ids >= 0
-        np.maximum.at(
-            self.user, ids[used] % self.ring, np.broadcast_to(rows[:, None], ids.shape)[used]
-        )
+        np.maximum.at(self.user, at[row, t], rows[row])
         self.rows_written += n
         self.size = min(self.size + n, self.capacity)
         self._prune_streams()
@@ -206,8 +208,7 @@ class SequenceStore:
     def gather(self, slots: np.ndarray) -> Sequences:
         """The sequences in row slots ``slots``: ``[rows, T, ...]`` columns by indexed reads."""
         assert self.burn_in is not None, "nothing was stored yet"
-        ids = self.rows["ids"][slots]
-        at = np.where(ids >= 0, ids % self.ring, self.ring)
+        at = self.rows["at"][slots]
         obs = self.step_arrays["obs"]
         # np.take on rows of flat observations: faster than fancy indexing on n-d ones
         flat = np.take(obs.reshape(len(obs), -1), at.reshape(-1), axis=0)
@@ -216,7 +217,7 @@ class SequenceStore:
             obs=flat.reshape(*at.shape, *obs.shape[1:]),
             action=self.step_arrays["action"][at],
             reward=self.step_arrays["reward"][at],
-            present=ids >= 0,
+            present=at != self.ring,
             **columns,
             burn_in=self.burn_in,
         )
@@ -245,11 +246,15 @@ class SequenceStore:
         out["step_user"] = self.user[:steps]
         return out | {f"row_{k}": v[:filled] for k, v in self.rows.items()}
 
+    def step_ids(self, slots: np.ndarray) -> np.ndarray:
+        """The step ids of rows ``slots`` (held ones), -1 where an index is not present."""
+        return _step_ids(self.rows["at"][slots], self.ring, self.written)
+
     def needed(self, state: dict[str, Any], arrays: dict[str, np.ndarray]) -> int:
         """The oldest step id a saved store's held rows use (its ``written`` if none)."""
         saved_rows, size = int(state["rows_written"]), int(state["size"])
         slots = (saved_rows - size + np.arange(size)) % int(state["capacity"])
-        ids = arrays["row_ids"][slots]
+        ids = _step_ids(arrays["row_at"][slots], int(state["ring"]), int(state["written"]))
         return int(ids[ids >= 0].min(initial=int(state["written"])))
 
     def load(self, state: dict[str, Any], arrays: dict[str, np.ndarray], first: int) -> None:
@@ -274,10 +279,10 @@ class SequenceStore:
             dst = self.user if name == "user" else self.step_arrays[name]
             copy_ring(dst, saved, first, self.written, dst_slots=self.ring, src_slots=ring)
         self.rows = {}
-        for name in ("ids", *ROW_COLUMNS):
+        first_row = self.rows_written - self.size
+        for name in ("at", *ROW_COLUMNS):
             saved = arrays[f"row_{name}"]
             self.rows[name] = np.zeros((self.capacity, *saved.shape[1:]), saved.dtype)
-            first_row = self.rows_written - self.size
             copy_ring(
                 self.rows[name],
                 saved,
@@ -286,3 +291,17 @@ class SequenceStore:
                 dst_slots=self.capacity,
                 src_slots=capacity,
             )
+        if ring != self.ring:  # the held rows' slots in this ring
+            held = (first_row + np.arange(self.size)) % self.capacity
+            ids = _step_ids(self.rows["at"][held], ring, self.written)
+            index = np.int32 if self.ring < np.iinfo(np.int32).max else np.int64
+            self.rows["at"] = self.rows["at"].astype(index)
+            self.rows["at"][:] = self.ring
+            self.rows["at"][held] = np.where(ids >= 0, ids % self.ring, self.ring)
+
+
+def _step_ids(at: np.ndarray, ring: int, written: int) -> np.ndarray:
+    """The step ids in slots ``at`` of a ring of ``ring`` steps after ``written`` (each slot
+    holds the newest id written there), -1 for the padding slot ``ring``."""
+    newest = written - 1 - (written - 1 - at.astype(np.int64)) % ring
+    return np.where(at == ring, -1, newest)
