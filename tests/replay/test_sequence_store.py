@@ -94,7 +94,7 @@ def test_each_step_is_stored_once_and_samples_equal_the_sequences_pushed():
     same(buf.sample(64), Sequences(**{k: v[draws] for k, v in whole.arrays().items()}, burn_in=B))
 
 
-def test_without_keys_nothing_is_shared_and_a_restarted_stream_shares_nothing():
+def test_without_keys_or_from_a_restarted_stream_nothing_is_shared():
     plain = SequenceReplayBuffer(capacity=1000, seed=0)
     keyed = SequenceReplayBuffer(capacity=1000, seed=0)
     for batch, key, _ in episodes(1, [[40]]):
@@ -103,12 +103,19 @@ def test_without_keys_nothing_is_shared_and_a_restarted_stream_shares_nothing():
     present = int(plain.store.gather(np.arange(len(plain))).present.sum())
     assert plain.store.written == present > 2 * keyed.store.written
     same(plain.store.gather(np.arange(len(plain))), keyed.store.gather(np.arange(len(keyed))))
-    written = keyed.store.written
-    for batch, key, _ in episodes(1, [[40]]):  # the same keys again: a new stream under the id
-        keyed.push(batch, key)
-        break
-    assert keyed.store.written == written + int(batch.present.sum())
-    with pytest.raises(ValueError, match=r"sequence keys of shape \(1, 2\), expected"):
+    # an actor restarted afresh reuses its stream ids and keys: after a stream that sent its
+    # first windows, the restarted one's first batch holds windows past them, and shares nothing
+    short = SequenceReplayBuffer(capacity=1000, seed=0)
+    takes = list(episodes(1, [[40]]))
+    for batch, key, _ in takes[:2]:
+        short.push(batch, key)
+    written = short.store.written
+    batch = Sequences.concat([b for b, _, _ in takes[:6]])
+    batch.obs = np.where(batch.present[..., None, None, None], batch.obs + 1, 0)  # other frames
+    short.push(batch, np.concatenate([k for _, k, _ in takes[:6]]))
+    assert short.store.written == written + len(set().union(*(d for _, _, d in takes[:6])))
+    same(short.store.gather(np.arange(2, 8)), batch)  # none of the earlier stream's frames
+    with pytest.raises(ValueError, match=r"sequence keys of shape \(6, 2\), expected \(6, 3\)"):
         keyed.push(batch, np.zeros((len(batch), 2)))
 
 
