@@ -1,5 +1,6 @@
-"""Sequence replay storing each env step once, against storing each sequence whole (the layout
-before it), measured in the same run on the same sequences.
+"""Sequence replay storing each env step once (``steps_per_sequence`` set: a ring of steps),
+against storing each sequence whole (null, the default), measured in the same run on the same
+sequences.
 
 The sequences come from the real sequence builder (:mod:`border_py.actors.sequencer`) over
 ``--envs`` envs with episodes of 50-400 steps and R2D2's defaults here (burn-in 8, length 16,
@@ -10,9 +11,12 @@ period 8, n-step 5: ``T = 29`` stored steps a sequence), for MinAtar-shaped obse
 - ``bytes_per_step``: the buffer's allocated bytes (:attr:`nbytes`, full) per env step its
   sequences cover (a sequence advances ``period`` env steps): the whole-sequence layout against
   the step ring sized ``steps_per_sequence = period + 1``;
-- ``insert``: seconds per sequence pushed (with the sequences' keys, the new layout), and its
-  ratio to the whole-sequence layout's;
-- ``sample``: seconds per ``sample(--batch)`` of a full buffer, and its ratio.
+- ``insert``: CPU seconds per sequence pushed (with the sequences' keys), and the ratio of the
+  ring's to the whole layout's;
+- ``sample``: CPU seconds per ``sample(--batch)`` of a full buffer, and its ratio.
+
+CPU seconds of this process (``time.process_time``), not wall time: a shared machine's other
+work does not stretch them.
 
     python benchmarks/sequence_replay_bench.py [--capacity 10000] [--batch 32] [--samples 300]
 """
@@ -30,40 +34,10 @@ import numpy as np
 from border_py.actors.sequencer import SequenceBuilder
 from border_py.envs.vector import VectorStep
 from border_py.replay.sequence_replay import SequenceReplayBuffer
-from border_py.sequences import STORED_SEQUENCE, Sequences
+from border_py.sequences import Sequences
 
 BURN_IN, LENGTH, PERIOD, N_STEP = 8, 16, 8, 5
 SHAPES = {"minatar": ((4, 10, 10), np.uint8), "vector": ((4,), np.float32)}
-
-
-class WholeSequences:
-    """The layout before steps were stored once: a ring of whole sequences, every column
-    ``(capacity, T, ...)``, pushed by row copies and sampled by fancy indexing."""
-
-    def __init__(self, capacity: int, seed: int) -> None:
-        self.capacity, self.rng = capacity, np.random.default_rng(seed)
-        self.storage: dict[str, np.ndarray] = {}
-        self.next = self.size = 0
-
-    @property
-    def nbytes(self) -> int:
-        return sum(a.nbytes for a in self.storage.values())
-
-    def push(self, batch: Sequences, key: np.ndarray | None = None) -> None:
-        arrays = batch.arrays()
-        if not self.storage:
-            self.storage = {
-                k: np.zeros((self.capacity, *v.shape[1:]), v.dtype) for k, v in arrays.items()
-            }
-        idx = (self.next + np.arange(len(batch))) % self.capacity
-        for name, value in arrays.items():
-            self.storage[name][idx] = value
-        self.next = (self.next + len(batch)) % self.capacity
-        self.size = min(self.size + len(batch), self.capacity)
-
-    def sample(self, n: int) -> Sequences:
-        idx = self.rng.integers(0, self.size, n)
-        return Sequences(**{k: self.storage[k][idx] for k in STORED_SEQUENCE}, burn_in=BURN_IN)
 
 
 def sequences(kind: str, n_envs: int, total: int) -> list[tuple[Sequences, np.ndarray]]:
@@ -93,18 +67,18 @@ def sequences(kind: str, n_envs: int, total: int) -> list[tuple[Sequences, np.nd
 
 def measure(buffer, batches, samples: int, batch_size: int) -> dict[str, float]:
     """Seconds per sequence pushed and per sample; bytes per env step covered."""
-    start = time.perf_counter()
+    start = time.process_time()
     pushed = 0
     for batch, key in batches:
         buffer.push(batch, key)
         pushed += len(batch)
-    insert = (time.perf_counter() - start) / pushed
+    insert = (time.process_time() - start) / pushed
     for _ in range(10):
         buffer.sample(batch_size)
-    start = time.perf_counter()
+    start = time.process_time()
     for _ in range(samples):
         buffer.sample(batch_size)
-    sample = (time.perf_counter() - start) / samples
+    sample = (time.process_time() - start) / samples
     return {
         "insert": insert,
         "sample": sample,
@@ -128,7 +102,7 @@ def main() -> None:
     }
     for kind in SHAPES:
         batches = sequences(kind, args.envs, 2 * args.capacity)  # the buffers wrap
-        old = measure(WholeSequences(args.capacity, 0), batches, args.samples, args.batch)
+        old = measure(SequenceReplayBuffer(args.capacity, 0), batches, args.samples, args.batch)
         new = measure(
             SequenceReplayBuffer(args.capacity, 0, steps_per_sequence=PERIOD + 1),
             batches,

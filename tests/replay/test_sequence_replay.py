@@ -92,23 +92,25 @@ def test_a_batch_shaped_otherwise_is_refused_and_empty_buffers_do_not_sample():
     assert len(buf) == 1
 
 
-def test_steps_and_rows_are_preallocated_in_the_observations_dtype():
+def test_rows_or_steps_are_preallocated_in_the_observations_dtype():
     space = gym.spaces.Box(0, 255, (4, 10, 10), np.uint8)
     buf = PrioritizedSequenceReplayBuffer(capacity=50, seed=0)
     buf.push(seqs([1, 2], obs_shape=space.shape, dtype=np.uint8))
-    obs = buf.store.step_arrays["obs"]  # no keys: room for T steps a sequence, plus a zero one
-    assert obs.shape == (50 * 6 + 1, 4, 10, 10) and obs.dtype == np.uint8  # uint8 stays uint8
+    obs = buf.store.rows["obs"]  # stored whole: T steps a row
+    assert obs.shape == (50, B + L + N, 4, 10, 10) and obs.dtype == np.uint8  # uint8 stays uint8
     assert buf.sample(3).obs.dtype == np.uint8
     estimate = PrioritizedSequenceReplayBuffer.estimate_nbytes(50, space, B + L + N, L, (2, 4))
     assert estimate == buf.nbytes  # the full buffer, worked out before it was built
-    step = 400 + 8 + 4  # observation, action, reward
-    row = 6 * 4 + 3 * (4 + 4 + 8 + 1) + 4 * 8 + 8 + 8 + 4  # step slots, targets, state, firsts
-    by_hand = (50 * 6 + 1) * step + 50 * 6 * 8 + 50 * row  # (+ each step's newest user)
-    assert SequenceReplayBuffer.estimate_nbytes(50, space, 6, L, (2, 4)) == by_hand
-    fewer = SequenceReplayBuffer(capacity=50, seed=0, steps_per_sequence=2)
-    fewer.push(seqs([1], obs_shape=space.shape, dtype=np.uint8))
-    assert fewer.nbytes == SequenceReplayBuffer.estimate_nbytes(50, space, 6, L, (2, 4), 2)
-    assert fewer.store.step_arrays["obs"].shape[0] == 50 * 2 + 1
+    row = 3 * (4 + 4 + 8 + 1) + 4 * 8 + 8 + 8 + 4  # targets, state, burn and firsts
+    whole = 50 * (row + 6 * (400 + 8 + 4 + 1))  # observation, action, reward, present
+    assert SequenceReplayBuffer.estimate_nbytes(50, space, 6, L, (2, 4)) == whole
+    ring = SequenceReplayBuffer(capacity=50, seed=0, steps_per_sequence=2)
+    ring.push(seqs([1], obs_shape=space.shape, dtype=np.uint8))
+    steps = ring.store.step_arrays["obs"]  # a ring of 50 * 2 steps and a zero one
+    assert steps.shape == (101, 4, 10, 10) and steps.dtype == np.uint8
+    by_hand = 101 * (400 + 8 + 4) + 100 * 8 + 50 * (row + 6 * 4)  # + users, int32 slots
+    assert SequenceReplayBuffer.estimate_nbytes(50, space, 6, L, (2, 4), 2) == by_hand
+    assert ring.nbytes == by_hand
     assert SequenceReplayBuffer.estimate_nbytes(50, gym.spaces.Dict({}), 6, L, (2, 4)) is None
 
 
@@ -246,7 +248,7 @@ def test_a_snapshot_continues_sampling_exactly_and_fills_a_larger_buffer_in_time
         np.testing.assert_array_equal(larger.priorities()[3:9], buf.priorities()[order])
     with pytest.raises(ConfigError, match=r"replay_buffer.capacity=5: must be >= 6"):
         buffer_class(capacity=5, seed=1).load(buf.state(), buf.arrays())
-    obs = buf.arrays()["step_obs"]
+    obs = buf.arrays()["row_obs"]
     transitions = {"obs": obs, "next_obs": obs}  # not sequences
     if isinstance(buf, PrioritizedSequenceReplayBuffer):
         transitions["priority"] = buf.arrays()["priority"]

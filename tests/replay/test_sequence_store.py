@@ -10,6 +10,7 @@ import pytest
 from border_py.actors.sampler import Sampler, SampleStats
 from border_py.actors.sequencer import SequenceBuilder
 from border_py.envs.vector import VectorStep
+from border_py.errors import ConfigError
 from border_py.overrides import to_plain
 from border_py.replay.sequence_prioritized import PrioritizedSequenceReplayBuffer
 from border_py.replay.sequence_replay import SequenceReplayBuffer
@@ -73,7 +74,7 @@ LENGTHS = [[1, 7, 30, 2], [13, 3, 40], [25, 25]]  # short, long and ending episo
 
 
 def test_each_step_is_stored_once_and_samples_equal_the_sequences_pushed():
-    buf = SequenceReplayBuffer(capacity=1000, seed=4)
+    buf = SequenceReplayBuffer(capacity=1000, seed=4, steps_per_sequence=B + L + N)
     pushed, distinct = [], set()
     for batch, key, steps in episodes(3, LENGTHS):
         buf.push(batch, key)
@@ -95,8 +96,8 @@ def test_each_step_is_stored_once_and_samples_equal_the_sequences_pushed():
 
 
 def test_without_keys_or_from_a_restarted_stream_nothing_is_shared():
-    plain = SequenceReplayBuffer(capacity=1000, seed=0)
-    keyed = SequenceReplayBuffer(capacity=1000, seed=0)
+    plain = SequenceReplayBuffer(capacity=1000, seed=0, steps_per_sequence=B + L + N)
+    keyed = SequenceReplayBuffer(capacity=1000, seed=0, steps_per_sequence=B + L + N)
     for batch, key, _ in episodes(1, [[40]]):
         plain.push(batch)
         keyed.push(batch, key)
@@ -105,7 +106,7 @@ def test_without_keys_or_from_a_restarted_stream_nothing_is_shared():
     same(plain.store.gather(np.arange(len(plain))), keyed.store.gather(np.arange(len(keyed))))
     # an actor restarted afresh reuses its stream ids and keys: after a stream that sent its
     # first windows, the restarted one's first batch holds windows past them, and shares nothing
-    short = SequenceReplayBuffer(capacity=1000, seed=0)
+    short = SequenceReplayBuffer(capacity=1000, seed=0, steps_per_sequence=B + L + N)
     takes = list(episodes(1, [[40]]))
     for batch, key, _ in takes[:2]:
         short.push(batch, key)
@@ -191,8 +192,10 @@ def test_a_checkpoint_round_trips_bitwise_and_goes_on_sharing(buffer_class):
     larger.load(buf.state(), buf.arrays())
     held = np.arange(buf.rows_written - len(buf), buf.rows_written)
     same(larger.store.gather(held % 50), buf.store.gather(held % 30))
+    with pytest.raises(ConfigError, match=r"steps_per_sequence=null: the checkpoint's sequences"):
+        buffer_class(capacity=30, seed=0).load(buf.state(), buf.arrays())  # stored whole
     small = buffer_class(capacity=30, seed=0, steps_per_sequence=1)
-    with pytest.raises(Exception, match=r"replay_buffer.steps_per_sequence=1: a ring of 30 steps"):
+    with pytest.raises(ConfigError, match=r"steps_per_sequence=1: a ring of 30 steps"):
         small.load(buf.state(), buf.arrays())
 
 
@@ -215,8 +218,8 @@ def test_the_memory_bound_counts_the_ring_of_steps_and_the_rows(tiny_config, per
         if (batch := sampler.step(SampleStats())) is not None:
             buffer.push(batch)
     sampler.close()
-    steps = agent.burn_in + agent.length + agent.n_step
-    assert buffer.store is not None and buffer.store.ring == 8 * (per_sequence or steps)
+    ring = getattr(buffer.store, "ring", None)  # null: sequences stored whole
+    assert ring == (None if per_sequence is None else 8 * per_sequence)
     found = replay_nbytes(config["replay_buffer"], parts.env_factory.spaces(), agent)
     assert found == (8, buffer.nbytes)
     _, checkpointed = checkpoint_nbytes(config, parts, replay=True)

@@ -1,6 +1,7 @@
-"""Sequence replay for recurrent agents (R2D2): sequences (:mod:`border_py.sequences`) whose steps
-are stored once each (:mod:`border_py.replay.sequence_store`), sampled uniformly (by priority:
-:mod:`border_py.replay.sequence_prioritized`).
+"""Sequence replay for recurrent agents (R2D2): sequences (:mod:`border_py.sequences`) stored
+whole (:mod:`border_py.replay.sequence_rows`, the default) or as rows of slots into a ring of env
+steps, each step stored once (:mod:`border_py.replay.sequence_store`, with
+``steps_per_sequence``), sampled uniformly (by priority: :mod:`border_py.replay.sequence_prioritized`).
 
 Observations keep their own dtype (uint8 pixels stay uint8); the ring of steps and the rows are
 allocated in full on the first push, as the transition buffers allocate theirs
@@ -21,15 +22,17 @@ import numpy as np
 
 from border_py.config import non_negative, positive
 from border_py.errors import ConfigError
+from border_py.replay.sequence_rows import WholeSequenceStore
 from border_py.replay.sequence_store import ROW_COLUMNS, STEP_COLUMNS, SequenceStore
-from border_py.sequences import Sequences
+from border_py.sequences import STORED_SEQUENCE, Sequences
 
 __all__ = ["SequenceReplayBuffer"]
 
 SAVED = (
     *(f"step_{k}" for k in (*STEP_COLUMNS, "user")),
     *(f"row_{k}" for k in ("at", *ROW_COLUMNS)),
-)  # the arrays of a checkpoint
+)  # the arrays of a checkpoint of a ring of steps
+SAVED_WHOLE = tuple(f"row_{k}" for k in STORED_SEQUENCE)  # of sequences stored whole
 
 
 class SequenceReplayBuffer:
@@ -40,12 +43,13 @@ class SequenceReplayBuffer:
         seed: seed of the sampling generator.
         frame_stack: must be None (the ``replay_buffer`` group's shared key): sequences store
             their observations as they are.
-        steps_per_sequence: the ring keeps ``capacity * steps_per_sequence`` env steps (null:
-            ``T``, room for every sequence's steps even when none are shared). With keys (see
-            :meth:`push`) each step is stored once and a sequence brings ``period`` new steps
-            (``period + 1`` at most on average over an episode): ``period + 1`` then holds
-            ``capacity`` sequences. A smaller ring holds fewer: the oldest leave when a step they
-            use is overwritten.
+        steps_per_sequence: null: each sequence stored whole (``T`` steps a row; the fastest to
+            push and sample, for small observations). A number: the sequences' steps go to a
+            ring of ``capacity * steps_per_sequence`` env steps; with keys (see :meth:`push`)
+            each step is stored once and a sequence brings ``period`` new steps (``period + 1``
+            at most on average over an episode): ``period + 1`` then holds ``capacity``
+            sequences (pixel observations: about ``T / (period + 1)`` times less memory). A
+            smaller ring holds fewer: the oldest leave when a step they use is overwritten.
 
     Raises:
         ConfigError: a bad capacity, seed or steps_per_sequence, or a ``frame_stack``.
@@ -74,7 +78,7 @@ class SequenceReplayBuffer:
             positive("steps_per_sequence", steps_per_sequence, int)
         self.capacity, self.steps_per_sequence = capacity, steps_per_sequence
         self.rng = np.random.default_rng(seed)
-        self.store: SequenceStore | None = None  # made by the first push (or a load)
+        self.store: SequenceStore | WholeSequenceStore | None = None  # made by the first push
         self._shapes: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
 
     def __len__(self) -> int:
@@ -93,10 +97,7 @@ class SequenceReplayBuffer:
     @property
     def nbytes(self) -> int:
         """Bytes of the allocated storage (steps, rows and priority trees)."""
-        if self.store is None:
-            return self._extra_nbytes()
-        arrays = [*self.store.step_arrays.values(), self.store.user, *self.store.rows.values()]
-        return sum(a.nbytes for a in arrays) + self._extra_nbytes()
+        return (0 if self.store is None else self.store.nbytes) + self._extra_nbytes()
 
     def _extra_nbytes(self) -> int:
         return 0
@@ -115,20 +116,25 @@ class SequenceReplayBuffer:
         learning steps and a recurrent state of ``state_shape``, worked out before it is built;
         None for an observation space without a shape and dtype.
 
-        Per env step of the ring (``capacity * (steps_per_sequence or steps)``, plus a zero
-        one): the observation, an int64 action and a float32 reward, and an int64 user; per
-        row: an int32 ring slot per stored step (int64 for a ring of 2**31 steps or more), float32 ``ret`` and ``discount``, an int64
+        Sequences stored whole, per stored step of a row: the observation, an int64 action, a
+        float32 reward and a bool. With a ring, per env step of it (``capacity *
+        steps_per_sequence``, plus a zero one): the observation, an int64 action, a float32
+        reward and an int64 user; per row an int32 ring slot per stored step (int64 for a ring
+        of 2**31 steps or more). Per row either way: float32 ``ret`` and ``discount``, an int64
         ``offset`` and a bool per learning step, the float32 state, int64 ``burn`` and
         ``first_prev_action``, float32 ``first_prev_reward``.
         """
         obs = observation_space
         if obs.shape is None or obs.dtype is None:
             return None
-        ring = capacity * (steps_per_sequence or steps)
         step = math.prod(obs.shape) * np.dtype(obs.dtype).itemsize + 8 + 4
-        index = 4 if ring < 2**31 - 1 else 8
-        row = steps * index + length * (4 + 4 + 8 + 1) + 4 * math.prod(state_shape) + 8 + 8 + 4
-        total = (ring + 1) * step + ring * 8 + capacity * row
+        row = length * (4 + 4 + 8 + 1) + 4 * math.prod(state_shape) + 8 + 8 + 4
+        if steps_per_sequence is None:
+            total = capacity * (row + steps * (step + 1))
+        else:
+            ring = capacity * steps_per_sequence
+            index = 4 if ring < 2**31 - 1 else 8
+            total = (ring + 1) * step + ring * 8 + capacity * (row + steps * index)
         return total + cls._estimate_extra_nbytes(capacity)
 
     @classmethod
@@ -138,8 +144,10 @@ class SequenceReplayBuffer:
     def check_observations(self, observation_space: gym.Space) -> None:
         """Nothing to refuse: sequences store observation arrays as they are."""
 
-    def _new_store(self, steps: int) -> SequenceStore:
-        return SequenceStore(self.capacity, self.capacity * (self.steps_per_sequence or steps))
+    def _new_store(self) -> SequenceStore | WholeSequenceStore:
+        if self.steps_per_sequence is None:
+            return WholeSequenceStore(self.capacity)
+        return SequenceStore(self.capacity, self.capacity * self.steps_per_sequence)
 
     def push(self, batch: Sequences, key: np.ndarray | None = None) -> None:
         """Append a batch (copied), the oldest sequences leaving when full.
@@ -147,8 +155,9 @@ class SequenceReplayBuffer:
         Args:
             batch: the sequences.
             key: int64 ``(rows, 3)``: each sequence's ``(stream, episode, start)``
-                (:mod:`border_py.replay.sequence_store`): the steps it shares with the previous
-                sequence of its stream's episode are not stored again. None: nothing shared.
+                (:mod:`border_py.replay.sequence_store`): with a ring of steps, the steps it
+                shares with the previous sequence of its stream's episode are not stored again.
+                None: nothing shared.
 
         Raises:
             ValueError: the batch's sequences are not shaped as the stored ones (burn-in, steps,
@@ -159,7 +168,7 @@ class SequenceReplayBuffer:
             if key.shape != (len(batch), 3):
                 raise ValueError(f"sequence keys of shape {key.shape}, expected {(len(batch), 3)}")
         if self.store is None:
-            self.store = self._new_store(batch.steps)
+            self.store = self._new_store()
             self.store.allocate(batch)
             self._remember_shapes(batch)
         self._check_shapes(batch)
@@ -249,28 +258,40 @@ class SequenceReplayBuffer:
                 f"replay_buffer.capacity={self.capacity}: must be >= {size}, the sequences the"
                 " checkpoint's replay buffer holds"
             )
-        if arrays and (set(arrays) != set(SAVED) or saved is None):
+        whole = self.steps_per_sequence is None
+        if arrays and (set(arrays) not in (set(SAVED), set(SAVED_WHOLE)) or saved is None):
             raise ConfigError(
                 f"replay_buffer: the checkpoint's replay buffer holds {sorted(arrays)}, not the"
-                f" steps and rows of sequences {sorted(SAVED)} (was it saved by another buffer?)"
+                f" steps and rows of sequences {sorted(SAVED_WHOLE if whole else SAVED)} (was it"
+                " saved by another buffer?)"
+            )
+        if arrays and whole != (set(arrays) == set(SAVED_WHOLE)):
+            raise ConfigError(
+                f"replay_buffer.steps_per_sequence={'null' if whole else self.steps_per_sequence}:"
+                " the checkpoint's"
+                f" sequences are stored {'in a ring of steps' if whole else 'whole'}; resume with"
+                f" {'its steps_per_sequence' if whole else 'null'}"
             )
         self.store, self._shapes = None, {}
         self.rng.bit_generator.state = state["rng"]
         if not arrays or saved is None:
             return
-        store = self._new_store(arrays["row_at"].shape[1])
-        # every step the checkpoint's ring held when they fit (sharing goes on exactly), else
-        # those its held sequences use
-        first = int(saved["floor"])
-        if int(saved["written"]) - first > store.ring:
-            first = store.needed(saved, arrays)
-        if int(saved["written"]) - first > store.ring:
-            raise ConfigError(
-                f"replay_buffer.steps_per_sequence={self.steps_per_sequence}: a ring of"
-                f" {store.ring} steps, the checkpoint's sequences use"
-                f" {int(saved['written']) - first}; raise it (or the capacity)"
-            )
-        store.load(saved, arrays, first)
+        store = self._new_store()
+        if isinstance(store, WholeSequenceStore):
+            store.load(saved, arrays)
+        else:
+            # every step the checkpoint's ring held when they fit (sharing goes on exactly),
+            # else those its held sequences use
+            first = int(saved["floor"])
+            if int(saved["written"]) - first > store.ring:
+                first = store.needed(saved, arrays)
+            if int(saved["written"]) - first > store.ring:
+                raise ConfigError(
+                    f"replay_buffer.steps_per_sequence={self.steps_per_sequence}: a ring of"
+                    f" {store.ring} steps, the checkpoint's sequences use"
+                    f" {int(saved['written']) - first}; raise it (or the capacity)"
+                )
+            store.load(saved, arrays, first)
         self.store = store
         self._remember_shapes(store.gather(np.zeros(1, np.int64)))
 

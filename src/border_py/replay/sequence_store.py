@@ -78,6 +78,12 @@ class SequenceStore:
         """The slot of the next row."""
         return self.rows_written % self.capacity
 
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the allocated steps and rows."""
+        arrays = [*self.step_arrays.values(), self.user, *self.rows.values()]
+        return sum(a.nbytes for a in arrays)
+
     def allocate(self, batch: Sequences) -> None:
         """Allocate the ring and rows for sequences shaped as ``batch``'s."""
         n, steps = self.capacity, batch.steps
