@@ -95,6 +95,24 @@ def test_each_step_is_stored_once_and_samples_equal_the_sequences_pushed():
     same(buf.sample(64), Sequences(**{k: v[draws] for k, v in whole.arrays().items()}, burn_in=B))
 
 
+@pytest.mark.parametrize("buffer_class", [SequenceReplayBuffer, PrioritizedSequenceReplayBuffer])
+def test_the_ring_samples_what_sequences_stored_whole_sample_across_wraps(buffer_class):
+    whole = buffer_class(capacity=25, seed=6)  # the layout before: each sequence whole
+    ring = buffer_class(capacity=25, seed=6, steps_per_sequence=B + L + N)
+    for i, (batch, key, _) in enumerate(episodes(3, [[9, 30, 4, 17, 60], [5] * 30, [120]])):
+        whole.push(batch, key)
+        ring.push(batch, key)
+        if i % 5 == 4:
+            a, b = whole.sample(16), ring.sample(16)
+            same(a, b)
+            np.testing.assert_array_equal(a.index, b.index)
+            if a.index is not None:
+                whole.update_priorities(a.index, a.ret[:, 0])
+                ring.update_priorities(b.index, b.ret[:, 0])
+                np.testing.assert_array_equal(a.weight, b.weight)
+    assert ring.rows_written > 4 * 25 and ring.store.written < whole.rows_written * (B + L + N) / 2
+
+
 def test_without_keys_or_from_a_restarted_stream_nothing_is_shared():
     plain = SequenceReplayBuffer(capacity=1000, seed=0, steps_per_sequence=B + L + N)
     keyed = SequenceReplayBuffer(capacity=1000, seed=0, steps_per_sequence=B + L + N)

@@ -59,11 +59,11 @@ class WholeSequenceStore:
             early (none does).
         """
         n = min(len(batch), self.capacity)
-        slots = (self.rows_written + len(batch) - n + np.arange(n)) % self.capacity
+        slots = (self.rows_written + np.arange(n)) % self.capacity
         for name, value in batch.arrays().items():
             self.rows[name][slots] = value[len(batch) - n :]
-        self.rows_written += len(batch)
-        self.size = min(self.size + len(batch), self.capacity)
+        self.rows_written += n
+        self.size = min(self.size + n, self.capacity)
         return slots, np.empty(0, dtype=np.int64)
 
     def live(self, slots: np.ndarray) -> np.ndarray:
