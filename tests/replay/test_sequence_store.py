@@ -138,7 +138,7 @@ def test_without_keys_or_from_a_restarted_stream_nothing_is_shared():
         keyed.push(batch, np.zeros((len(batch), 2)))
 
 
-def test_rows_whose_steps_are_overwritten_leave_first_in_first_out_across_wraps():
+def test_rows_whose_steps_are_overwritten_leave_first_in_first_out_across_wraps(caplog):
     # a ring of 1 step a sequence: fewer than the new steps each sequence brings, so the ring
     # laps many times and overwrites steps of rows still held
     buf = PrioritizedSequenceReplayBuffer(capacity=40, seed=1, steps_per_sequence=1)
@@ -162,6 +162,8 @@ def test_rows_whose_steps_are_overwritten_leave_first_in_first_out_across_wraps(
         gone = np.setdiff1d(np.arange(40), held % 40)
         assert (buf.priorities()[gone[gone < len(buf.priorities())]] == 0).all()
     assert buf.store.written > 3 * buf.store.ring and evicted_early > 5, evicted_early
+    warned = [r.message for r in caplog.records if "left early" in r.message]
+    assert len(warned) == 1 and "steps_per_sequence=1: the ring" in warned[0]  # said once
 
 
 def test_priority_updates_after_an_eviction_leave_the_rows_that_left_alone():

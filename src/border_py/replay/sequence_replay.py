@@ -14,6 +14,7 @@ prioritized one ``update_priorities``.
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -27,6 +28,8 @@ from border_py.replay.sequence_store import ROW_COLUMNS, STEP_COLUMNS, SequenceS
 from border_py.sequences import STORED_SEQUENCE, Sequences
 
 __all__ = ["SequenceReplayBuffer"]
+
+log = logging.getLogger(__name__)
 
 SAVED = (
     *(f"step_{k}" for k in (*STEP_COLUMNS, "user")),
@@ -80,6 +83,7 @@ class SequenceReplayBuffer:
         self.rng = np.random.default_rng(seed)
         self.store: SequenceStore | WholeSequenceStore | None = None  # made by the first push
         self._shapes: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
+        self._warned = False  # that rows leave early (a ring too small for them)
 
     def __len__(self) -> int:
         return 0 if self.store is None else self.store.size
@@ -175,6 +179,17 @@ class SequenceReplayBuffer:
         slots, evicted = self.store.push(batch, key)
         self._on_push(slots, batch, len(slots))
         self._on_evict(evicted)
+        if len(evicted) and not self._warned:
+            self._warned = True
+            log.warning(
+                "replay_buffer.steps_per_sequence=%s: the ring of steps overwrote steps of held"
+                " sequences, which left early: it holds %d of capacity=%d (sequences without"
+                " keys share no step: each takes up to %d)",
+                self.steps_per_sequence,
+                len(self),
+                self.capacity,
+                batch.steps,
+            )
 
     def _check_shapes(self, batch: Sequences) -> None:
         for key, value in batch.arrays().items():
