@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from border_py.actors.recurrent import RecurrentStream
+from border_py.agents.r2d2 import R2D2
 from border_py.envs.factory import GymEnvFactory
 from border_py.evaluation.evaluator import Evaluator
 
@@ -124,3 +125,40 @@ def test_the_evaluator_starts_each_episode_from_zeros_and_feeds_back_the_action_
             previous = next(actions)
     assert next(calls, None) is None
     evaluator.close()
+
+
+def test_an_r2d2_actor_cuts_the_sequences_its_torch_step_would():
+    """R2D2 acts in numpy (agents/recurrent_inference.py): an actor's stream explores with the
+    same actions and cuts the same sequences, states to float32 rounding, as with the module's
+    torch step, over whole episodes."""
+    factory = GymEnvFactory("CartPole-v1", max_episode_steps=30)
+    streams, envs = [], []
+    for numpy_step in (True, False):
+        space, actions = factory.spaces()
+        small = {"hidden_sizes": [16], "core_size": 8, "burn_in": 2, "length": 4, "n_step": 2}
+        agent = R2D2(space, actions, seed=3, eps_decay_steps=200, **small)
+        assert agent.fast_step is not None
+        if not numpy_step:
+            agent.fast_step = None
+        streams.append(RecurrentStream(agent, 4, agent.gamma, agent.n_step))
+        envs.append(factory.make_vector(4, seed=0))
+    cut: list[list] = [[], []]
+    for _ in range(150):  # several episodes of each env, epsilon from 1 down to 0.05
+        for k, (stream, env) in enumerate(zip(streams, envs, strict=True)):
+            obs = env.obs
+            action = stream.act(obs)
+            stream.add(obs, action, env.step(action))
+            if (taken := stream.take()) is not None:
+                cut[k].append(taken)
+        np.testing.assert_array_equal(streams[0].prev_action, streams[1].prev_action)
+        np.testing.assert_allclose(streams[0].memory, streams[1].memory, rtol=1e-5, atol=1e-6)
+    assert len(cut[0]) == len(cut[1]) > 10
+    for ours, theirs in zip(cut[0], cut[1], strict=True):
+        for name, array in ours.arrays().items():
+            other = theirs.arrays()[name]
+            if name == "state":
+                np.testing.assert_allclose(array, other, rtol=1e-5, atol=1e-6)
+            else:
+                np.testing.assert_array_equal(array, other, err_msg=name)
+    for env in envs:
+        env.close()

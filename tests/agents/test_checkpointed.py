@@ -11,6 +11,7 @@ import pytest
 
 from border_py.agents.dqn import DQN, DQNArgs
 from border_py.agents.iqn import IQN, IQNArgs
+from border_py.agents.r2d2 import R2D2, R2D2Args
 from border_py.agents.sac import SAC, SACArgs
 from border_py.config import build, config_keys
 
@@ -19,6 +20,12 @@ THREE = gym.spaces.Discrete(3)
 ACT = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
 AGENTS = {  # agent -> (class, its dataclass, its action space, the keys trainer.pt holds)
     "dqn": (DQN, DQNArgs, THREE, ["q", "q_target", "optimizer", "env_steps", "opt_steps", "rng"]),
+    "r2d2": (
+        R2D2,
+        R2D2Args,
+        THREE,
+        ["q", "q_target", "optimizer", "env_steps", "opt_steps", "rng"],
+    ),
     "iqn": (
         IQN,
         IQNArgs,

@@ -235,7 +235,7 @@ def test_a_config_dir_is_validated_like_the_shipped_configs(tmp_path):
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
         "border: error: agent=linear_qq: unknown option of config group 'agent' (did you mean"
-        " 'linear_q'?); choose from: custom, dqn, iqn, linear_q, sac"
+        " 'linear_q'?); choose from: custom, dqn, iqn, linear_q, r2d2, sac"
     ]
     out = run_border(
         ["train", "--config-dir", str(conf), "agent=linear_q", "--cfg", "job"], tmp_path, env=env

@@ -31,6 +31,12 @@ CLASSIC = {
     "sac_lunarlandercontinuous": (["agent=sac", "env=gym"], "LunarLanderContinuous-v3", 500_000),
 }
 BOX2D = {"dqn_lunarlander", "sac_lunarlandercontinuous"}
+# R2D2's POPGym recipes: recipe -> the env id it trains (looked up by agent=r2d2 env=popgym env.id=)
+POPGYM = {
+    "r2d2_popgym_repeatpreviouseasy": "popgym-RepeatPreviousEasy-v0",
+    "r2d2_popgym_repeatfirsteasy": "popgym-RepeatFirstEasy-v0",
+    "r2d2_popgym_positiononlycartpoleeasy": "popgym-PositionOnlyCartPoleEasy-v0",
+}
 
 
 def _cfg_job(out: str) -> dict:
@@ -221,6 +227,21 @@ def test_each_recipe_states_its_budget_replay_ratio_and_intervals_in_env_steps(t
         pytest.skip("LunarLander needs Box2D: pip install 'border-py[box2d]'")
     check_overrides([f"experiment={name}"])  # builds the env, agent, buffer and trainer
     check_overrides([f"experiment={name}", "trainer=serial"])
+
+
+@pytest.mark.parametrize("name", sorted(POPGYM))
+def test_each_popgym_recipe_is_looked_up_for_r2d2_and_states_an_hour_budget(tmp_path, name):
+    env_id = POPGYM[name]
+    assert lookup(["agent=r2d2", "env=popgym", f"env.id={env_id}"]) == name
+    assert recipes()[("r2d2", env_id)] == name
+    assert lookup(["agent=dqn", "env=popgym", f"env.id={env_id}"]) is None  # the baseline: none
+    cfg = make_config(tmp_path, f"experiment={name}")
+    assert cfg.env.id == env_id and cfg.trainer._target_.endswith("SerialSettings")
+    assert cfg.replay_buffer._target_.endswith("SequenceReplayBuffer")
+    assert 0 < cfg.trainer.max_env_steps <= 300_000 and cfg.trainer.max_opts is None
+    assert cfg.trainer.final_eval_episodes == 100  # the issue's 100 fresh episodes
+    assert cfg.agent.adam_eps == 1e-8  # the paper's 1e-3 stalls on POPGym's small rewards
+    check_overrides([f"experiment={name}"])  # builds the env, agent, buffer and trainer
 
 
 @NEEDS_BOX2D

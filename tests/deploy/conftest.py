@@ -15,6 +15,16 @@ from border_py import train
 
 from ..conftest import REPO, TINY, make_config
 
+R2D2_RUN = [
+    "agent=r2d2",
+    "env=popgym",
+    "replay_buffer=sequence",
+    "agent.core_size=16",
+    "agent.batch_size=8",
+    "trainer.max_opts=60",
+    "trainer.eval_interval=30",
+    "trainer.warmup_period=100",
+]
 # serial runs of a few seconds: opt steps 300, evaluations at 150 and 300 (best is one of them)
 RUNS = {
     "dqn": ["agent=dqn", "env=cartpole"],
@@ -31,6 +41,16 @@ RUNS = {
         "trainer.eval_interval=30",
         "trainer.eval_max_steps=20",
         "replay_buffer.capacity=1000",
+    ],
+    # R2D2 on POPGym's RepeatPreviousEasy (51-step episodes): an LSTM; a GRU fed the previous
+    # reward, with a dueling head (the other input signature and head of the exports)
+    "r2d2": [*R2D2_RUN],
+    "r2d2_gru": [
+        *R2D2_RUN,
+        "agent.core=gru",
+        "agent.prev_reward=true",
+        "agent.dueling=true",
+        "agent.head_sizes=[8]",
     ],
 }
 PIXELS_TRUST = ["tests.deploy.pixel_env"]

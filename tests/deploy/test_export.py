@@ -39,7 +39,7 @@ N_OBS = 1000
 def reference(policy, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The loaded policy's greedy actions and the values they come from, by the agent's own
     methods (Q-values; IQN: the mean over its midpoint levels; SAC: the Gaussian mean)."""
-    actions, _ = policy.predict(obs)
+    actions, _ = policy.predict(obs, deterministic=True)
     agent = policy.agent
     if policy.agent_name == "SAC":
         return actions, agent.policy_outputs(obs)[0]
@@ -64,7 +64,7 @@ else:
     raise SystemExit("torch imported")
 net = policy.load({out!r})
 actions, values = net.forward(np.load("obs.npy"))
-single, state = net.predict(np.load("obs.npy")[0])
+single, state = net.predict(np.load("obs.npy")[0], deterministic=True)
 assert state is None and np.allclose(single, actions[0], rtol=1e-5, atol=1e-6)
 np.save("actions.npy", actions)
 np.save("values.npy", values)

@@ -4,6 +4,7 @@ floats (which a uint8 model would scale a second time, or cast to zeros) and ano
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import io
 from pathlib import Path
@@ -71,6 +72,11 @@ def frames(space: gym.Space, n: int = 16) -> np.ndarray:
     return obs
 
 
+def deterministic(predict):
+    """``predict`` with ``deterministic=True`` (SB3's default, False, explores)."""
+    return functools.partial(predict, deterministic=True)
+
+
 def refusal_line(call, obs) -> str:
     """The one line ``call(obs)`` refuses ``obs`` with (a ``ValueError``)."""
     with pytest.raises(ValueError) as caught:
@@ -86,7 +92,7 @@ def test_predict_takes_the_envs_frames_and_refuses_scaled_ones(name, tmp_path):
     obs = frames(space)
     shape = space.shape
     exported = numpy_export(space, tmp_path)
-    for predict in (policy_of(space).predict, exported.predict):
+    for predict in (deterministic(policy_of(space).predict), deterministic(exported.predict)):
         want = predict(obs)[0]
         assert want.shape == (len(obs),)
         # the same values in other integer dtypes (lists of ints, int64 arrays) give the same actions
@@ -110,7 +116,7 @@ def test_the_numpy_forward_takes_a_batch_of_the_spaces_dtype_only(tmp_path):
     exported = numpy_export(space, tmp_path)
     obs = frames(space)
     actions, _ = exported.forward(obs)
-    np.testing.assert_array_equal(actions, exported.predict(obs)[0])
+    np.testing.assert_array_equal(actions, exported.predict(obs, deterministic=True)[0])
     for wrong in (obs / 255.0, obs.astype(np.float32), obs.transpose(0, 2, 3, 1)):
         assert "expected uint8 (unscaled" in refusal_line(exported.forward, wrong)
     assert "forward takes a batch" in refusal_line(exported.forward, obs[0])
@@ -119,7 +125,10 @@ def test_the_numpy_forward_takes_a_batch_of_the_spaces_dtype_only(tmp_path):
 def test_a_float_space_takes_any_real_numbers(tmp_path):
     space = gym.spaces.Box(-2, 2, (5,), np.float32)
     obs = sample_observations(space, 8, seed=2)
-    for predict in (policy_of(space).predict, numpy_export(space, tmp_path).predict):
+    for predict in (
+        deterministic(policy_of(space).predict),
+        deterministic(numpy_export(space, tmp_path).predict),
+    ):
         want = predict(obs)[0]
         np.testing.assert_array_equal(predict(obs.astype(np.float64))[0], want)
         assert predict([0, 1, 0, 1, 0])[0] == predict(np.array([0, 1, 0, 1, 0], np.float32))[0]
@@ -264,8 +273,8 @@ def test_every_format_takes_and_refuses_the_same_inputs(space_name, what, make, 
     exported = numpy_export(space, tmp_path)
     _, torchscript = torchscript_bytes(module, torch.as_tensor(sample[:2]), space)
     forwards = {
-        "predict": policy_of(space).predict,
-        "numpy predict": exported.predict,
+        "predict": deterministic(policy_of(space).predict),
+        "numpy predict": deterministic(exported.predict),
         "numpy forward": exported.forward,
         "torchscript": lambda batch: torchscript(np.asarray(batch)),
     }

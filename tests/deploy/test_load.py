@@ -41,7 +41,7 @@ def test_the_policy_of_the_best_checkpoint_acts_on_its_own_env(trained, name):
     assert policy.action_space == env.action_space
     seen = [obs]
     for _ in range(7):
-        action, state = policy.predict(obs)
+        action, state = policy.predict(obs, deterministic=True)
         assert state is None and env.action_space.contains(action)
         obs, _, terminated, truncated, _ = env.step(action)
         seen.append(obs)
@@ -49,10 +49,10 @@ def test_the_policy_of_the_best_checkpoint_acts_on_its_own_env(trained, name):
             obs, _ = env.reset()
     env.close()
     batch = np.stack(seen)
-    actions, _ = policy.predict(batch)
+    actions, _ = policy.predict(batch, deterministic=True)
     assert len(actions) == len(batch)
     assert all(env.action_space.contains(a) for a in actions)
-    singles = np.stack([policy.predict(o)[0] for o in seen])
+    singles = np.stack([policy.predict(o, deterministic=True)[0] for o in seen])
     np.testing.assert_allclose(singles, actions, rtol=1e-6)  # one at a time = as a batch
 
 
@@ -60,8 +60,8 @@ def test_iqn_greedy_actions_are_those_of_the_k_midpoint_levels(trained):
     policy = load_policy(trained("iqn"))
     agent = policy.agent
     obs = sample_observations(policy.observation_space, 500, seed=1)
-    first, _ = policy.predict(obs)
-    again, _ = policy.predict(obs)
+    first, _ = policy.predict(obs, deterministic=True)
+    again, _ = policy.predict(obs, deterministic=True)
     np.testing.assert_array_equal(first, again)  # no level is sampled
     taus = midpoints(agent.args.k, agent.device).expand(len(obs), agent.args.k)
     with torch.no_grad():
@@ -74,7 +74,7 @@ def test_iqn_greedy_actions_are_those_of_the_k_midpoint_levels(trained):
 def test_a_non_deterministic_prediction_explores_from_the_runs_position(trained, name):
     policy = load_policy(trained(name))
     obs = sample_observations(policy.observation_space, 400, seed=2)
-    greedy, _ = policy.predict(obs)
+    greedy, _ = policy.predict(obs, deterministic=True)
     explored, _ = policy.predict(obs, deterministic=False)
     assert policy.agent.env_steps == policy.env_steps + len(obs)  # it went on from the run's
     assert all(policy.action_space.contains(a) for a in explored)
@@ -104,7 +104,7 @@ def test_pixel_frames_are_taken_as_uint8_stacks(trained):
     assert isinstance(policy.observation_space, gym.spaces.Box)
     env = policy.make_env()
     obs, _ = env.reset(seed=0)
-    action, _ = policy.predict(obs)
+    action, _ = policy.predict(obs, deterministic=True)
     assert env.action_space.contains(action)
     env.close()
 
@@ -123,7 +123,7 @@ def test_bad_input_is_one_line(trained, tmp_path):
         ValueError,
         match=r"^observations of shape \(3,\) and dtype float64: expected float32 of shape \(4,\)",
     ):
-        policy.predict(np.zeros(3))
+        policy.predict(np.zeros(3), deterministic=True)
 
 
 def test_a_users_agent_class_loads_once_trusted(trained, tmp_path):
@@ -138,7 +138,7 @@ def test_a_users_agent_class_loads_once_trusted(trained, tmp_path):
     assert "\n" not in message and "trust=[tests.deploy.user_agent.MyDQN]" in message
     policy = load_policy(run, trust=["tests.deploy.user_agent"])
     assert policy.agent_name == "MyDQN"
-    assert policy.predict(np.zeros(4, np.float32))[0] in (0, 1)
+    assert policy.predict(np.zeros(4, np.float32), deterministic=True)[0] in (0, 1)
 
 
 @pytest.mark.slow
@@ -151,7 +151,7 @@ def test_an_async_runs_policy_loads_and_exports(tmp_path, agent):
     assert policy.checkpoint == (run / "checkpoints" / "best").resolve()
     env_ = policy.make_env()
     obs, _ = env_.reset(seed=0)
-    assert env_.action_space.contains(policy.predict(obs)[0])
+    assert env_.action_space.contains(policy.predict(obs, deterministic=True)[0])
     env_.close()
     obs = sample_observations(policy.observation_space, 1000, seed=4)
     np.save(tmp_path / "obs.npy", obs)
@@ -165,7 +165,7 @@ def test_an_async_runs_policy_loads_and_exports(tmp_path, agent):
     done = run_isolated(code, tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     got = np.load(tmp_path / "actions.npy")
-    want = policy.predict(obs)[0]
+    want = policy.predict(obs, deterministic=True)[0]
     if agent == "sac":
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
     else:

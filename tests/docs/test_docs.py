@@ -1,13 +1,15 @@
 """Every code block of README.md and docs/ runs here, or says why not (see :mod:`.blocks`).
 
 The fast tier checks the markers and the excerpts; the slow tier runs the commands: check and
-transcript lines in one process, each run block in a directory of its own at a tiny budget.
+transcript lines in one process, each run block in a directory of its own at a tiny budget, its
+lines (and those of the blocks that continue it) in one process too.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import selectors
 import shlex
 import shutil
 import subprocess
@@ -163,12 +165,13 @@ def in_one_process(items: list[dict], cwd: Path, env: dict[str, str]) -> list[di
 @pytest.mark.slow
 @pytest.mark.parametrize("chain", RUN, ids=lambda chain: chain[0].name)
 def test_a_run_block_runs_at_a_tiny_budget(chain: list[Block], tmp_path):
-    cwd = a_block_dir(tmp_path)
-    for block in chain:  # a block and the blocks that continue it, in one directory
-        if block.lang == "python":
-            run_python(block, cwd)
-        else:
-            run_bash(block, cwd)
+    cwd = a_block_dir(tmp_path / "block")
+    with BorderLines(cwd, tmp_path / "border.log") as lines:
+        for block in chain:  # a block and the blocks that continue it, in one directory
+            if block.lang == "python":
+                run_python(block, cwd)
+            else:
+                run_bash(block, cwd, lines)
 
 
 def test_a_block_that_continues_runs_after_the_one_before_it(tmp_path):
@@ -188,8 +191,59 @@ def test_a_block_that_continues_runs_after_the_one_before_it(tmp_path):
         run_chains(found[1:2])
 
 
-def run_bash(block: Block, cwd: Path) -> None:
-    """Run a bash block's ``border`` lines in ``cwd``, each at a tiny budget."""
+class BorderLines:
+    """The process that runs a run chain's ``border`` lines one after another in ``cwd``
+    (``in_process.py --serve``, started at the first line): torch, Hydra and border-py are
+    imported once, not once a line (~4 s of CPU each). Each line is ``border``'s own ``main``
+    with the line's words: its exit status, stdout and stderr come back; what its child processes
+    write goes to ``log``."""
+
+    def __init__(self, cwd: Path, log: Path) -> None:
+        self.cwd, self.log = cwd, log
+        self.proc: subprocess.Popen | None = None
+
+    def run(self, argv: list[str], timeout: float = 240) -> dict:
+        """``border <argv>``'s ``rc``, ``stdout`` and ``stderr`` (``rc`` 0 or None: success)."""
+        if self.proc is None:
+            self.proc = subprocess.Popen(
+                [sys.executable, str(HERE / "in_process.py"), "--serve", str(self.log)],
+                cwd=self.cwd,
+                env={**os.environ, **base_env(self.cwd)},
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps({"argv": argv, "env": {}}) + "\n")
+        self.proc.stdin.flush()
+        with selectors.DefaultSelector() as ready:
+            ready.register(self.proc.stdout, selectors.EVENT_READ)
+            answered = ready.select(timeout)
+        reply = self.proc.stdout.readline() if answered else ""
+        log = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
+        assert reply, f"`border {shlex.join(argv)}`: no answer in {timeout} s; its log:\n{log}"
+        return json.loads(reply)
+
+    def __enter__(self) -> BorderLines:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is None:
+            return
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=60)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def run_bash(block: Block, cwd: Path, lines: BorderLines) -> None:
+    """Run a bash block's ``border`` lines in ``cwd``, each at a tiny budget: those in the block's
+    own environment in ``lines``, a line with its own (``PYTHONPATH=... border ...``, or after an
+    ``export``) in a process of its own."""
     env = base_env(cwd)
     for command in commands(block):
         if command.export:
@@ -198,8 +252,14 @@ def run_bash(block: Block, cwd: Path) -> None:
         if command.argv[0] != "border":
             continue  # a tool's line: blocks.NOT_RUN says why
         argv = with_examples(as_run(command.argv), cwd)
-        out = run_border(argv[1:], cwd, env=command_env(env, command.env))
-        assert out.returncode == 0, f"{block.name}: `{shlex.join(argv)}`:\n{out.stderr[-2000:]}"
+        line_env = command_env(env, command.env)
+        if line_env == base_env(cwd):
+            out = lines.run(argv[1:])
+            ok, stderr = out["rc"] in (0, None), out["stderr"]
+        else:
+            ran = run_border(argv[1:], cwd, env=line_env)
+            ok, stderr = ran.returncode == 0, ran.stderr
+        assert ok, f"{block.name}: `{shlex.join(argv)}`:\n{stderr[-2000:]}"
 
 
 def run_python(block: Block, cwd: Path) -> None:

@@ -98,7 +98,8 @@ def test_td_errors_copied_back_without_blocking_land_on_their_rows():
     expected: dict[int, float] = {}
     for index, td in zip(indices, agent.td, strict=True):  # in order: the last write wins
         for row, value in zip(index, td, strict=True):
-            expected[int(row)] = (abs(value) + buffer.eps) ** buffer.alpha
+            prio = buffer.prioritization
+            expected[int(row)] = (abs(value) + prio.eps) ** prio.alpha
     priorities = buffer.priorities()
     for row, want in expected.items():
         assert priorities[row] == pytest.approx(want, rel=1e-6), row

@@ -135,8 +135,10 @@ def test_the_numpy_export_in_the_folder_acts_as_the_checkpoint(folder, run):
     net = exported_policy(folder / "export").load(folder / "export")
     loaded = load_policy(folder / "checkpoint")
     obs = np.stack([loaded.observation_space.sample() for _ in range(200)])
-    np.testing.assert_array_equal(net.predict(obs)[0], loaded.predict(obs)[0])
-    action, _ = net.predict(loaded.make_env().reset(seed=1)[0])
+    np.testing.assert_array_equal(
+        net.predict(obs, deterministic=True)[0], loaded.predict(obs, deterministic=True)[0]
+    )
+    action, _ = net.predict(loaded.make_env().reset(seed=1)[0], deterministic=True)
     assert loaded.action_space.contains(int(action))
 
 
@@ -199,13 +201,15 @@ def test_a_pull_gives_a_dir_load_policy_acts_from(folder, tmp_path, capsys):
     policy = load_policy(checkpoint)
     env = policy.make_env()
     obs, _ = env.reset(seed=0)
-    action, state = policy.predict(obs)
+    action, state = policy.predict(obs, deterministic=True)
     assert state is None and env.action_space.contains(int(action))
     obs, *_ = env.step(action)
     env.close()
     original = load_policy(folder / "checkpoint")
     batch = np.stack([policy.observation_space.sample() for _ in range(100)])
-    np.testing.assert_array_equal(policy.predict(batch)[0], original.predict(batch)[0])
+    np.testing.assert_array_equal(
+        policy.predict(batch, deterministic=True)[0], original.predict(batch, deterministic=True)[0]
+    )
     with pytest.raises(ConfigError, match=r"^-o .*pulled: exists and is not an empty dir"):
         pull(REPO, out, fetch=from_folder)
 
@@ -262,7 +266,7 @@ def test_another_format_puts_that_export_in_the_folder(fmt, model, run, tmp_path
 
         session = onnxruntime.InferenceSession(out / "export" / model)
         actions, _ = session.run(["action", "values"], {"obs": obs})
-    np.testing.assert_array_equal(actions, policy.predict(obs)[0])
+    np.testing.assert_array_equal(actions, policy.predict(obs, deterministic=True)[0])
     card = (out / "README.md").read_text()  # the card shows how to run it
     assert f'"cartpole-tiny-policy/export/{model}"' in card
     assert f"`export/{model}.preprocessing.json` says how" in card
@@ -327,6 +331,10 @@ def test_a_sac_run_pushes_with_its_continuous_actions(tmp_path):
     assert len(evaluation["episode_returns"]) == 2
     loaded = load_policy(out / "checkpoint")
     obs = np.stack([loaded.observation_space.sample() for _ in range(100)])
-    actions = exported_policy(out / "export").load(out / "export").predict(obs)[0]
-    np.testing.assert_allclose(actions, loaded.predict(obs)[0], rtol=1e-4, atol=1e-5)
+    actions = (
+        exported_policy(out / "export").load(out / "export").predict(obs, deterministic=True)[0]
+    )
+    np.testing.assert_allclose(
+        actions, loaded.predict(obs, deterministic=True)[0], rtol=1e-4, atol=1e-5
+    )
     assert all(loaded.action_space.contains(a.astype(np.float32)) for a in actions)

@@ -145,8 +145,8 @@ def test_priorities_come_from_td_errors_and_new_rows_get_the_max():
     np.testing.assert_allclose(buf.priorities(), [1, 9.0**0.5, 0.51**0.5, 1])
     buf.push(rows([4, 5]))
     np.testing.assert_allclose(buf.priorities()[4:], [3.0, 3.0])  # max(|td| + eps) = 9, ^0.5
-    assert buf._sum.total == pytest.approx(buf.priorities().sum())
-    assert buf._min.min == pytest.approx(0.51**0.5)
+    assert buf.prioritization.sums.total == pytest.approx(buf.priorities().sum())
+    assert buf.prioritization.mins.min == pytest.approx(0.51**0.5)
 
 
 def test_overwritten_rows_take_the_new_rows_priorities():
@@ -155,7 +155,8 @@ def test_overwritten_rows_take_the_new_rows_priorities():
     buf.push(rows([4, 5], priority=[0.5, 1.5]))  # the ring wraps over rows 0 and 1
     np.testing.assert_allclose(buf.priorities(), [1.0, 2.0, 10.0, 10.0])
     assert buf._storage["reward"].tolist() == [4, 5, 2, 3]
-    assert buf._sum.total == pytest.approx(23.0) and buf._min.min == pytest.approx(1.0)
+    trees = buf.prioritization
+    assert trees.sums.total == pytest.approx(23.0) and trees.mins.min == pytest.approx(1.0)
     buf.update_priorities(np.array([2, 3]), [0.0, 0.0])  # now 0.5 each
     buf.push(rows([6]))  # no actor priority: the largest seen, 10, replaces row 2's 0.5
     np.testing.assert_allclose(buf.priorities(), [1.0, 2.0, 10.0, 0.5])
@@ -166,15 +167,16 @@ def test_overwritten_rows_take_the_new_rows_priorities():
 def test_non_finite_priorities_are_refused_and_change_nothing(bad):
     buf = PrioritizedReplayBuffer(capacity=8, seed=0, alpha=1.0, eps=0.5, priority_from_actors=True)
     buf.push(rows([0, 1, 2, 3], priority=[0.5, 1.5, 2.5, 3.5]))
-    before = (buf.priorities().copy(), buf._storage["reward"].copy(), buf.max_priority, len(buf))
+    prio = buf.prioritization
+    before = (buf.priorities().copy(), buf._storage["reward"].copy(), prio.max_priority, len(buf))
     with pytest.raises(RunError, match=r"1 non-finite priorities from an actor: .* diverged"):
         buf.push(rows([4, 5], priority=[1.0, bad]))  # one NaN would make every draw row 0
     with pytest.raises(RunError, match=r"1 non-finite TD errors: .* diverged"):
         buf.update_priorities(np.array([0, 1]), [bad, 1.0])
-    after = (buf.priorities(), buf._storage["reward"], buf.max_priority, len(buf))
+    after = (buf.priorities(), buf._storage["reward"], prio.max_priority, len(buf))
     np.testing.assert_array_equal(after[0], before[0])
     np.testing.assert_array_equal(after[1], before[1])
-    assert after[2:] == before[2:] and buf._sum.total == pytest.approx(10.0)
+    assert after[2:] == before[2:] and prio.sums.total == pytest.approx(10.0)
     assert sorted(set(buf.sample(64).index.tolist())) == [0, 1, 2, 3]  # still drawn by priority
 
 
@@ -188,7 +190,7 @@ def test_prioritized_snapshot_round_trip_same_and_larger_capacity():
     same = PrioritizedReplayBuffer(capacity=6, seed=99, beta_steps=10)
     same.load(buf.state(), buf.arrays())
     np.testing.assert_array_equal(same.priorities(), buf.priorities())
-    assert same.beta == buf.beta and same.max_priority == buf.max_priority
+    assert same.prioritization.state() == buf.prioritization.state() and same.beta == buf.beta
     a, b = same.sample(16), buf.sample(16)
     np.testing.assert_array_equal(a.index, b.index)
     np.testing.assert_array_equal(a.weight, b.weight)
@@ -197,7 +199,7 @@ def test_prioritized_snapshot_round_trip_same_and_larger_capacity():
     order = [3, 4, 5, 0, 1, 2]  # oldest first
     np.testing.assert_array_equal(larger.priorities(), buf.priorities()[order])
     np.testing.assert_array_equal(larger._storage["reward"][:6], buf._storage["reward"][order])
-    assert larger._sum.total == pytest.approx(buf._sum.total)
+    assert larger.prioritization.sums.total == pytest.approx(buf.prioritization.sums.total)
 
 
 def test_dqn_applies_the_weights_once_and_returns_td_errors():
@@ -599,7 +601,8 @@ def test_actor_priorities_reach_the_buffer_in_an_async_run(tmp_path, extra):
     stored = buf._gather(np.arange(len(buf)))
     if extra:
         check_pattern_stacks(stored, n_step=3, gamma=0.99)  # 2 actors x 2 envs interleaved
-    expected = (parts.agent.td_error(stored) + buf.eps) ** buf.alpha
+    prio = buf.prioritization
+    expected = (parts.agent.td_error(stored) + prio.eps) ** prio.alpha
     same = np.isclose(buf.priorities(), expected, rtol=1e-4, atol=1e-6)
     # every row the learner never sampled (at most 10 x 16 were) keeps its actor's priority
     assert len(buf) >= 1500 and same.sum() >= len(buf) - 10 * 16, (same.sum(), len(buf))

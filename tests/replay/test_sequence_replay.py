@@ -196,7 +196,8 @@ def test_new_rows_get_the_largest_priority_seen_or_their_actors():
     np.testing.assert_allclose(actors.priorities(), [3.0, 0.5, 4.0, 1.0])
     actors.push(seqs([5]))  # no actor priority: the largest seen, 4
     np.testing.assert_allclose(actors.priorities(), [3.0, 4.0, 4.0, 1.0])
-    assert actors._sum.total == pytest.approx(12.0) and actors._min.min == pytest.approx(1.0)
+    trees = actors.prioritization
+    assert trees.sums.total == pytest.approx(12.0) and trees.mins.min == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
@@ -205,13 +206,13 @@ def test_non_finite_priorities_are_refused_and_change_nothing(bad):
         capacity=8, seed=0, alpha=1.0, eps=0.5, priority_from_actors=True
     )
     buf.push(seqs([0, 1], priority=[0.5, 1.5]))
-    before = (buf.priorities().copy(), buf.max_priority, len(buf))
+    before = (buf.priorities().copy(), buf.prioritization.max_priority, len(buf))
     with pytest.raises(RunError, match="1 non-finite priorities from an actor"):
         buf.push(seqs([2, 3], priority=[1.0, bad]))
     with pytest.raises(RunError, match="1 non-finite TD errors"):
         buf.update_priorities(np.array([0, 1]), [bad, 1.0])
     np.testing.assert_array_equal(buf.priorities(), before[0])
-    assert (buf.max_priority, len(buf)) == before[1:]
+    assert (buf.prioritization.max_priority, len(buf)) == before[1:]
 
 
 # -- snapshots -----------------------------------------------------------------------------------
@@ -269,5 +270,6 @@ def test_a_prioritized_resume_needs_the_priorities_or_continues_the_schedule_wit
         PrioritizedSequenceReplayBuffer(capacity=4, seed=2).load(buf.state(), arrays)
     fresh = PrioritizedSequenceReplayBuffer(capacity=4, seed=0, beta_steps=10)
     fresh.continue_schedule(buf.state())
-    assert (fresh.beta, fresh.max_priority) == (buf.beta, buf.max_priority) and len(fresh) == 0
+    assert fresh.prioritization.state() == buf.prioritization.state() and len(fresh) == 0
+    assert fresh.beta == buf.beta
     assert fresh.rng.random() == buf.rng.random()

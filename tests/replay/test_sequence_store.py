@@ -179,8 +179,8 @@ def test_priority_updates_after_an_eviction_leave_the_rows_that_left_alone():
     gone = buf.overwritten(sample.index, mark)
     assert gone[left].all()
     buf.update_priorities(sample.index, np.full(16, 50.0))
-    p = buf._sum.leaves(sample.index)
-    assert (p[left] == 0).all() and (p[~left] == pytest.approx(50.0 + buf.eps))
+    p = buf.prioritization.sums.leaves(sample.index)
+    assert (p[left] == 0).all() and (p[~left] == pytest.approx(50.0 + buf.prioritization.eps))
     for _ in range(50):
         assert buf.store.live(buf.sample(32).index).all()  # the rows that left are never drawn
 

@@ -74,7 +74,7 @@ def test_a_0_2_run_loads_as_a_policy_that_acts(earlier):
     policy = load_policy(earlier)
     assert policy.config["trainer"]["_target_"] == TRAINERS[earlier.name]
     obs, _ = policy.make_env().reset(seed=0)
-    action, _ = policy.predict(obs)
+    action, _ = policy.predict(obs, deterministic=True)
     assert policy.action_space.contains(np.asarray(action).item())
 
 

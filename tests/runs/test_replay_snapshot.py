@@ -129,7 +129,7 @@ def test_the_snapshot_is_written_from_the_live_arrays_without_a_copy():
     buffer = filled("frames", 40, 7)
     arrays = buffer.arrays()
     held = [*buffer._storage.values(), buffer._frames.pixels, buffer._frames.prev]
-    held.append(buffer._sum.levels[0])
+    held.append(buffer.prioritization.sums.levels[0])
     for name, array in arrays.items():
         assert any(np.shares_memory(array, h) for h in held), name
 

@@ -1,5 +1,5 @@
 """The learner's prefetch (trainers/prefetch.py): staleness bounds, priorities on the right rows,
-the thread's end, and the agents' tensor entry point equal to their update."""
+the thread's end, and the agents' tensor entry point equal to their update; sequences (R2D2) too."""
 
 from __future__ import annotations
 
@@ -16,11 +16,16 @@ from border_py import train
 from border_py.agents.batch import TensorBatch
 from border_py.agents.dqn import DQN
 from border_py.agents.iqn import IQN
+from border_py.agents.r2d2 import R2D2
 from border_py.agents.sac import SAC
+from border_py.agents.sequence_batch import SequenceBatch
 from border_py.replay.prioritized import PrioritizedReplayBuffer
+from border_py.replay.sequence_prioritized import PrioritizedSequenceReplayBuffer
+from border_py.sequences import Sequences
 from border_py.trainers.prefetch import Prefetcher, PrefetchError, build_prefetcher
 from border_py.transitions import Transitions
 
+from ..agents.sequence_data import random_sequences
 from ..conftest import FEW_FRESH_EVALS, make_config
 
 OBS = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -112,14 +117,15 @@ def test_priorities_land_on_their_rows_and_skip_rows_overwritten_since():
         index, td = pending.index.copy(), agent.td.numpy().astype(np.float64)
         with prefetcher.lock:
             buffer.push(transitions(20, 1))  # overwrites rows 0..19
-        fresh = buffer.max_priority**buffer.alpha
+        prio = buffer.prioritization
+        fresh = prio.max_priority**prio.alpha
         prefetcher.flush()
     finally:
         prefetcher.close(flush=False)
     priorities = buffer.priorities()
     last = {row: k for k, row in enumerate(index)}  # a row drawn twice keeps its last value
     for row, k in last.items():
-        want = fresh if row < 20 else (abs(td[k]) + buffer.eps) ** buffer.alpha
+        want = fresh if row < 20 else (abs(td[k]) + prio.eps) ** prio.alpha
         assert priorities[row] == pytest.approx(want, rel=1e-6), row
     assert any(row < 20 for row in last) and any(row >= 20 for row in last)
 
@@ -262,3 +268,67 @@ def test_serial_dqn_solves_cartpole_with_prefetch(tmp_path):
     )
     assert summary["best_return"] >= 475, summary
     assert summary["solved_at"] is not None
+
+
+# -- sequences (R2D2): the prefetch converts them to a SequenceBatch ---------------------------
+
+
+def r2d2(cls: type[R2D2] = R2D2, **keys: Any) -> R2D2:
+    small = {"hidden_sizes": [8], "core_size": 8, "burn_in": 3, "length": 4, "n_step": 2}
+    return cls(gym.spaces.Box(-5.0, 5.0, (3,), np.float32), ACTIONS, seed=1, **small, **keys)
+
+
+def sequences(n: int, seed: int) -> Sequences:
+    rows = [[(0, None), (3, None), (2, 6), (3, 4)][k % 4] for k in range(n)]
+    return random_sequences(rows, 3, 4, 2, n_actions=2, seed=seed)
+
+
+class KeepsPriority(R2D2):
+    """R2D2 noting the priorities its updates return."""
+
+    def update_tensors(self, batch: SequenceBatch) -> dict[str, Any]:
+        metrics = super().update_tensors(batch)
+        self.td = metrics["td_error"].clone()
+        return metrics
+
+
+def test_r2d2_update_tensors_makes_update_bit_for_bit():
+    a, b = r2d2(), r2d2()
+    for step in range(3):
+        batch = sequences(8, step)
+        batch.index, batch.weight = np.arange(8), np.linspace(0.5, 1, 8).astype(np.float32)
+        want = a.update(batch)
+        got = b.update_tensors(SequenceBatch.of(batch, b.device))
+        assert np.array_equal(want["td_error"], got["td_error"].numpy())
+        assert float(want["train/loss"]) == float(got["train/loss"])
+        assert float(want["train/q_mean"]) == float(got["train/q_mean"])
+    for x, y in zip(a.q.state_dict().values(), b.q.state_dict().values(), strict=True):
+        assert torch.equal(x, y)
+
+
+def test_r2d2_learns_through_the_prefetch_with_its_priorities_on_their_rows():
+    buffer = PrioritizedSequenceReplayBuffer(capacity=64, seed=0, alpha=0.5)
+    buffer.push(sequences(64, 0))
+    agent = r2d2(KeepsPriority, batch_size=16)
+    assert isinstance(agent, KeepsPriority)
+    prefetcher = build_prefetcher(2, agent, buffer, NEVER)
+    assert isinstance(prefetcher, Prefetcher)  # before: "no update_tensors", no prefetch
+    try:
+        for step in range(5):
+            with prefetcher.lock:
+                buffer.push(sequences(2, 10 + step))
+            metrics = prefetcher.learn()
+            assert metrics is not None and "td_error" not in metrics
+        pending = prefetcher._pending
+        assert pending is not None and agent.opt_steps == 5
+        index, td = pending.index.copy(), agent.td.numpy().astype(np.float64)
+        prefetcher.flush()
+    finally:
+        prefetcher.close(flush=False)
+    assert prefetch_threads() == []
+    priorities = buffer.priorities()
+    last = {row: k for k, row in enumerate(index)}  # a row drawn twice keeps its last value
+    for row, k in last.items():
+        if not buffer.overwritten(np.array([row]), pending.mark)[0]:
+            want = (td[k] + buffer.prioritization.eps) ** buffer.prioritization.alpha
+            assert priorities[row] == pytest.approx(want, rel=1e-6)

@@ -14,7 +14,6 @@ from border_py.errors import ConfigError
 from border_py.replay.sequence_prioritized import PrioritizedSequenceReplayBuffer
 from border_py.runs.settings import RunSettings
 from border_py.sequences import Sequences
-from border_py.trainers.async_trainer import AsyncSettings
 from border_py.trainers.components import build_components, checkpoint_nbytes
 
 R2D2_RUN = ("agent=r2d2", "replay_buffer=sequence_prioritized", "trainer=serial")
@@ -85,10 +84,3 @@ def test_r2d2_is_built_with_a_sequence_buffer_and_its_sampler_carries_memory(tin
 )
 def test_bad_sequence_settings_are_refused_in_one_line(tiny_config, overrides, message):
     assert _refusal(tiny_config, *overrides).startswith(message)
-
-
-def test_the_async_trainer_refuses_a_recurrent_agent(tiny_config):
-    _, parts = _components(tiny_config, *R2D2_RUN)
-    settings = AsyncSettings.__new__(AsyncSettings)  # only its check, no settings needed
-    with pytest.raises(ConfigError, match=r"^trainer=async: the recurrent agent R2D2 learns"):
-        settings.check_components(parts)

@@ -10,7 +10,6 @@ import pytest
 
 from border_py import load_policy, train
 from border_py.cli.recipes import lookup
-from border_py.errors import ConfigError
 from border_py.runs.checkpoint import load_checkpoint
 
 from ..conftest import make_config, run_border, scalar_tags
@@ -62,8 +61,8 @@ def test_a_stopped_and_resumed_r2d2_run_continues_as_the_uninterrupted_one(tmp_p
         make_config(part, "resume=" + str(part / "run")), overrides=["trainer.max_opts=450"]
     )
     assert resumed["opt_steps"] == 450
-    with pytest.raises(ConfigError, match=r"the recurrent agent R2D2 acts with a state carried"):
-        load_policy(part / "run")  # its predict would forget the episode at every call
+    policy = load_policy(part / "run")  # its predict carries the state (tests/deploy)
+    assert policy.predict(policy.make_env().reset(seed=0)[0], deterministic=True)[1].h.shape[0] == 1
     for tag in ("train/loss", "train/q_mean", "eval/return_mean", "train/epsilon"):
         a, b = scalar_tags(full / "run")[tag], scalar_tags(part / "run")[tag]
         assert [s for s, _ in a] == [s for s, _ in b], tag  # same steps, none twice
@@ -74,6 +73,7 @@ def _final(tmp_path, *args: str) -> float:
     """The final weights' mean return on the recipe's 20 fresh episodes of ``border train``."""
     tmp_path.mkdir()
     run_dir = tmp_path / "run"
+    args = (*args, "trainer.final_eval_episodes=20")  # the recipe's 100 take longer
     out = run_border(["train", *args, f"run_dir={run_dir}", "progress=false"], tmp_path, 600)
     assert out.returncode == 0, out.stderr[-2000:]
     final = json.loads((run_dir / "result.json").read_text())["summary"]["final_eval"]
@@ -83,11 +83,12 @@ def _final(tmp_path, *args: str) -> float:
 
 @pytest.mark.slow
 def test_r2d2_learns_to_repeat_the_previous_card_and_dqn_cannot(tmp_path):
-    """The recipe (30k env steps, < 3 minutes on 2 cores) ends clearly above the memoryless
-    -0.5 (its every answer a guess among 4 suits: +1/48 or -1/48, a quarter of them right); DQN
-    with the same env steps, opt steps and settings stays near it."""
+    """The recipe (20k env steps, about a minute on 2 cores) ends at the issue's bar, 0.9, far
+    above the memoryless -0.5 (its every answer a guess among 4 suits: +1/48 or -1/48, a quarter
+    of them right; seeds 0-2 all answer right from 10k env steps on); DQN with the same env steps,
+    opt steps and settings stays near -0.5."""
     r2d2 = _final(tmp_path / "r2d2", *TASK)  # the recipe, looked up
-    assert r2d2 > 0.0, r2d2
+    assert r2d2 >= 0.9, r2d2
     dqn = _final(
         tmp_path / "dqn",
         f"experiment={RECIPE}",

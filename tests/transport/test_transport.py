@@ -16,7 +16,6 @@ from gymnasium import spaces
 
 from border_py.transitions import FrameChunk, Transitions
 from border_py.transport.channel import (
-    BatchLayout,
     BatchSender,
     LearnerGone,
     Readable,
@@ -25,6 +24,7 @@ from border_py.transport.channel import (
     receive,
     send,
 )
+from border_py.transport.layout import BatchLayout
 from border_py.transport.messages import (
     MAX_NOTICE,
     ActorDone,

@@ -27,6 +27,7 @@ from border_py.actors.process import ActorLinks, actor_main
 from border_py.actors.runtime import Deliver, Launch, accounting_of, slots_state
 from border_py.actors.sampler import sampler_options
 from border_py.actors.settings import ActorSettings
+from border_py.agents.base import Agent, RecurrentActing
 from border_py.config import is_int, require
 from border_py.processes.children import (
     Context,
@@ -43,7 +44,8 @@ from border_py.resources import (
     size_text,
     usable_cores,
 )
-from border_py.transport.channel import BatchLayout, SlotRing
+from border_py.transport.channel import SlotRing
+from border_py.transport.layout import BatchLayout, SequenceShape
 from border_py.transport.weights import SharedWeights
 
 __all__ = ["LocalActorSettings", "LocalActors"]
@@ -94,15 +96,22 @@ class LocalActorSettings(ActorSettings):
         return cast(Context, mp.get_context(self.start_method))
 
     def layout(
-        self, config: dict[str, Any], spaces: tuple[gym.Space, gym.Space], n_step: int
+        self, config: dict[str, Any], spaces: tuple[gym.Space, gym.Space], agent: Agent
     ) -> BatchLayout:
-        """The layout of one slot: the largest batch an actor of this run can send."""
+        """The layout of one slot: the largest batch an actor of this run can send (a recurrent
+        agent's: ``n_buffer`` sequences and what one more vector step may add)."""
         options = sampler_options(config)
+        if isinstance(agent, RecurrentActing):
+            state = tuple(agent.initial_state(1).shape[1:])
+            shape = SequenceShape(agent.burn_in, agent.length, agent.period, agent.n_step, state)
+            return BatchLayout.for_sequences(
+                spaces[0], self.n_buffer, self.n_envs_per_actor, shape, options["priorities"]
+            )
         return BatchLayout.for_batches(
             *spaces,
             self.n_buffer,
             self.n_envs_per_actor,
-            n_step,
+            agent.n_step,
             options["frame_stack"],
             options["priorities"],
         )
@@ -111,15 +120,15 @@ class LocalActorSettings(ActorSettings):
         self,
         config: dict[str, Any],
         spaces: tuple[gym.Space, gym.Space],
-        n_step: int,
+        agent: Agent,
         enforce: bool,
     ) -> None:
         """Also bound the actor processes by this machine's cores, the learner's open files
         (ulimit -n), and the slots of every actor by the room free in ``/dev/shm``."""
-        super().check_resources(config, spaces, n_step, enforce)
+        super().check_resources(config, spaces, agent, enforce)
         actors_per_core(self.n_actors, usable_cores(), "usable CPU cores", enforce)
         open_files(self.n_actors, enforce)
-        slot, slots = self.layout(config, spaces, n_step).nbytes, self.n_actors * self.queue_size
+        slot, slots = self.layout(config, spaces, agent).nbytes, self.n_actors * self.queue_size
         shared_memory(
             f"actor_manager.n_actors={self.n_actors} x queue_size={self.queue_size}",
             f"{slots} slots of {size_text(slot)} (n_buffer={self.n_buffer},"
@@ -164,7 +173,7 @@ class LocalActors:
                 cores,
                 settings.nice,
             )
-        layout = settings.layout(launch.config, launch.spaces, launch.agent.n_step)
+        layout = settings.layout(launch.config, launch.spaces, launch.agent)
         self.rings = [SlotRing.create(ctx, layout, settings.queue_size) for _ in range(n)]
         self.weights = SharedWeights.create(ctx, launch.policy)
         self.weights.publish(launch.policy, launch.opt_steps)

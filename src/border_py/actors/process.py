@@ -1,12 +1,15 @@
-"""The actor process: a CPU copy of the policy stepping its envs and sending transition batches.
+"""The actor process: a CPU copy of the policy stepping its envs and sending transition batches
+(a recurrent agent's: sequences).
 
 Each actor builds everything from plain config data, waits for the learner's first weights, then
 loops: pick up new weights if their version changed, sample ``n_buffer`` transitions (with their
 initial priorities, scored by this copy of the policy, under ``replay_buffer.priority_from_actors``;
-frame by frame under ``replay_buffer.frame_stack``), wait for a free slot of its channel
-(back-pressure), write the batch there and announce it. It beats its heartbeat after every env
-step and every wait, reports a crash with its traceback, and ends with an :class:`ActorDone` that
-carries its transition counts.
+frame by frame under ``replay_buffer.frame_stack``; a recurrent agent's ``n_buffer`` sequences,
+each env's recurrent state carried from step to step and zeroed at each episode start, as the
+serial trainer's actor does: :mod:`border_py.actors.recurrent`), wait for a free slot of its
+channel (back-pressure), write the batch there and announce it. It beats its heartbeat after
+every env step and every wait, reports a crash with its traceback, and ends with an
+:class:`ActorDone` that carries its transition counts.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ class ActorSpec:
         index: the actor slot.
         incarnation: 0 for the first start, +1 per restart (and per resumed session).
         n_envs: envs stepped together.
-        n_buffer: transitions per batch.
+        n_buffer: transitions per batch (a recurrent agent's: sequences).
         epsilons: a fixed exploration epsilon per env (Ape-X), None: the agent's own schedule
             (at the run's env steps: :mod:`border_py.actors.clock`).
         policy_dtype: the precision the actor acts in (:class:`~border_py.agents.base.
@@ -145,7 +148,8 @@ def _sample_until_stopped(
     running: Callable[[], bool],
 ) -> tuple[int, int]:
     """Sample batches into free slots of the ring and announce them until the stop; return the
-    transitions sent and those dropped (sampled, with no slot free before the stop)."""
+    transitions (sequences) sent and those dropped (sampled, with no slot free before the
+    stop)."""
     held = _Held()
     sent = dropped = 0
     while running():

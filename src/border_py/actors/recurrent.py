@@ -8,7 +8,9 @@ action and reward; after it :meth:`RecurrentStream.add` hands the step, with the
 acted with, to the :class:`~border_py.actors.sequencer.SequenceBuilder` and moves each env on: the
 state the agent returned, the action taken and the reward that followed, or zeros, -1 and 0.0
 where the step ended the env's episode (the vector env resets it in the same step, so the next
-observation is the new episode's first).
+observation is the new episode's first). R2D2 steps its network in numpy for this
+(:mod:`border_py.agents.recurrent_inference`: several times faster than the torch module's step on
+an actor's handful of envs; ``benchmarks/recurrent_throughput.py``).
 """
 
 from __future__ import annotations

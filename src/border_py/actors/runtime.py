@@ -21,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 import gymnasium as gym
 import torch
 
-from border_py.agents.base import Agent
+from border_py.agents.base import Agent, RecurrentActing
 from border_py.errors import RunError
 from border_py.processes.supervision import RestartPolicy
 from border_py.transport.batch import ReceivedBatch
@@ -33,6 +33,7 @@ __all__ = [
     "Deliver",
     "Launch",
     "accounting_of",
+    "env_steps_per_batch",
     "slots_state",
 ]
 
@@ -162,6 +163,11 @@ class Launch:
     seed: int = field(kw_only=True)
     check_resources: bool = field(kw_only=True)
 
+    def env_steps_per_batch(self, n_buffer: int) -> int:
+        """About the env steps an actor takes to fill a batch of ``n_buffer``
+        (:func:`env_steps_per_batch`)."""
+        return env_steps_per_batch(n_buffer, self.agent)
+
 
 @runtime_checkable
 class Actors(Protocol):
@@ -230,3 +236,10 @@ def slots_state(records: Sequence[ActorRecord], kept: Sequence[ActorRecord]) -> 
     """What actors of slots save (their :meth:`Actors.state`): the record of every slot of the
     run, those they run first (``records``), then those they keep (``kept``)."""
     return {"actors": [record.state() for record in [*records, *kept]]}
+
+
+def env_steps_per_batch(n_buffer: int, agent: Agent) -> int:
+    """About the env steps an actor takes to fill a batch of ``n_buffer`` (``actor_manager.
+    n_buffer``): one per transition; for a recurrent agent, whose envs each start a sequence every
+    ``period`` env steps, ``period`` per sequence."""
+    return n_buffer * agent.period if isinstance(agent, RecurrentActing) else n_buffer

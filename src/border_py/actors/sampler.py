@@ -191,18 +191,15 @@ class Sampler:
         min_transitions: int,
         stats: SampleStats,
         on_step: Callable[[], object] | None = None,
-    ) -> Transitions:
+    ) -> Batch:
         """Step until at least ``min_transitions`` transitions are ready; return them in one batch
         (with priorities, scored in one call). Steps go by blocks of as many as the missing
-        transitions need (one per env and step), turned into transitions once per block.
-        ``on_step`` is called after every env step (an actor's heartbeat).
-
-        Raises:
-            TypeError: the agent is recurrent (its sequences come from :meth:`step`; actor
-                processes do not send sequences).
+        transitions need (one per env and step), turned into transitions once per block; a
+        recurrent agent's sequences are taken after every step, until ``min_transitions``
+        sequences are ready. ``on_step`` is called after every env step (an actor's heartbeat).
         """
         if self.stream is not None:
-            raise TypeError("a recurrent agent's sequences are taken step by step (step())")
+            return self._sample_sequences(min_transitions, stats, on_step)
         parts: list[Transitions] = []
         scored: list[Transitions] = []
         ready = 0
@@ -221,6 +218,25 @@ class Sampler:
         if self.priorities:
             by_stacks = self.stack_processor is not None
             self._score(batch, Transitions.concat(scored) if by_stacks else batch)
+        return batch
+
+    def _sample_sequences(
+        self, min_sequences: int, stats: SampleStats, on_step: Callable[[], object] | None
+    ) -> Sequences:
+        """Step until at least ``min_sequences`` sequences are ready; return them in one batch
+        (with priorities, scored in one call)."""
+        assert self.stream is not None
+        parts: list[Sequences] = []
+        ready = 0
+        while ready < min_sequences:
+            self._step(stats)
+            if on_step is not None:
+                on_step()
+            if (out := self.stream.take()) is not None:
+                parts.append(out)
+                ready += len(out)
+        batch = Sequences.concat(parts)
+        self._score(batch, batch)
         return batch
 
     def state(self) -> dict[str, Any]:

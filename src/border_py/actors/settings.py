@@ -20,6 +20,7 @@ import gymnasium as gym
 
 from border_py.actors.process import ActorSpec
 from border_py.actors.runtime import ActorRecord, Actors
+from border_py.agents.base import Agent
 from border_py.agents.inference import ACTING_DTYPES
 from border_py.config import fraction, non_negative, positive, require
 from border_py.errors import ConfigError
@@ -49,7 +50,8 @@ class ActorSettings:
         n_actors: actors (processes, or Ray actors).
         n_envs_per_actor: envs each actor steps together as a gymnasium vector env, with one
             batched policy call per step.
-        n_buffer: transitions an actor accumulates before sending them (border's name).
+        n_buffer: transitions an actor accumulates before sending them (border's name; a
+            recurrent agent's actor: sequences).
         exploration: ``schedule`` (every actor follows the agent's own schedule) or ``apex``
             (fixed epsilons over all actors x envs: env j of actor i, the g-th of N = n_actors *
             n_envs_per_actor explorers with g = i * n_envs_per_actor + j, acts with
@@ -156,11 +158,11 @@ class ActorSettings:
         self,
         config: dict[str, Any],
         spaces: tuple[gym.Space, gym.Space],
-        n_step: int,
+        agent: Agent,
         enforce: bool,
     ) -> None:
         """Bound what these actors would take before any starts (see :mod:`border_py.resources`;
-        ``config``: the run's, ``spaces`` and ``n_step``: the batches' shapes, ``enforce``: the
+        ``config``: the run's, ``spaces`` and ``agent``: the batches' shapes, ``enforce``: the
         run's ``check_resources``). Here the batch counts every kind of actors shares; each adds
         what it takes of the machine."""
         at_most(

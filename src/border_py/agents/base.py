@@ -113,7 +113,9 @@ class TensorUpdate(Protocol):
 
     ``update(batch)`` must equal ``update_tensors(TensorBatch.of(batch, device,
     discrete_actions))`` with ``td_error`` made a numpy array: the learner's prefetch
-    (``trainer.prefetch``) converts batches in a background thread and calls this instead.
+    (``trainer.prefetch``) converts batches in a background thread and calls this instead. An
+    agent that learns on sequences (:class:`RecurrentActing`) takes ``SequenceBatch.of(batch,
+    device)`` instead (:mod:`border_py.agents.sequence_batch`).
 
     Attributes:
         device: where the batch's tensors must be.

@@ -5,7 +5,8 @@ network.
 hyper-parameters into their dataclass, starts epsilon-greedy exploration, and keeps what the
 actors and the learner read (``gamma``, ``n_step``, ``batch_size``, the device);
 :meth:`~DiscreteValueAgent.value_network` builds the one online network under torch's RNG seeded
-with the agent's seed, with its target copy and its Adam optimizer. The agent's own loss, update
+with the agent's seed, with its target copy and its Adam optimizer; :func:`value_parts` is what
+such an agent checkpoints. The agent's own loss, update
 and acting stay in its module (:mod:`border_py.agents.dqn`, :mod:`border_py.agents.iqn`,
 :mod:`border_py.agents.r2d2`).
 """
@@ -21,12 +22,19 @@ import torch
 from torch import nn
 
 from border_py.agents.base import Accepts
-from border_py.agents.checkpointed import Checkpointed
+from border_py.agents.checkpointed import (
+    Checkpointed,
+    Count,
+    OptimizerStates,
+    Part,
+    RandomState,
+    Weights,
+)
 from border_py.agents.exploration import EpsilonGreedy
 from border_py.agents.optim import Adam, Optimizers
 from border_py.agents.spaces import check_spaces
 
-__all__ = ["DiscreteValueAgent", "ValueArgs"]
+__all__ = ["DiscreteValueAgent", "ValueArgs", "value_parts"]
 
 
 class ValueArgs(Protocol):
@@ -120,3 +128,22 @@ class DiscreteValueAgent(EpsilonGreedy, Checkpointed, Generic[A]):
             list(online.parameters()), args.lr, args.adam_eps, max_grad_norm=args.max_grad_norm
         )
         return online, target, Optimizers({name: adam})
+
+
+def value_parts(network: str) -> dict[str, Part]:
+    """The checkpointed parts (:attr:`~border_py.agents.checkpointed.Checkpointed.checkpointed`)
+    of a :class:`DiscreteValueAgent` whose online network is ``agent.<network>``, built by
+    :meth:`~DiscreteValueAgent.value_network` under ``network``: its weights, its target's
+    (``<network>_target``), its optimizer, the step counters and the exploration generator.
+
+    Their keys are the checkpoint format (DQN's and R2D2's ``q``, IQN's ``z``): an agent adds its
+    own parts after them.
+    """
+    return {
+        network: Weights(network),
+        f"{network}_target": Weights(f"{network}_target"),
+        "optimizer": OptimizerStates(only=network),
+        "env_steps": Count("env_steps"),
+        "opt_steps": Count("opt_steps"),
+        "rng": RandomState("rng"),  # exploration
+    }

@@ -20,9 +20,8 @@ import torch
 import torch.nn.functional as F
 
 from border_py.agents.batch import TensorBatch, obs_tensor
-from border_py.agents.checkpointed import Count, OptimizerStates, RandomState, Weights
 from border_py.agents.compiled import check_mode, compiled
-from border_py.agents.discrete import DiscreteValueAgent
+from border_py.agents.discrete import DiscreteValueAgent, value_parts
 from border_py.agents.exploration import linear_epsilon
 from border_py.agents.footprint import Footprint, dqn_footprint
 from border_py.agents.hparams import HParams, Rule, configured_by
@@ -115,14 +114,7 @@ class DQN(DiscreteValueAgent[DQNArgs]):
     """
 
     acting_module = "q"  # actors act with the online Q-network
-    checkpointed = {
-        "q": Weights("q"),
-        "q_target": Weights("q_target"),
-        "optimizer": OptimizerStates(only="q"),
-        "env_steps": Count("env_steps"),
-        "opt_steps": Count("opt_steps"),
-        "rng": RandomState("rng"),  # exploration
-    }
+    checkpointed = value_parts("q")
 
     @configured_by(DQNArgs)
     def __init__(

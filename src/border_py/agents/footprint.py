@@ -6,7 +6,8 @@ action_space, **keys) -> Footprint`` (DQN, IQN and SAC do, through :func:`dqn_fo
 :func:`iqn_footprint` and :func:`sac_footprint`). Their networks are built on PyTorch's ``meta``
 device, which records shapes and allocates nothing, so the parameter counts are exact for every
 torso (MLP, Nature and MinAtar CNNs, dueling and quantile heads), and one sample's forward pass
-there counts the activations an update keeps per sample (against the peak memory of real updates
+counts the activations an update keeps per sample (on the CPU under :data:`REAL_BELOW`
+parameters: an operation on meta imports ``torch._dynamo``, 1.5 s of start-up) (against the peak memory of real updates
 from 10 MiB to 1 GiB: 0.5x-2.6x, and high rather than low above 100 MiB). :func:`check_agent_memory`
 bounds both against the memory available (see :mod:`border_py.resources`) before a learner's agent
 is built; :func:`check_agent_weights` bounds what building an agent to act allocates, its
@@ -82,11 +83,19 @@ class Footprint:
         return self.policy + self.weights + 2 * self.trained
 
 
-def on_meta(build: Callable[[], nn.Module]) -> nn.Module:
-    """The module ``build`` makes, on the ``meta`` device: shapes only, nothing allocated (and the
-    global RNG left as it was)."""
-    with torch.random.fork_rng(devices=[]), torch.device("meta"):
-        return build()
+REAL_BELOW = 1 << 22  # parameters (16 MiB): a network this small is built and run on the CPU
+
+
+def shaped(build: Callable[[], nn.Module]) -> nn.Module:
+    """The module ``build`` makes, the global RNG left as it was: on the ``meta`` device (nothing
+    allocated) from :data:`REAL_BELOW` parameters, else built again on the CPU."""
+    with torch.random.fork_rng(devices=[]):
+        with torch.device("meta"):
+            module = build()
+        if sum(p.numel() for p in module.parameters()) >= REAL_BELOW:
+            return module
+        with torch.device("cpu"):
+            return build()
 
 
 def parameter_bytes(module: nn.Module) -> int:
@@ -94,14 +103,15 @@ def parameter_bytes(module: nn.Module) -> int:
     return FLOAT * sum(p.numel() for p in module.parameters())
 
 
-def sample(space: gym.Space, *more: int) -> torch.Tensor:
-    """One observation of ``space`` on the meta device, with a batch dim (and ``more`` dims)."""
+def sample(space: gym.Space, module: nn.Module) -> torch.Tensor:
+    """One observation of ``space`` (zeros, with a batch dim) where ``module`` is."""
     dtype = torch.uint8 if space.dtype == "uint8" else torch.float32
-    return torch.zeros((1, *more, *(space.shape or ())), dtype=dtype, device="meta")
+    device = next(module.parameters()).device
+    return torch.zeros((1, *(space.shape or ())), dtype=dtype, device=device)
 
 
 def forward_floats(module: nn.Module, *inputs: torch.Tensor) -> int:
-    """Elements one forward pass of ``module`` (on the meta device) makes: its inputs (converted
+    """Elements one forward pass of ``module`` (built by :func:`shaped`) makes: its inputs (converted
     to float), the outputs of every leaf module and of ``module`` itself; about what autograd keeps
     for the backward pass."""
     total = 0
@@ -133,9 +143,9 @@ def dqn_footprint(
 ) -> Footprint:
     """DQN's: the Q-network and its target, and an update that keeps ``Q(s)``'s activations and
     a gradient beside ``Q_target(s')`` (and ``Q(s')`` for double DQN) at the batch size."""
-    q = on_meta(lambda: q_network(observation_space, n_actions, hidden_sizes, network, dueling))
+    q = shaped(lambda: q_network(observation_space, n_actions, hidden_sizes, network, dueling))
     size = parameter_bytes(q)
-    per_sample = forward_floats(q, sample(observation_space)) * (2 + double_dqn)
+    per_sample = forward_floats(q, sample(observation_space, q)) * (2 + double_dqn)
     return Footprint(
         policy=size,
         weights=2 * size,
@@ -158,11 +168,12 @@ def iqn_footprint(
     """IQN's: the quantile network and its target, and an update at the batch size: the online
     network at N levels (activations and a gradient), the target's at N' and K (``levels``: N,
     N', K), and the loss's N x N' terms (:data:`LOSS_TERMS` tensors of them)."""
-    z = on_meta(lambda: QuantileNetwork(observation_space, n_actions, hidden_sizes, network, n_cos))
+    z = shaped(lambda: QuantileNetwork(observation_space, n_actions, hidden_sizes, network, n_cos))
     size = parameter_bytes(z)
 
     def forward(n: int) -> int:  # one sample at n levels
-        return forward_floats(z, sample(observation_space), torch.zeros((1, n), device="meta"))
+        levels = torch.zeros((1, n), device=next(z.parameters()).device)
+        return forward_floats(z, sample(observation_space, z), levels)
 
     n_tau, n_tau_prime, k = levels
     per_sample = 2 * forward(n_tau) + forward(n_tau_prime) + forward(k)
@@ -188,10 +199,10 @@ def sac_footprint(
     critics' and the policy's activations with a gradient each, beside the target critics'."""
     obs_dim, scale = flat_dim(observation_space.shape or ()), input_scale(observation_space)
     act_dim = flat_dim(action_space.shape or ())
-    policy = on_meta(lambda: GaussianPolicy(obs_dim, hidden_sizes, act_dim, scale))
-    critics = on_meta(lambda: QEnsemble(obs_dim, act_dim, hidden_sizes, n_critics, scale))
+    policy = shaped(lambda: GaussianPolicy(obs_dim, hidden_sizes, act_dim, scale))
+    critics = shaped(lambda: QEnsemble(obs_dim, act_dim, hidden_sizes, n_critics, scale))
     p, c = parameter_bytes(policy), parameter_bytes(critics)
-    policy_floats = forward_floats(policy, sample(observation_space))
+    policy_floats = forward_floats(policy, sample(observation_space, policy))
     # each critic: its input, every hidden layer before and after the ReLU, its value
     critic_floats = n_critics * (obs_dim + act_dim + 2 * sum(hidden_sizes) + 1)
     return Footprint(

@@ -23,6 +23,8 @@ layers, a linear or dueling head) with torch's functional ops in bfloat16, for a
 it (``actor_manager.policy_dtype``): on CPUs with AMX, Pong's dueling Nature-CNN
 network takes less than half its float32 time per observation at 16 rows (in float32 the
 functional path costs what the module does, so float32 acting keeps the module).
+
+The recurrent Q-network's numpy step (R2D2's actors) is :mod:`border_py.agents.recurrent_inference`.
 """
 
 from __future__ import annotations

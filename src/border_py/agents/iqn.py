@@ -28,8 +28,8 @@ import numpy as np
 import torch
 
 from border_py.agents.batch import TensorBatch, obs_tensor
-from border_py.agents.checkpointed import Count, OptimizerStates, RandomState, Weights
-from border_py.agents.discrete import DiscreteValueAgent
+from border_py.agents.checkpointed import RandomState
+from border_py.agents.discrete import DiscreteValueAgent, value_parts
 from border_py.agents.footprint import Footprint, iqn_footprint
 from border_py.agents.hparams import HParams, configured_by
 from border_py.agents.networks import QuantileNetwork
@@ -129,12 +129,7 @@ class IQN(DiscreteValueAgent[IQNArgs]):
 
     acting_module = "z"  # actors act with the online quantile network
     checkpointed = {
-        "z": Weights("z"),
-        "z_target": Weights("z_target"),
-        "optimizer": OptimizerStates(only="z"),
-        "env_steps": Count("env_steps"),
-        "opt_steps": Count("opt_steps"),
-        "rng": RandomState("rng"),  # exploration
+        **value_parts("z"),
         "tau_rng": RandomState("tau_rng"),  # quantile levels
     }
 

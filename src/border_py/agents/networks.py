@@ -209,16 +209,39 @@ def torso(observation_space: gym.Space, network: str) -> tuple[nn.Module, int]:
         return VectorInput(scale), flat_dim(shape)
     require("network", len(shape) == 3, f"{network!r} only for (C, H, W) observations", network)
     cnn = NatureCNN(shape[0], scale) if network == "cnn" else MinAtarCNN(shape[0], scale)
-    try:
-        with torch.no_grad():
-            out = cnn(torch.zeros((1, *shape)))
-    except RuntimeError:  # the kernels do not fit
+    features = conv_features(cnn.conv, shape)
+    if features == 0:  # the kernels do not fit
         smallest = NATURE_MIN_SIZE if network == "cnn" else 3
         raise ConfigError(
             f"network={requested!r}: observations of shape {shape} are too small for the"
             f" {network!r} torso (frames of at least {smallest}x{smallest}); use network=mlp"
-        ) from None
-    return cnn, int(out.shape[1])
+        )
+    return cnn, features
+
+
+def conv_features(layers: nn.Sequential, shape: tuple[int, ...]) -> int:
+    """Features of one ``(C, H, W)`` input after ``layers``' convolutions, flattened (0 where a
+    kernel does not fit). Computed from the layers' settings, not by running them: on the meta
+    device (the memory estimate's) a run imports ``torch._dynamo``, a second of start-up."""
+    channels, height, width = shape
+    for layer in layers:
+        if isinstance(layer, nn.Conv2d):
+            pads = tuple(int(p) for p in layer.padding)  # ints here, never "same"/"valid"
+            height, width = (
+                (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
+                for size, kernel, stride, pad, dilation in zip(
+                    (height, width),
+                    layer.kernel_size,
+                    layer.stride,
+                    pads,
+                    layer.dilation,
+                    strict=True,
+                )
+            )
+            channels = layer.out_channels
+            if height < 1 or width < 1:
+                return 0
+    return channels * height * width
 
 
 def dense(in_dim: int, hidden_sizes: Sequence[int], out_dim: int | None) -> list[nn.Module]:
@@ -304,9 +327,8 @@ class QuantileNetwork(nn.Module):
         shared = list(hidden_sizes[:-1])
         self.psi = nn.Sequential(encoder, *dense(dim, shared, None))
         width = int(shared[-1]) if shared else dim
-        self.register_buffer(
-            "i_pi", math.pi * torch.arange(n_cos, dtype=torch.float32), persistent=False
-        )
+        i_pi = np.arange(n_cos, dtype=np.float32) * np.float32(math.pi)  # no torch op: see torso
+        self.register_buffer("i_pi", torch.tensor(i_pi), persistent=False)
         self.phi = nn.Sequential(nn.Linear(n_cos, width), nn.ReLU())
         self.f = nn.Sequential(*dense(width, hidden_sizes[-1:], n_actions))
 

@@ -34,10 +34,10 @@ import torch
 import torch.nn.functional as F
 
 from border_py.agents.batch import obs_tensor
-from border_py.agents.checkpointed import Count, OptimizerStates, RandomState, Weights
-from border_py.agents.discrete import DiscreteValueAgent
+from border_py.agents.discrete import DiscreteValueAgent, value_parts
 from border_py.agents.hparams import HParams, Rule, configured_by
 from border_py.agents.recurrent import CORES, RecurrentQNetwork
+from border_py.agents.recurrent_inference import RecurrentInference
 from border_py.agents.rescaling import rescale, unrescale
 from border_py.agents.sequence_batch import SequenceBatch
 from border_py.config import count, flag, fraction, positive_count, require, widths
@@ -188,14 +188,7 @@ class R2D2(DiscreteValueAgent[R2D2Args]):
     """
 
     acting_module = "q"
-    checkpointed = {
-        "q": Weights("q"),
-        "q_target": Weights("q_target"),
-        "optimizer": OptimizerStates(only="q"),
-        "env_steps": Count("env_steps"),
-        "opt_steps": Count("opt_steps"),
-        "rng": RandomState("rng"),  # exploration
-    }
+    checkpointed = value_parts("q")
 
     @configured_by(R2D2Args)
     def __init__(
@@ -223,6 +216,8 @@ class R2D2(DiscreteValueAgent[R2D2Args]):
             )
 
         self.q, self.q_target, self.optimizers = self.value_network("q", seed, q_net)
+        # an MLP torso on the CPU acts with numpy (the module's step costs several times more)
+        self.fast_step = RecurrentInference.of(self.q)
         self.burn_in, self.length = args.burn_in, args.length
         self.period = args.period if args.period is not None else max(1, args.length // 2)
 
@@ -247,7 +242,8 @@ class R2D2(DiscreteValueAgent[R2D2Args]):
         explore: bool,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Epsilon-greedy (``explore``) or greedy actions for a batch of envs, and their next
-        states.
+        states: the network's :meth:`~border_py.agents.recurrent.RecurrentQNetwork.step`, in
+        numpy for an MLP torso on the CPU (:mod:`border_py.agents.recurrent_inference`).
 
         Args:
             obs: ``(n, *obs_shape)``.
@@ -258,14 +254,18 @@ class R2D2(DiscreteValueAgent[R2D2Args]):
             prev_reward: ``(n,)``: the reward that followed it (0 at an episode's first step).
             explore: epsilon-greedy (advances the schedule), else greedy.
         """
-        with torch.inference_mode():
-            q, next_state = self.q.step(
-                obs_tensor(obs, self.device),
-                torch.as_tensor(prev_action, dtype=torch.int64, device=self.device),
-                torch.as_tensor(prev_reward, dtype=torch.float32, device=self.device),
-                torch.as_tensor(state, dtype=torch.float32, device=self.device),
-            )
-            actions, next_state_np = q.argmax(dim=1).cpu().numpy(), next_state.cpu().numpy()
+        if self.fast_step is not None:
+            q_np, next_state_np = self.fast_step(obs, prev_action, prev_reward, state)
+            actions = q_np.argmax(axis=1)
+        else:
+            with torch.inference_mode():
+                q, next_state = self.q.step(
+                    obs_tensor(obs, self.device),
+                    torch.as_tensor(prev_action, dtype=torch.int64, device=self.device),
+                    torch.as_tensor(prev_reward, dtype=torch.float32, device=self.device),
+                    torch.as_tensor(state, dtype=torch.float32, device=self.device),
+                )
+                actions, next_state_np = q.argmax(dim=1).cpu().numpy(), next_state.cpu().numpy()
         return (self.explore(actions) if explore else actions), next_state_np
 
     def losses(
@@ -290,8 +290,17 @@ class R2D2(DiscreteValueAgent[R2D2Args]):
         sample (``batch.index`` set) the metrics include ``td_error``: each row's new priority
         (``eta`` max/mean mix of ``|delta|``, float32 numpy ``(rows,)``) for the replay.
         """
-        tensors = SequenceBatch.of(batch, self.device)
-        loss, priority, q_taken = self.losses(tensors, self.q_target)
+        metrics = self.update_tensors(SequenceBatch.of(batch, self.device))
+        priority = metrics.pop("td_error")
+        if batch.index is not None:  # a numpy copy waits for a GPU: only when the buffer needs it
+            metrics["td_error"] = priority.cpu().numpy().astype(np.float32)
+        return metrics
+
+    def update_tensors(self, batch: SequenceBatch) -> dict[str, Any]:
+        """:meth:`update` on a batch already converted on the device (the learner's prefetch,
+        :mod:`border_py.trainers.prefetch`); ``td_error``, each row's new priority, stays a
+        device tensor."""
+        loss, priority, q_taken = self.losses(batch, self.q_target)
         optimizer = self.optimizers["q"]
         optimizer.zero_grad()
         loss.backward()
@@ -299,13 +308,12 @@ class R2D2(DiscreteValueAgent[R2D2Args]):
         self.opt_steps += 1
         if self.opt_steps % self.args.target_update_interval == 0:  # theta' <- theta
             self.q_target.load_state_dict(self.q.state_dict())
-        metrics: dict[str, Any] = {
+        q_sum = torch.where(batch.mask, q_taken.detach(), 0.0).sum()  # no sync: no mask indexing
+        return {
             "train/loss": loss.detach(),
-            "train/q_mean": q_taken.detach()[tensors.mask].mean(),
+            "train/q_mean": q_sum / batch.mask.sum().clamp(min=1),
+            "td_error": priority,
         }
-        if batch.index is not None:
-            metrics["td_error"] = priority.cpu().numpy().astype(np.float32)
-        return metrics
 
     def td_error(self, batch: Sequences) -> np.ndarray:
         """Each row's priority with the online network for the bootstrap too (an actor's copy

@@ -59,27 +59,39 @@ class SequenceBatch:
     burn_in: int
 
     @classmethod
-    def of(cls, seq: Sequences, device: torch.device) -> SequenceBatch:
-        """Convert ``seq`` once, its padding made inert (see the module docstring)."""
+    def of(cls, seq: Sequences, device: torch.device, pinned: bool = False) -> SequenceBatch:
+        """Convert ``seq`` once, its padding made inert (see the module docstring);
+        ``pinned``: through page-locked memory without blocking (CUDA: the learner's prefetch,
+        see :mod:`border_py.agents.batch`)."""
         prev_action, prev_reward = seq.previous()  # -1 / 0.0 on padding already
         mask = seq.mask.astype(bool)
         learning = slice(seq.burn_in, seq.burn_in + seq.length)
-        present = to_device(seq.present, torch.bool, device)
+        present = to_device(seq.present, torch.bool, device, pinned)
         blank = ~present.reshape(present.shape + (1,) * (seq.obs.ndim - 2))
-        obs = obs_tensor(seq.obs, device)
+        obs = obs_tensor(seq.obs, device, pinned)
         f32, i64 = torch.float32, torch.int64
+
+        def tensor(array: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+            return to_device(array, dtype, device, pinned)
+
         return cls(
             obs=torch.where(blank, torch.zeros((), dtype=obs.dtype, device=device), obs),
-            prev_action=to_device(prev_action, i64, device),
-            prev_reward=to_device(prev_reward, f32, device),
+            prev_action=tensor(prev_action, i64),
+            prev_reward=tensor(prev_reward, f32),
             present=present,
-            state=to_device(seq.state, f32, device),
-            burn=to_device(seq.burn, i64, device),
-            action=to_device(np.where(mask, seq.action[:, learning], 0), i64, device),
-            ret=to_device(np.where(mask, seq.ret, 0.0), f32, device),
-            discount=to_device(np.where(mask, seq.discount, 0.0), f32, device),
-            offset=to_device(np.where(mask, seq.offset, 1), i64, device),
-            mask=to_device(mask, torch.bool, device),
-            weight=None if seq.weight is None else to_device(seq.weight, f32, device),
+            state=tensor(seq.state, f32),
+            burn=tensor(seq.burn, i64),
+            action=tensor(np.where(mask, seq.action[:, learning], 0), i64),
+            ret=tensor(np.where(mask, seq.ret, 0.0), f32),
+            discount=tensor(np.where(mask, seq.discount, 0.0), f32),
+            offset=tensor(np.where(mask, seq.offset, 1), i64),
+            mask=tensor(mask, torch.bool),
+            weight=None if seq.weight is None else tensor(seq.weight, f32),
             burn_in=seq.burn_in,
         )
+
+    def tensors(self) -> list[torch.Tensor]:
+        """Every tensor of the batch (e.g. to mark them used on another CUDA stream)."""
+        parts = [self.obs, self.prev_action, self.prev_reward, self.present, self.state]
+        parts += [self.burn, self.action, self.ret, self.discount, self.offset, self.mask]
+        return [t for t in [*parts, self.weight] if t is not None]

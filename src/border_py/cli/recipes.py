@@ -9,7 +9,8 @@ Hydra searches them. A match is applied as if ``experiment=<name>`` were given, 
 ``key=value`` on the command line still wins over the recipe. A recipe of yours for a task that a
 shipped recipe also trains is the one looked up (a file of yours named like a shipped one is not
 read: Hydra loads the shipped file for that name). ``experiment=none`` turns the lookup off; a
-sweep over the agent, env or env id skips it.
+sweep over the agent, env or env id skips it. A recipe that sets ``env.flicker`` (a game whose
+screen blanks at random: another task than its id names) is never looked up: name it.
 """
 
 from __future__ import annotations
@@ -93,6 +94,8 @@ def _scan(root: Traversable, roots: list[Traversable]) -> dict[str, tuple[str, s
                     chosen[str(key).removeprefix("override /")] = str(value)
         agent, env = chosen.get("agent"), chosen.get("env")
         section = spec.get("env")
+        if isinstance(section, dict) and section.get("flicker"):
+            continue  # a flickering game is another task than its id: chosen by name only
         env_id = (section.get("id") if isinstance(section, dict) else None) or (
             env and _env_id(env, roots)
         )

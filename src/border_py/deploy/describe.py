@@ -18,8 +18,10 @@ import numpy as np
 from border_py._version import __version__
 from border_py.agents.iqn import IQN
 from border_py.agents.networks import input_scale
+from border_py.agents.r2d2 import R2D2
 from border_py.agents.sac import SAC
 from border_py.deploy.load import Policy
+from border_py.deploy.recurrent_graph import step_names
 from border_py.layout import CHECKPOINTS
 from border_py.secrets import redact
 
@@ -27,7 +29,14 @@ __all__ = ["describe", "readme"]
 
 
 def outputs(agent: object) -> str:
-    """What the exported model's two outputs are, for ``agent`` (see :mod:`.graph`)."""
+    """What the exported model's outputs are, for ``agent`` (see :mod:`.graph` and
+    :mod:`.recurrent_graph`)."""
+    if isinstance(agent, R2D2):
+        after = "next_h, next_c" if agent.q.state_parts == 2 else "next_h"
+        return (
+            "values: Q(s, a) for every action (B, n); action: their arg max (B,), int64;"
+            f" {after}: the core's state after this step (1, B, {agent.q.core_size}), float32"
+        )
     if isinstance(agent, IQN):
         k = agent.args.k
         return (
@@ -41,6 +50,45 @@ def outputs(agent: object) -> str:
             " float32"
         )
     return "values: Q(s, a) for every action (B, n); action: their arg max (B,), int64"
+
+
+def state_contract(agent: R2D2, fmt: str) -> dict[str, Any]:
+    """The recurrent state's contract of an exported R2D2 step (what the caller carries)."""
+    q = agent.q
+    inputs, names = step_names(q)
+    lstm = q.state_parts == 2
+    state = "h, c" if lstm else "h"
+    contract = {
+        "core": "lstm" if lstm else "gru",
+        "hidden": q.core_size,
+        "inputs": inputs,
+        "outputs": names,
+        "shapes": {
+            "h": [1, "B", q.core_size],
+            **({"c": [1, "B", q.core_size]} if lstm else {}),
+            "prev_action": ["B"],
+            **({"prev_reward": ["B"]} if q.prev_reward else {}),
+        },
+        "contract": f"the model holds no state: at an episode's first step pass {state} as"
+        " float32 zeros and prev_action -1 (no previous action)"
+        + (", prev_reward 0" if q.prev_reward else "")
+        + f"; at every later step pass back the {', '.join(names[2:])} it returned, the"
+        " action taken as prev_action"
+        + (" and the reward that followed as prev_reward" if q.prev_reward else "")
+        + "; each env of a batch is a row, its state zeroed where its episode starts",
+    }
+    if fmt == "numpy":
+        contract["predict"] = (
+            "policy.py's predict(obs, state, episode_start, deterministic=True) carries the state"
+            " as Stable-Baselines3's recurrent policies do: pass back the state it returned"
+            " (None at the first call) and episode_start True where an episode begins"
+            + (
+                "; set state = state._replace(prev_reward=reward) after each env step"
+                if q.prev_reward
+                else ""
+            )
+        )
+    return contract
 
 
 def _bounds(values: np.ndarray) -> Any:
@@ -82,7 +130,9 @@ def describe(policy: Policy, fmt: str) -> dict[str, Any]:
     """``preprocessing.json``'s content for ``policy`` exported as ``fmt``."""
     obs = policy.observation_space
     scale = input_scale(obs)
-    return {
+    agent = policy.agent
+    names = step_names(agent.q)[1] if isinstance(agent, R2D2) else ["action", "values"]
+    description = {
         "format": fmt,
         "border_py": __version__,
         "agent": policy.agent_name,
@@ -99,8 +149,11 @@ def describe(policy: Policy, fmt: str) -> dict[str, Any]:
             "input": "obs: a batch (B, *shape) of the dtype above",
         },
         "action": space(policy.action_space),
-        "outputs": {"names": ["action", "values"], "meaning": outputs(policy.agent)},
+        "outputs": {"names": names, "meaning": outputs(policy.agent)},
     }
+    if isinstance(agent, R2D2):
+        description["state"] = state_contract(agent, fmt)
+    return description
 
 
 def readme(description: dict[str, Any], name: str) -> str:
@@ -121,6 +174,7 @@ def readme(description: dict[str, Any], name: str) -> str:
         " Others (another layout, floats for uint8 frames) are refused.",
         f"Actions: {act}.",
         f"Outputs: {description['outputs']['meaning']}.",
+        *_state_lines(description.get("state")),
         "",
         "policy.py is Python: run it only from a source you trust. Run it with numpy alone (no"
         " torch, no border-py), from the dir that holds this one:",
@@ -131,8 +185,29 @@ def readme(description: dict[str, Any], name: str) -> str:
         "    policy = importlib.util.module_from_spec(spec)",
         "    spec.loader.exec_module(policy)",
         f"    net = policy.load({name!r})",
-        "    action, _ = net.predict(obs)",
+        *(
+            [
+                "    state, start = None, np.ones(n_envs, dtype=bool)  # None: zeros",
+                "    action, state = net.predict(obs, state, start, deterministic=True)",
+                "    # then, after each env step: start = terminated | truncated",
+            ]
+            if "state" in description
+            else ["    action, _ = net.predict(obs, deterministic=True)"]
+        ),
         "",
         "preprocessing.json says the same as data.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _state_lines(state: dict[str, Any] | None) -> list[str]:
+    """The README's lines on a recurrent policy's state (none for a feed-forward one)."""
+    if state is None:
+        return []
+    lines = [
+        f"State ({state['core']}, {state['hidden']} wide): inputs {', '.join(state['inputs'])};"
+        f" outputs {', '.join(state['outputs'])}. The {state['contract']}."
+    ]
+    if "predict" in state:
+        lines.append(f"predict: {state['predict']}.")
+    return lines

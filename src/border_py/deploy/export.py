@@ -1,7 +1,8 @@
 """Exporting a trained greedy policy: ONNX, TorchScript, or numpy alone.
 
 Every format maps a batch of observations (any batch size) to ``(action, values)`` (see
-:mod:`border_py.deploy.graph`) and is checked before it is published: the written model is run
+:mod:`border_py.deploy.graph`; a recurrent policy's step takes and gives its state too, see
+:mod:`border_py.deploy.recurrent_export`) and is checked before it is published: the written model is run
 (onnxruntime, ``torch.jit.load``, the numpy ``policy.py``) on observations sampled from the
 observation space and must give the greedy actions and values of the policy it was made from,
 and must refuse those observations as floats (an integer space: a frame scaled already would be
@@ -28,7 +29,6 @@ import json
 import logging
 import os
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,14 +37,25 @@ import numpy as np
 import torch
 from torch import nn
 
-from border_py.deploy import numpy_policy
-from border_py.deploy.describe import describe, readme
+from border_py.agents.r2d2 import R2D2
+from border_py.deploy.describe import describe
 from border_py.deploy.graph import CheckedInput, greedy_module, sample_observations
-from border_py.deploy.load import load_policy
-from border_py.deploy.numpy_network import numpy_network
+from border_py.deploy.load import Policy, load_policy
+from border_py.deploy.recurrent_export import export_recurrent
+from border_py.deploy.written import (
+    DESCRIPTION,
+    NUMPY_FILES,
+    Forward,
+    check_outputs,
+    check_refusals,
+    description_path,
+    load_numpy_export,
+    numpy_files,
+    policy_source,
+    write_numpy_dir,
+)
 from border_py.errors import ConfigError, RunError, first_line
-from border_py.files import create_file, link_refusal, write_file
-from border_py.publishing import publish_dir
+from border_py.files import write_file
 
 __all__ = [
     "DESCRIPTION",
@@ -61,49 +72,7 @@ __all__ = [
 
 FORMATS = ("onnx", "torchscript", "numpy")
 ONNX_NEEDS = ("onnx", "onnxruntime", "onnxscript")
-DESCRIPTION = "preprocessing.json"
-NUMPY_FILES = {"policy.py", "network.json", "weights.npz", DESCRIPTION, "README.txt"}
 CHECK_ROWS = 64  # observations each written model is checked on
-Forward = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
-
-
-def description_path(out: Path, fmt: str) -> Path:
-    """Where ``preprocessing.json`` goes for an export to ``out``: inside a numpy dir, else
-    beside the file as ``<file name>.preprocessing.json`` (``policy.onnx``:
-    ``policy.onnx.preprocessing.json``; the whole name, so that exports of one policy in two
-    formats side by side each have their own)."""
-    return out / DESCRIPTION if fmt == "numpy" else out.with_name(f"{out.name}.{DESCRIPTION}")
-
-
-def check_outputs(out: Path, fmt: str, force: bool) -> None:
-    """Refuse outputs that exist (without ``force``), symlinks, and what ``force`` would not
-    replace: a dir where a file goes, or a dir that is not a numpy export.
-
-    Raises:
-        ConfigError: one line naming the path.
-    """
-    paths = [out] if fmt == "numpy" else [out, description_path(out, fmt)]
-    for path in paths:
-        if path.is_symlink():
-            raise link_refusal(path)
-        if not path.exists():
-            continue
-        if not force:
-            raise ConfigError(
-                f"{path}: exists; border export replaces nothing unless told: choose another -o"
-                " or pass --force"
-            )
-        if fmt == "numpy" and not (path.is_dir() and {"policy.py", "network.json"} <= _names(path)):
-            raise ConfigError(
-                f"{path}: exists and is not a numpy export; --force replaces only an earlier"
-                " export: remove it yourself or choose another -o"
-            )
-        if fmt != "numpy" and not path.is_file():
-            raise ConfigError(f"{path}: exists and is not a file; --force replaces files only")
-
-
-def _names(path: Path) -> set[str]:
-    return {entry.name for entry in path.iterdir()}
 
 
 def check_onnx() -> None:
@@ -131,30 +100,6 @@ def compare(name: str, got: tuple[np.ndarray, np.ndarray], want: tuple[Any, Any]
         same = bool(np.all(best_two[:, -1] - best_two[:, 0] <= 1e-5))
     if not same:
         raise RunError(f"{name}: the written model's actions differ from the policy's")
-
-
-def check_refusals(name: str, forward: Forward, sample: np.ndarray) -> None:
-    """Raise :class:`RunError` unless a written model refuses ``sample`` (a batch of the space's
-    dtype) cast to float32 when the space's dtype is an integer one, and ``sample`` in another
-    layout (its observation axes reversed) when that is another shape."""
-    wrong = []
-    if sample.dtype.kind in "iu":
-        wrong.append(("float observations", sample.astype(np.float32)))
-    reversed_axes = np.ascontiguousarray(sample.transpose(0, *range(sample.ndim - 1, 0, -1)))
-    if reversed_axes.shape != sample.shape:
-        wrong.append(("observations in another layout", reversed_axes))
-    for what, obs in wrong:
-        try:
-            forward(obs)
-        except Exception:  # the format's own refusal: ValueError, torch.jit.Error, onnxruntime's
-            continue
-        raise RunError(f"{name}: the written model takes {what} (a wrong input would be acted on)")
-
-
-def policy_source() -> bytes:
-    """The numpy export's ``policy.py``, as this border-py writes it (the same for every
-    network: ``network.json`` and ``weights.npz`` say which)."""
-    return Path(numpy_policy.__file__).read_bytes()
 
 
 def torchscript_bytes(
@@ -216,43 +161,43 @@ def onnx_bytes(module: nn.Module, example: torch.Tensor) -> tuple[bytes, Forward
     return data, forward
 
 
-def numpy_files(
-    module: nn.Module, observation_space: gym.Space, description: dict[str, Any], name: str
-) -> dict[str, Any]:
-    """The numpy export dir's files (the dir named ``name``): name -> bytes, or a writer."""
-    network, arrays = numpy_network(module, observation_space)
-    return {
-        "policy.py": policy_source(),
-        "network.json": json.dumps(network, indent=1).encode(),
-        "weights.npz": lambda f: np.savez(f, **arrays),  # type: ignore[arg-type]
-        DESCRIPTION: json.dumps(description, indent=2).encode(),
-        "README.txt": readme(description, name).encode(),
-    }
-
-
-def load_numpy_export(path: Path) -> Forward:
-    """The ``forward`` of the numpy export in ``path``, its ``policy.py`` imported from there."""
-    spec = importlib.util.spec_from_file_location("border_exported_policy", path / "policy.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.load(path).forward
-
-
-def write_numpy_dir(
-    files: dict[str, Any], out: Path, check: Callable[[Path], None], force: bool
+def export_feed_forward(
+    policy: Policy, fmt: str, out: Path, description: dict[str, Any], force: bool
 ) -> None:
-    """Publish ``files`` as the dir ``out`` (:func:`border_py.publishing.publish_dir`), ``check``-ed
-    in its hidden temporary dir first; with ``force``, an earlier export there (the only thing
-    :func:`check_outputs` lets it replace) is replaced."""
+    """Export a feed-forward policy's greedy module (:mod:`border_py.deploy.graph`) as ``fmt``
+    to ``out``, each written model checked on sampled observations and for its refusals first.
 
-    def fill(tmp: Path) -> None:
-        for name, data in files.items():
-            create_file(tmp / name, data)
-        check(tmp)
+    Raises:
+        ConfigError: an agent or layer the format lacks (one line).
+        RunError: the model could not be written, or does not reproduce the policy.
+    """
+    module = greedy_module(policy.agent, policy.action_space)
+    sample = sample_observations(policy.observation_space, CHECK_ROWS)
+    with torch.no_grad():
+        want = module(torch.as_tensor(sample))
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    publish_dir(out, fill, replace=force)
+    def check(name: str, forward: Forward) -> None:
+        compare(name, forward(sample), want)
+        check_refusals(name, forward, sample)
+
+    try:
+        if fmt == "numpy":
+            files = numpy_files(module, policy.observation_space, description, out.name)
+            write_numpy_dir(files, out, lambda tmp: check(str(out), load_numpy_export(tmp)), force)
+            return
+        example = torch.as_tensor(sample[:2])
+        if fmt == "onnx":
+            data, forward = onnx_bytes(module, example)
+        else:
+            data, forward = torchscript_bytes(module, example, policy.observation_space)
+        check(str(out), forward)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_file(out, data)
+        write_file(description_path(out, fmt), json.dumps(description, indent=2).encode())
+    except OSError as exc:
+        raise RunError(
+            f"{exc.filename or out}: cannot write the export ({exc.strerror or first_line(exc)})"
+        ) from None
 
 
 def export_policy(
@@ -286,32 +231,9 @@ def export_policy(
     if fmt == "onnx":
         check_onnx()
     policy = load_policy(path, trust=trust, check_resources=check_resources)
-    module = greedy_module(policy.agent, policy.action_space)
     description = describe(policy, fmt)
-    sample = sample_observations(policy.observation_space, CHECK_ROWS)
-    with torch.no_grad():
-        want = module(torch.as_tensor(sample))
-
-    def check(name: str, forward: Forward) -> None:
-        compare(name, forward(sample), want)
-        check_refusals(name, forward, sample)
-
-    try:
-        if fmt == "numpy":
-            files = numpy_files(module, policy.observation_space, description, out.name)
-            write_numpy_dir(files, out, lambda tmp: check(str(out), load_numpy_export(tmp)), force)
-            return out
-        example = torch.as_tensor(sample[:2])
-        if fmt == "onnx":
-            data, forward = onnx_bytes(module, example)
-        else:
-            data, forward = torchscript_bytes(module, example, policy.observation_space)
-        check(str(out), forward)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        write_file(out, data)
-        write_file(description_path(out, fmt), json.dumps(description, indent=2).encode())
-    except OSError as exc:
-        raise RunError(
-            f"{exc.filename or out}: cannot write the export ({exc.strerror or first_line(exc)})"
-        ) from None
+    if isinstance(policy.agent, R2D2):
+        export_recurrent(policy.agent.q, policy.observation_space, fmt, out, description, force)
+    else:
+        export_feed_forward(policy, fmt, out, description, force)
     return out

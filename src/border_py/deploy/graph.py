@@ -37,6 +37,7 @@ __all__ = [
     "GreedyGaussian",
     "GreedyQ",
     "GreedyQuantile",
+    "ObsCheck",
     "greedy_module",
     "sample_observations",
 ]
@@ -105,18 +106,17 @@ class GreedyGaussian(nn.Module):
         return action.reshape(-1, *self.shape), mean
 
 
-class CheckedInput(nn.Module):
-    """``module`` behind a check of its input, for TorchScript (``torch.jit.script``), by the rule
-    of every export (:func:`~border_py.deploy.numpy_policy.as_batch`): a batch ``(B, *shape)`` of
-    integers that the space's dtype holds (an integer space: a uint8 frame goes in unscaled), of
-    real numbers (a float space: integers or floats) or of bools (a bool space), given to
-    ``module`` in the space's dtype; else a ``ValueError`` naming what is expected (TorchScript
-    raises it inside its ``torch.jit.Error``).
+class ObsCheck(nn.Module):
+    """Observations checked by the rule of every export
+    (:func:`~border_py.deploy.numpy_policy.as_batch`), for TorchScript (``torch.jit.script``): a
+    batch ``(B, *shape)`` of integers that the space's dtype holds (an integer space: a uint8
+    frame goes in unscaled), of real numbers (a float space: integers or floats) or of bools (a
+    bool space), returned in the space's dtype; else a ``ValueError`` naming what is expected
+    (TorchScript raises it inside its ``torch.jit.Error``).
     """
 
-    def __init__(self, module: nn.Module, space: gym.Space) -> None:
+    def __init__(self, space: gym.Space) -> None:
         super().__init__()
-        self.module = module
         self.shape = [int(n) for n in space.shape or ()]
         dtype = np.dtype(space.dtype)
         self.kind = {"b": "bool", "i": "integer", "u": "integer"}.get(dtype.kind, "float")
@@ -127,7 +127,7 @@ class CheckedInput(nn.Module):
             " gives them"
         )
 
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
         if obs.dtype == torch.bool:
             kind = "bool"
         elif obs.is_floating_point():
@@ -142,7 +142,19 @@ class CheckedInput(nn.Module):
             fits = torch.equal(obs.to(self.dtype).to(obs.dtype), obs)
         if not fits:
             raise ValueError(f"observations of shape {obs.shape} ({kind}): {self.expected}")
-        return self.module(obs.to(self.dtype))
+        return obs.to(self.dtype)
+
+
+class CheckedInput(nn.Module):
+    """``module`` behind an :class:`ObsCheck` of its input, for TorchScript."""
+
+    def __init__(self, module: nn.Module, space: gym.Space) -> None:
+        super().__init__()
+        self.module = module
+        self.check = ObsCheck(space)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.module(self.check(obs))
 
 
 def greedy_module(agent: Agent, action_space: gym.Space) -> nn.Module:

@@ -19,7 +19,8 @@ from border_py.agents.base import Agent, ExplorationPosition, RecurrentActing
 from border_py.agents.factory import build_agent
 from border_py.agents.footprint import check_agent_weights
 from border_py.agents.networks import resolve_device
-from border_py.deploy.numpy_policy import as_batch
+from border_py.agents.r2d2 import R2D2
+from border_py.deploy.numpy_policy import RecurrentState, as_batch, episode_state
 from border_py.envs.factory import GymEnvFactory, build_env_factory
 from border_py.errors import ConfigError, first_line
 from border_py.layout import CONFIG
@@ -29,7 +30,7 @@ from border_py.runs.trust import Trust, check_trust_list
 from border_py.secrets import refuse_redacted
 from border_py.seeding import derive_seed
 
-__all__ = ["Policy", "build_policy_agent", "load_policy"]
+__all__ = ["Policy", "build_policy_agent", "load_policy", "takes_rewards"]
 
 
 def build_policy_agent(
@@ -99,30 +100,68 @@ class Policy:
         )
         return factory.make()
 
-    def predict(self, obs: Any, deterministic: bool = True) -> tuple[np.ndarray, None]:
-        """Actions for observations, as Stable-Baselines3's ``predict``: ``(action, None)``.
+    def predict(
+        self,
+        observation: Any,
+        state: Any = None,
+        episode_start: Any = None,
+        deterministic: bool = False,
+    ) -> tuple[np.ndarray, Any]:
+        """Actions for observations, with Stable-Baselines3's signature and return:
+        ``(action, state)``.
+
+        A feed-forward policy returns ``state`` as given (SB3's policies: None). A recurrent one
+        (R2D2) acts as sb3-contrib's ``RecurrentPPO``: from ``state``, what the previous call
+        returned (None: zeros), zeroed where ``episode_start`` is True (no previous action), and
+        returns its next state, a
+        :class:`~border_py.deploy.numpy_policy.RecurrentState`: the core's ``h`` (and an LSTM's
+        ``c``) ``(1, n_envs, hidden)``, the action just given (the core's next previous action)
+        and the reward that follows it (NaN, for the caller to set, for a policy that takes it;
+        SB3's ``evaluate_policy`` cannot).
 
         Args:
-            obs: one observation (shaped as :attr:`observation_space`) or a batch of them (one
-                more, leading dimension), as the env gives them: of the space's dtype, or one
-                of its kind that holds the same values (a uint8 frame goes in unscaled).
-            deterministic: the greedy action (DQN: the arg max of Q; IQN: of the mean over the
-                agent's ``k`` midpoint quantile levels; SAC: the squashed mean mapped onto the
-                action bounds); False: the agent's exploring action (``act(explore=True)``,
-                continuing its schedule from the run's env steps).
+            observation: one observation (shaped as :attr:`observation_space`) or a batch of
+                them (one more, leading dimension), as the env gives them: of the space's dtype,
+                or one of its kind that holds the same values (a uint8 frame goes in unscaled).
+            state: a recurrent policy's state from the previous call (None: every env at an
+                episode's start); passed through by a feed-forward policy.
+            episode_start: one flag per env (None: all False): True where an episode begins.
+            deterministic: the greedy action (DQN, R2D2: the arg max of Q; IQN: of the mean
+                over the agent's ``k`` midpoint quantile levels; SAC: the squashed mean mapped
+                onto the action bounds); False (SB3's default): the agent's exploring action
+                (``act(explore=True)``, continuing its schedule from the run's env steps).
 
         Returns:
-            One action for one observation, a batch for a batch; None (no recurrent state).
+            One action for one observation, a batch for a batch; the state (see above).
 
         Raises:
             ValueError: observations of another shape, or of a dtype that would change them
-                (floats into a uint8 space: scaled frames would be scaled twice), one line
-                naming the shape and dtype expected.
+                (floats into a uint8 space: scaled frames would be scaled twice), or a state or
+                ``episode_start`` that is not for these envs (one line naming what is expected).
         """
         shape = tuple(self.observation_space.shape or ())
-        batch, single = as_batch(obs, shape, np.dtype(self.observation_space.dtype))
-        actions = self.agent.act(batch, explore=not deterministic)
-        return (actions[0] if single else actions), None
+        batch, single = as_batch(observation, shape, np.dtype(self.observation_space.dtype))
+        if not isinstance(self.agent, RecurrentActing):
+            actions = self.agent.act(batch, explore=not deterministic)
+            return (actions[0] if single else actions), state
+        agent: Any = self.agent
+        _, parts, hidden = agent.initial_state(1).shape
+        lstm, takes_reward = parts == 2, takes_rewards(agent)
+        now = episode_state(state, episode_start, len(batch), hidden, lstm, takes_reward)
+        core = np.stack([now.h[0]] + ([] if now.c is None else [now.c[0]]), axis=1)
+        actions, after = agent.act_recurrent(
+            batch, core, now.prev_action, now.prev_reward, not deterministic
+        )
+        reward = np.full(len(batch), np.nan if takes_reward else 0.0, np.float32)
+        h, c = after[None, :, 0], (after[None, :, 1] if lstm else None)
+        next_state = RecurrentState(h, c, np.asarray(actions, np.int64), reward)
+        return (actions[0] if single else actions), next_state
+
+
+def takes_rewards(agent: Any) -> bool:
+    """Whether a recurrent agent's core takes the previous reward: R2D2's ``prev_reward``; a
+    recurrent agent of a user's is assumed to (a reward it needs is never left out)."""
+    return not isinstance(agent, R2D2) or bool(agent.args.prev_reward)
 
 
 def trust_of(trust: Any) -> Trust:
@@ -148,7 +187,7 @@ def load_policy(
     Raises:
         ConfigError: one line: not a run or checkpoint dir, an untrusted import in its config,
             networks larger than the memory available, weights that do not fit, a bad device,
-            a recurrent agent (its state through an episode is not carried yet).
+            a recurrent agent whose state is neither an LSTM's nor a GRU's.
     """
     resolve_device(device)  # a device this machine lacks is one line, before anything loads
     checkpoint = pick_checkpoint(str(path))
@@ -156,11 +195,11 @@ def load_policy(
     env_factory, (obs_space, act_space), agent = build_policy_agent(
         checkpoint, checkpoint.config, device, check_resources
     )
-    if isinstance(agent, RecurrentActing):  # predict would act from an episode's start each call
+    if isinstance(agent, RecurrentActing) and agent.initial_state(1).shape[1] not in (1, 2):
         raise ConfigError(
-            f"{checkpoint.path}: the recurrent agent {type(agent).__name__} acts with a state"
-            " carried through each episode, which load_policy's predict does not take yet;"
-            " evaluate it with border eval"
+            f"{checkpoint.path}: the recurrent agent {type(agent).__name__} keeps a state of"
+            f" {agent.initial_state(1).shape[1]} parts; predict takes an LSTM's (h, c) or a"
+            " GRU's h"
         )
     env_steps = checkpoint.meta.get("env_steps")
     env_steps = env_steps if isinstance(env_steps, int) else None

@@ -3,8 +3,9 @@
 (:mod:`border_py.deploy.numpy_policy`) runs.
 
 The layers are those of :mod:`border_py.agents.layers` (``input``, ``conv``, ``relu``,
-``flatten``, ``linear``, ``dueling``), which every network border's agents build is made of; any
-other module is refused in one line.
+``flatten``, ``linear``, ``dueling``), which every network border's agents build is made of, and a
+recurrent step's one-layer LSTM or GRU core (its weights in PyTorch's gate order, which
+``policy.py``'s ``core_step`` runs); any other module is refused in one line.
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ from torch import nn
 
 from border_py.agents.layers import Layer, NotALayer, network_layers
 from border_py.deploy.graph import GreedyGaussian, GreedyQ, GreedyQuantile
+from border_py.deploy.recurrent_graph import RecurrentStep
 from border_py.errors import ConfigError
 
 __all__ = ["numpy_network"]
 
 Arrays = dict[str, np.ndarray]
+# network.json's names of a one-layer LSTM's or GRU's weights -> torch's
+CORE_WEIGHTS = {"w_ih": "weight_ih", "w_hh": "weight_hh", "b_ih": "bias_ih", "b_hh": "bias_hh"}
 
 
 def _array(arrays: Arrays, name: str, value: Any) -> str:
@@ -94,6 +98,8 @@ def numpy_network(module: nn.Module, observation_space: gym.Space) -> tuple[dict
             "taus": _array(arrays, "taus", module.taus.reshape(-1)),
             "i_pi": _array(arrays, "z.i_pi", z.i_pi),
         }
+    elif isinstance(module, RecurrentStep):
+        network = recurrent_network(module, arrays)
     elif isinstance(module, GreedyGaussian):
         network = {
             "kind": "gaussian",
@@ -105,3 +111,26 @@ def numpy_network(module: nn.Module, observation_space: gym.Space) -> tuple[dict
     else:
         raise ConfigError(f"{type(module).__name__}: not a greedy policy module of border's")
     return {"observation": observation, **network}, arrays
+
+
+def recurrent_network(step: RecurrentStep, arrays: Arrays) -> dict[str, Any]:
+    """``network.json``'s content for a recurrent step: the torso's and the head's layers and
+    the core's weights (one layer of ``nn.LSTM`` or ``nn.GRU``, PyTorch's gate order)."""
+    core = step.core
+    if not isinstance(core, nn.LSTM | nn.GRU) or core.num_layers != 1 or core.bidirectional:
+        raise ConfigError(f"{core}: the numpy export runs one layer of LSTM or GRU only")
+    return {
+        "kind": "recurrent",
+        "torso": layers(step.torso, "torso", arrays),
+        "core": {
+            "type": "lstm" if isinstance(core, nn.LSTM) else "gru",
+            **{
+                name: _array(arrays, f"core.{torch_name}_l0", getattr(core, f"{torch_name}_l0"))
+                for name, torch_name in CORE_WEIGHTS.items()
+            },
+        },
+        "hidden": int(core.hidden_size),
+        "n_actions": step.n_actions,
+        "prev_reward": step.prev_reward,
+        "head": layers(step.head, "head", arrays),
+    }

@@ -10,8 +10,18 @@ put on ``sys.path``, where a file beside it could stand in for numpy)::
     policy = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(policy)
     net = policy.load("export")         # reads network.json and weights.npz there
-    action, _ = net.predict(obs)        # one observation -> one action, a batch -> a batch
+    action, _ = net.predict(obs, deterministic=True)  # one observation, or a batch
     actions, values = net.forward(batch)
+
+``predict`` is Stable-Baselines3's, ``predict(observation, state=None, episode_start=None,
+deterministic=False) -> (action, state)``; an export is greedy: pass ``deterministic=True``. A
+recurrent policy (R2D2) carries a :class:`RecurrentState` through each episode, as sb3-contrib's
+``RecurrentPPO`` does: pass back the state it returned (None at first: zeros) and
+``episode_start``, True where an env's episode begins (its state is zeroed there)::
+
+    action, state = net.predict(obs, state, episode_start, deterministic=True)
+
+``step`` is that step with the state as explicit arrays (the ONNX export's inputs and outputs).
 
 Observations go in as the env gives them: of the space's shape and a dtype of its kind (integers
 that fit an integer space: a uint8 one the model scales itself; numbers for a float space; bools
@@ -28,11 +38,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["NumpyPolicy", "as_batch", "load"]
+__all__ = ["NumpyPolicy", "RecurrentState", "as_batch", "episode_state", "load"]
 
 HERE = Path(__file__).resolve().parent
 CHUNK = 256  # rows per pass: a convolution's windows copy (rows, H', W', C * kh * kw) floats
@@ -77,6 +87,99 @@ def run(layers: Layers, x: np.ndarray, arrays: dict[str, np.ndarray]) -> np.ndar
         else:
             raise ValueError(f"layer {op!r}: unknown to this policy.py (export again)")
     return x
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """The logistic function, without overflow warnings for large ``|x|``."""
+    return np.float32(0.5) * (np.tanh(np.float32(0.5) * x) + np.float32(1))
+
+
+def core_step(
+    core: dict[str, Any],
+    x: np.ndarray,
+    h: np.ndarray,
+    c: np.ndarray | None,
+    arrays: dict[str, np.ndarray],
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """One step of ``torch.nn.LSTM`` (gates i, f, g, o) or ``torch.nn.GRU`` (gates r, z, n) for
+    inputs ``x`` (B, in) and states ``h``, ``c`` (B, hidden): the next ``(h, c)`` (``c`` None
+    for a GRU)."""
+    w_ih, w_hh = arrays[core["w_ih"]], arrays[core["w_hh"]]
+    gates_x = x @ w_ih.T + arrays[core["b_ih"]]
+    gates_h = h @ w_hh.T + arrays[core["b_hh"]]
+    if core["type"] == "lstm":
+        assert c is not None
+        i, f, g, o = np.split(gates_x + gates_h, 4, axis=1)
+        c = sigmoid(f) * c + sigmoid(i) * np.tanh(g)
+        return sigmoid(o) * np.tanh(c), c
+    r_x, z_x, n_x = np.split(gates_x, 3, axis=1)
+    r_h, z_h, n_h = np.split(gates_h, 3, axis=1)
+    r, z = sigmoid(r_x + r_h), sigmoid(z_x + z_h)
+    n = np.tanh(n_x + r * n_h)
+    return (np.float32(1) - z) * n + z * h, None
+
+
+class RecurrentState(NamedTuple):
+    """A recurrent policy's state for ``n`` envs: what ``predict`` returns and takes back.
+
+    Attributes:
+        h: the core's hidden state, float32 ``(1, n, hidden)``.
+        c: an LSTM's cell state, float32 ``(1, n, hidden)``; None for a GRU.
+        prev_action: the action each env took last, int64 ``(n,)`` (-1: none yet).
+        prev_reward: the reward that followed it, float32 ``(n,)``: NaN from ``predict`` for a
+            policy that takes it, for the caller to set (``state._replace(prev_reward=r)``).
+    """
+
+    h: np.ndarray
+    c: np.ndarray | None
+    prev_action: np.ndarray
+    prev_reward: np.ndarray
+
+
+def episode_state(
+    state: Any, episode_start: Any, n: int, hidden: int, lstm: bool, takes_reward: bool
+) -> RecurrentState:
+    """The state ``n`` envs act from: ``state`` (what ``predict`` returned; None: zeros), zeroed
+    where ``episode_start`` is True (no previous action, reward 0), as ``RecurrentPPO`` does.
+
+    Raises:
+        ValueError: a state or ``episode_start`` not for ``n`` envs of this policy, or a
+            previous reward unset for a policy that takes it (one line).
+    """
+    starts = np.zeros(n, bool) if episode_start is None else np.asarray(episode_start, bool)
+    starts = starts.reshape(-1) if starts.size == n else starts
+    if starts.shape != (n,):
+        raise ValueError(
+            f"episode_start of shape {np.shape(episode_start)}: expected one flag per env ({n},)"
+        )
+    if state is None:
+        zeros = np.zeros((1, n, hidden), np.float32)
+        state = RecurrentState(zeros, zeros if lstm else None, np.full(n, -1), np.zeros(n))
+    expected = (
+        f"expected the state predict returned for {n} envs (h{', c' if lstm else ''}:"
+        f" (1, {n}, {hidden}); prev_action, prev_reward: ({n},)), or None at the first call"
+    )
+    if not (isinstance(state, tuple) and len(state) == 4) or (state[1] is None) == lstm:
+        raise ValueError(f"state of type {type(state).__name__}: {expected}")
+    h = np.asarray(state[0], np.float32)
+    c = None if state[1] is None else np.asarray(state[1], np.float32)
+    action, reward = np.asarray(state[2]), np.asarray(state[3], np.float32)
+    shapes = [x.shape for x in (h, c) if x is not None], action.shape, reward.shape
+    if shapes != ([(1, n, hidden)] * (1 + lstm), (n,), (n,)) or action.dtype.kind not in "iu":
+        raise ValueError(f"a state of shapes {shapes}: {expected}")
+    keep = ~starts
+    if takes_reward and np.isnan(reward[keep]).any():
+        raise ValueError(
+            "state.prev_reward is not set: this policy takes the reward of its previous action;"
+            " after each env step set state = state._replace(prev_reward=reward)"
+        )
+    kept = keep[None, :, None]
+    return RecurrentState(
+        np.where(kept, h, np.float32(0)),
+        None if c is None else np.where(kept, c, np.float32(0)),
+        np.where(keep, action, -1).astype(np.int64),
+        np.where(keep, reward, 0).astype(np.float32),
+    )
 
 
 def as_batch(obs: Any, shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndarray, bool]:
@@ -126,6 +229,7 @@ class NumpyPolicy:
             self.arrays = {name: npz[name] for name in npz.files}
         self.obs_shape = tuple(self.network["observation"]["shape"])
         self.obs_dtype = np.dtype(self.network["observation"]["dtype"])
+        self.recurrent = self.network["kind"] == "recurrent"
 
     def forward(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Greedy actions and their values for a batch of observations (see :func:`as_batch`).
@@ -133,6 +237,8 @@ class NumpyPolicy:
         Raises:
             ValueError: not a batch of the space's shape and dtype (one line).
         """
+        if self.recurrent:
+            raise ValueError("a recurrent policy acts with a state: use step(...) or predict(...)")
         batch, single = as_batch(obs, self.obs_shape, self.obs_dtype)
         if single:
             raise ValueError(
@@ -165,18 +271,76 @@ class NumpyPolicy:
             return action.reshape(len(obs), *net["action_shape"]).astype(np.float32), mean
         raise ValueError(f"network kind {kind!r}: unknown to this policy.py (export again)")
 
-    def predict(self, obs: Any, deterministic: bool = True) -> tuple[np.ndarray, None]:
-        """``(action, None)`` as Stable-Baselines3's ``predict``: one observation gives one
-        action, a batch a batch (greedy only: ``deterministic=False`` is refused).
+    def step(
+        self,
+        obs: Any,
+        h: np.ndarray,
+        c: np.ndarray | None,
+        prev_action: np.ndarray,
+        prev_reward: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """One greedy step of a recurrent policy for ``B`` envs: ``(action, values, next_h,
+        next_c)`` from observations ``(B, *shape)`` (see :func:`as_batch`), the core's state
+        before this step ``h`` (and an LSTM's ``c``; None for a GRU) ``(1, B, hidden)``, zeros at
+        an episode's first step, the action taken before it ``(B,)`` (-1 at an episode's first)
+        and, for a policy that takes it, the reward that followed (0 at the first step).
 
         Raises:
-            ValueError: observations of another shape or dtype (see :func:`as_batch`).
+            ValueError: not a recurrent policy, or observations of another shape or dtype.
+        """
+        net = self.network
+        if not self.recurrent:
+            raise ValueError("not a recurrent policy: forward(obs) or predict(obs)")
+        if net["prev_reward"] and prev_reward is None:
+            raise ValueError("this policy takes the previous reward: pass prev_reward")
+        batch, _ = as_batch(obs, self.obs_shape, self.obs_dtype)
+        features = run(net["torso"], batch, self.arrays)
+        action = np.asarray(prev_action).reshape(-1)
+        one_hot = np.zeros((len(batch), net["n_actions"]), np.float32)
+        given = np.flatnonzero(action >= 0)
+        one_hot[given, action[given]] = 1
+        parts = [features, one_hot]
+        if net["prev_reward"]:
+            parts.append(np.asarray(prev_reward, np.float32).reshape(-1, 1))
+        x = np.concatenate(parts, axis=1)
+        cell = None if c is None else np.asarray(c, np.float32)[0]
+        next_h, next_c = core_step(net["core"], x, np.asarray(h, np.float32)[0], cell, self.arrays)
+        q = run(net["head"], next_h, self.arrays)
+        return q.argmax(axis=1), q, next_h[None], None if next_c is None else next_c[None]
+
+    def predict(
+        self,
+        observation: Any,
+        state: Any = None,
+        episode_start: Any = None,
+        deterministic: bool = False,
+    ) -> tuple[np.ndarray, Any]:
+        """``(action, state)`` as Stable-Baselines3's ``predict``: one observation gives one
+        action, a batch a batch. The policy is greedy: ``deterministic=True`` must be passed.
+        A feed-forward policy returns ``state`` as given; a recurrent one acts from ``state``
+        (None: zeros), zeroed where ``episode_start`` is True, and returns its next
+        :class:`RecurrentState` (see the module docstring).
+
+        Raises:
+            ValueError: ``deterministic=False``, observations of another shape or dtype (see
+                :func:`as_batch`), or a state that is not this policy's (one line).
         """
         if not deterministic:
-            raise ValueError("an exported policy is greedy only: deterministic=False is not kept")
-        batch, single = as_batch(obs, self.obs_shape, self.obs_dtype)
-        actions = self.forward(batch)[0]
-        return (actions[0] if single else actions), None
+            raise ValueError(
+                "an exported policy is greedy only: pass deterministic=True (SB3's default,"
+                " False, samples an exploring action, which the export does not keep)"
+            )
+        batch, single = as_batch(observation, self.obs_shape, self.obs_dtype)
+        if not self.recurrent:
+            actions = self.forward(batch)[0]
+            return (actions[0] if single else actions), state
+        net = self.network
+        lstm, takes_reward = net["core"]["type"] == "lstm", net["prev_reward"]
+        now = episode_state(state, episode_start, len(batch), net["hidden"], lstm, takes_reward)
+        actions, _, h, c = self.step(batch, now.h, now.c, now.prev_action, now.prev_reward)
+        reward = np.full(len(batch), np.nan if takes_reward else 0.0, np.float32)
+        after = RecurrentState(h, c, actions.astype(np.int64), reward)
+        return (actions[0] if single else actions), after
 
 
 def load(path: str | Path = HERE) -> NumpyPolicy:

@@ -11,7 +11,10 @@ uint8)``. Networks scale uint8 inputs by the space's upper bound (1 here, see
 torso (:class:`~border_py.agents.networks.MinAtarCNN`) for frames too small for the Nature CNN.
 
 The game's own settings are keys: ``sticky_action_prob`` (MinAtar's default 0.1: the previous
-action is repeated with that probability) and ``difficulty_ramping``. The sticky-action draws come
+action is repeated with that probability) and ``difficulty_ramping``; ``flicker`` blanks the
+whole screen with that probability at each step (:mod:`border_py.envs.flicker`: a memory task),
+and ``frame_stack`` gives the last k screens as one observation of k times the channels (at an
+episode's start the stack repeats its first screen, gymnasium's ``FrameStackObservation``). The sticky-action draws come
 from the game's generator, which ``reset(seed=...)`` seeds: as with Atari's sticky actions, a
 serial run's resumed episode that began by an automatic reset is rebuilt with the same actions
 but possibly other states (see :mod:`border_py.envs.atari`).
@@ -24,10 +27,11 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from gymnasium.wrappers import TransformObservation
+from gymnasium.wrappers import FrameStackObservation, TransformObservation
 
-from border_py.config import flag, fraction, require
+from border_py.config import flag, fraction, positive, require
 from border_py.envs.factory import GymEnvFactory
+from border_py.envs.flicker import Flicker
 from border_py.errors import ConfigError
 
 __all__ = ["MinAtarEnvFactory", "register_minatar"]
@@ -65,6 +69,11 @@ class MinAtarEnvFactory(GymEnvFactory):
             SpaceInvaders.
         sticky_action_prob: probability that the game repeats the previous action instead.
         difficulty_ramping: whether the games speed up as they go on (MinAtar's default).
+        flicker: the probability that a step's whole screen is blank (0: never), as DRQN's
+            flickering Atari: :class:`~border_py.envs.flicker.Flicker`, before ``wrappers``.
+        frame_stack: observations are the last ``frame_stack`` screens (after the flicker, each
+            drawn alone), their channels concatenated oldest first: ``(frame_stack * C, H, W)``
+            for the MinAtar torso (1: the screen alone).
         max_episode_steps: a time limit in steps (null: none; MinAtar's games end by themselves).
         kwargs: more ``gymnasium.make`` keyword arguments.
         wrappers: gymnasium wrappers after the conversion (see :class:`GymEnvFactory`).
@@ -76,6 +85,8 @@ class MinAtarEnvFactory(GymEnvFactory):
         id: str,
         sticky_action_prob: float = 0.1,
         difficulty_ramping: bool = True,
+        flicker: float = 0.0,
+        frame_stack: int = 1,
         max_episode_steps: int | None = None,
         kwargs: dict[str, Any] | None = None,
         wrappers: list[dict[str, Any]] | None = None,
@@ -88,6 +99,9 @@ class MinAtarEnvFactory(GymEnvFactory):
         require("id", ok, f"a MinAtar id ({games}, or -v0 for all 6 actions)", id)
         fraction("sticky_action_prob", sticky_action_prob)
         flag("difficulty_ramping", difficulty_ramping)
+        fraction("flicker", flicker)
+        positive("frame_stack", frame_stack, int)
+        self.flicker, self.frame_stack = float(flicker), frame_stack
         extra = dict(kwargs or {})
         for key in ("sticky_action_prob", "difficulty_ramping"):
             require(f"kwargs.{key}", key not in extra, "set by its own key, not in kwargs", key)
@@ -104,4 +118,15 @@ class MinAtarEnvFactory(GymEnvFactory):
         env = super().make_base(render_mode, training)
         h, w, c = env.observation_space.shape or ()
         space = gym.spaces.Box(0, 1, (c, h, w), np.uint8)
-        return TransformObservation(env, channels_first, space)
+        env = TransformObservation(env, channels_first, space)
+        if self.flicker:
+            env = Flicker(env, self.flicker)
+        if self.frame_stack == 1:
+            return env
+        stacked = gym.spaces.Box(0, 1, (self.frame_stack * c, h, w), np.uint8)
+        return TransformObservation(FrameStackObservation(env, self.frame_stack), _merge, stacked)
+
+
+def _merge(stack: np.ndarray) -> np.ndarray:
+    """A stack of screens ``(k, C, H, W)`` as one of ``k * C`` channels, oldest first."""
+    return stack.reshape(-1, *stack.shape[2:])

@@ -58,6 +58,7 @@ class CardFacts:
         files: the folder's files and dirs, each with what it is.
         versions: border-py's version that pushes and the one that trained.
         export: how to run the exported policy (markdown lines).
+        recurrent: the policy carries a state through each episode (its ``predict`` takes it).
     """
 
     repo_id: str
@@ -70,6 +71,7 @@ class CardFacts:
     files: dict[str, str]
     versions: dict[str, str]
     export: list[str] = field(default_factory=list)
+    recurrent: bool = False
 
 
 def metadata(facts: CardFacts) -> dict[str, Any]:
@@ -193,7 +195,12 @@ def _use_section(facts: CardFacts) -> list[str]:
         f'policy = load_policy("{folder}/checkpoint")\n'
         "env = policy.make_env()\n"
         "obs, _ = env.reset(seed=0)\n"
-        "action, _ = policy.predict(obs)"
+        + (
+            "action, state = policy.predict(obs, None, np.ones(1, bool), deterministic=True)\n"
+            "# then pass back state, and episode_start True where an episode begins"
+            if facts.recurrent
+            else "action, _ = policy.predict(obs, deterministic=True)"
+        )
     )
     lines = [
         "## Use it",

@@ -29,9 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from border_py._version import __version__
+from border_py.agents.r2d2 import R2D2
 from border_py.config import is_int, is_number
-from border_py.deploy.export import description_path, export_policy
+from border_py.deploy.export import export_policy
 from border_py.deploy.load import load_policy
+from border_py.deploy.recurrent_graph import step_names
 from border_py.errors import ConfigError
 from border_py.evaluation.seeds import run_eval_seeds
 from border_py.files import (
@@ -41,7 +43,7 @@ from border_py.files import (
     open_regular,
     write_file,
 )
-from border_py.hub.card import CardFacts, card, fenced, version
+from border_py.hub.card import CardFacts, card, version
 from border_py.hub.contents import (
     CARD,
     CHECKPOINT,
@@ -50,10 +52,10 @@ from border_py.hub.contents import (
     EXPORT_FILES,
     REPLAY,
     RESULTS,
-    pull_dir,
 )
 from border_py.hub.media import draw_curve, record_replay
 from border_py.hub.score import fresh_score
+from border_py.hub.usage import export_usage
 from border_py.layout import CHECKPOINTS, CONFIG, META, POLICY
 from border_py.publishing import publish_dir
 from border_py.resources import MAX_EVAL_EPISODES
@@ -205,6 +207,7 @@ def build(run: str | Path, folder: Path, settings: PushSettings) -> CardFacts:
     if record_replay(policy, score, folder / REPLAY):
         files[REPLAY] = "the fresh evaluation's first episode"
     meta = checkpoint.meta
+    inputs = step_names(policy.agent.q)[0] if isinstance(policy.agent, R2D2) else None
     facts = CardFacts(
         repo_id=settings.repo_id,
         env_id=env_id,
@@ -219,7 +222,8 @@ def build(run: str | Path, folder: Path, settings: PushSettings) -> CardFacts:
         config=checkpoint.config,
         files=files,
         versions={"pushed": __version__, "trained": version(meta.get("border_py"))},
-        export=export_usage(settings.fmt, exported.relative_to(folder), settings.repo_id),
+        export=export_usage(settings.fmt, exported.relative_to(folder), settings.repo_id, inputs),
+        recurrent=inputs is not None,
     )
     write_file(folder / RESULTS, json.dumps(results(facts), indent=2).encode())
     write_file(folder / CARD, card(facts).encode())
@@ -282,40 +286,3 @@ def export_target(folder: Path, fmt: str) -> Path:
     if fmt == "numpy":
         return folder / EXPORT
     return make_dir(folder / EXPORT) / EXPORT_FILES[fmt]
-
-
-def export_usage(fmt: str, exported: Path, repo_id: str) -> list[str]:
-    """The card's lines on running the export at ``exported`` (relative to the folder) from the
-    dir ``border pull repo_id`` writes (run from where the pull ran): the files are named by
-    path, and no downloaded dir is put on ``sys.path``."""
-    where = f"{pull_dir(repo_id)}/{exported}"
-    if fmt == "numpy":
-        code = (
-            "import importlib.util  # numpy alone: no torch, no border-py\n\n"
-            "spec = importlib.util.spec_from_file_location(\n"
-            f'    "border_policy", "{where}/policy.py"\n'
-            ")\n"
-            "policy = importlib.util.module_from_spec(spec)\n"
-            "spec.loader.exec_module(policy)\n"
-            f'net = policy.load("{where}")\n'
-            "action, _ = net.predict(obs)  # one observation, or a batch"
-        )
-    elif fmt == "torchscript":
-        code = (
-            "import torch  # torch alone: no border-py\n\n"
-            f'model = torch.jit.load("{where}")\n'
-            "actions, values = model(torch.as_tensor(obs_batch))"
-        )
-    else:
-        code = (
-            "import onnxruntime  # no torch, no border-py\n\n"
-            f'session = onnxruntime.InferenceSession("{where}")\n'
-            'actions, values = session.run(["action", "values"], {"obs": obs_batch})'
-        )
-    return [
-        f"Without border-py, the policy exported to {fmt} (`{exported}`) maps observations,"
-        f" preprocessed as the run's env wrappers do (`{description_path(exported, fmt)}` says"
-        " how; others, such as frames scaled to floats, are refused), to the greedy actions:",
-        "",
-        fenced(code, "python"),
-    ]

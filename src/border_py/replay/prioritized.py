@@ -7,10 +7,9 @@ from typing import Any
 
 import numpy as np
 
-from border_py.config import flag, fraction, non_negative, positive
-from border_py.errors import ConfigError, RunError
-from border_py.replay.sum_tree import MinTree, SumTree, level_sizes
-from border_py.replay.uniform import UniformReplayBuffer, copy_rows
+from border_py.errors import ConfigError
+from border_py.replay.prioritization import Prioritization
+from border_py.replay.uniform import UniformReplayBuffer
 from border_py.transitions import Transitions
 
 __all__ = ["PrioritizedReplayBuffer"]
@@ -56,40 +55,27 @@ class PrioritizedReplayBuffer(UniformReplayBuffer):
         frame_stack: int | None = None,
     ) -> None:
         super().__init__(capacity, seed, frame_stack)
-        non_negative("alpha", alpha, float)
-        fraction("beta_start", beta_start)
-        non_negative("beta_steps", beta_steps)
-        positive("eps", eps)
-        flag("priority_from_actors", priority_from_actors)
-        self.alpha, self.beta_start, self.beta_steps, self.eps = alpha, beta_start, beta_steps, eps
+        self.prioritization = Prioritization(
+            capacity, alpha, beta_start, beta_steps, eps, priority_from_actors
+        )
         self.priority_from_actors = priority_from_actors
         self.needs_td_errors = True
-        self._sum = SumTree(capacity)
-        self._min = MinTree(capacity)
-        self.max_priority = 1.0  # the largest |TD error| + eps seen (before the exponent)
-        self.samples = 0  # calls of sample() so far: the beta schedule's position
 
     def _extra_nbytes(self) -> int:
-        return sum(level.nbytes for tree in (self._sum, self._min) for level in tree.levels)
+        return self.prioritization.nbytes
 
     @classmethod
     def _estimate_extra_nbytes(cls, capacity: int) -> int:
-        return 2 * 8 * sum(level_sizes(capacity))  # the sum and min trees, float64 nodes
+        return Prioritization.estimate_nbytes(capacity)
 
     @property
     def beta(self) -> float:
         """The importance-sampling exponent of the next sample."""
-        if self.samples >= self.beta_steps:
-            return 1.0
-        return self.beta_start + (1.0 - self.beta_start) * self.samples / self.beta_steps
+        return self.prioritization.beta
 
     def priorities(self) -> np.ndarray:
         """The stored rows' priorities ``p_i`` (after the exponent)."""
-        return self._sum.leaves(slice(0, self._size)).copy()
-
-    def _set(self, idx: np.ndarray, p: np.ndarray) -> None:
-        self._sum.set(idx, p)
-        self._min.set(idx, np.where(p > 0, p, np.inf))
+        return self.prioritization.leaves(self._size).copy()
 
     def push(self, batch: Transitions) -> None:
         """Append a batch (see the uniform buffer) with its actors' priorities, if it has them.
@@ -98,54 +84,40 @@ class PrioritizedReplayBuffer(UniformReplayBuffer):
             RunError: an actor sent a non-finite priority (its copy of the agent diverged); the
                 buffer is left as it was.
         """
-        if self.priority_from_actors and batch.priority is not None:
-            _check_finite(batch.priority, "priorities from an actor")
+        self.prioritization.check_pushed(batch.priority)
         super().push(batch)
 
     def _on_push(self, idx: np.ndarray, batch: Transitions, n: int) -> None:
-        if self.priority_from_actors and batch.priority is not None:
-            raw = np.abs(np.asarray(batch.priority, np.float64)[-n:]) + self.eps
-            self.max_priority = max(self.max_priority, float(raw.max(initial=0.0)))
-            p = raw**self.alpha
-        else:
-            p = np.full(n, self.max_priority**self.alpha)
-        self._set(idx, np.where(self._frames_held(idx), p, 0.0))  # replaces the old rows' ones
+        p = self.prioritization.pushed(n, batch.priority)
+        self._set_held(idx, p)  # replaces the old rows' ones
 
-    def _total(self) -> float:
-        total = self._sum.total
-        if total <= 0:
-            raise RuntimeError("replay buffer: every stored transition has priority zero")
-        return total
+    def _set_held(self, idx: np.ndarray, p: np.ndarray) -> None:
+        """Rows ``idx`` get priorities ``p``, those whose frames are gone 0."""
+        self.prioritization.set(idx, np.where(self._frames_held(idx), p, 0.0))
 
     def _draw(self, n: int) -> np.ndarray:
-        """Stratified: one prefix sum drawn uniformly in each of ``n`` equal segments of the total."""
-        total = self._total()
-        values = (np.arange(n) + self.rng.random(n)) * (total / n)
-        return self._sum.find_prefix(np.minimum(values, np.nextafter(total, 0)))
+        return self.prioritization.draw(self.rng, n)
 
     def _redraw(self, n: int) -> np.ndarray:
-        total = self._total()
-        return self._sum.find_prefix(np.minimum(self.rng.random(n) * total, np.nextafter(total, 0)))
+        return self.prioritization.redraw(self.rng, n)
 
     def _live(self, idx: np.ndarray) -> np.ndarray:
         # A zero leaf (a forgotten row, or padding past the filled rows) comes out of a prefix
         # search only by float rounding: never use it.
-        live = self._sum.leaves(idx) > 0
+        live = self.prioritization.sums.leaves(idx) > 0
         live[live] = super()._live(idx[live])
         return live
 
     def _forget(self, idx: np.ndarray) -> None:
-        self._set(idx, np.zeros(len(idx)))
+        self.prioritization.set(idx, np.zeros(len(idx)))
 
     def sample(self, batch_size: int) -> Transitions:
         """``batch_size`` transitions drawn by priority, with ``weight`` and ``index`` set."""
-        beta = self.beta
         idx = self._draw_usable(batch_size)
-        weight = (self._sum.leaves(idx) / self._min.min) ** -beta
+        weight = self.prioritization.weigh(idx)
         batch = self._gather(idx)
-        batch.weight = weight.astype(np.float32)
+        batch.weight = weight
         batch.index = idx
-        self.samples += 1
         return batch
 
     def update_priorities(self, index: np.ndarray, td_error: np.ndarray) -> None:
@@ -154,27 +126,21 @@ class PrioritizedReplayBuffer(UniformReplayBuffer):
         Raises:
             RunError: a non-finite TD error (the agent diverged); no priority is changed.
         """
-        td = np.asarray(td_error, dtype=np.float64).reshape(-1)
-        if td.shape != np.shape(index):
-            raise ValueError(f"td_error has shape {td.shape}, the sampled rows {np.shape(index)}")
-        _check_finite(td, "TD errors")
-        raw = np.abs(td) + self.eps
-        self.max_priority = max(self.max_priority, float(raw.max(initial=0.0)))
-        self._set(index, np.where(self._frames_held(np.asarray(index)), raw**self.alpha, 0.0))
+        p = self.prioritization.updated(index, td_error)
+        self._set_held(np.asarray(index), p)
 
     def state(self) -> dict[str, Any]:
         """The uniform buffer's state plus the beta position and the largest priority."""
-        return super().state() | {"samples": self.samples, "max_priority": self.max_priority}
+        return super().state() | self.prioritization.state()
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The rows plus their priorities (``priority``), views as well."""
-        return super().arrays() | {"priority": self._sum.leaves(slice(0, self._size))}
+        return super().arrays() | {"priority": self.prioritization.leaves(self._size)}
 
     def continue_schedule(self, state: dict) -> None:
         """Also continue beta's annealing and the largest priority seen."""
         super().continue_schedule(state)
-        self.samples = int(state["samples"])
-        self.max_priority = float(state["max_priority"])
+        self.prioritization.continue_schedule(state)
 
     def load(self, state: dict, arrays: dict[str, np.ndarray]) -> None:
         """Restore :meth:`state` and :meth:`arrays` (priorities move with their rows)."""
@@ -186,19 +152,4 @@ class PrioritizedReplayBuffer(UniformReplayBuffer):
                 " (it was saved by a uniform buffer)"
             )
         super().load(state, arrays)
-        leaves = np.zeros(self.capacity)
-        copy_rows(leaves, priority, int(state["size"]), int(state["next"]), self.capacity)
-        self._sum.rebuild(leaves)
-        self._min.rebuild(np.where(leaves > 0, leaves, np.inf))
-        self.samples = int(state["samples"])
-        self.max_priority = float(state["max_priority"])
-
-
-def _check_finite(values: np.ndarray, what: str) -> None:
-    """Refuse NaN or infinite ``values``: one would make every priority sum NaN or infinite."""
-    bad = np.size(values) - int(np.count_nonzero(np.isfinite(values)))
-    if bad:
-        raise RunError(
-            f"{bad} non-finite {what}: the agent's values diverged (try a lower agent.lr or"
-            " agent.max_grad_norm)"
-        )
+        self.prioritization.load(state, priority)

@@ -7,12 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from border_py.config import flag, fraction, non_negative, positive
 from border_py.errors import ConfigError
 from border_py.replay.chunked import copy_ring
-from border_py.replay.prioritized import _check_finite
+from border_py.replay.prioritization import Prioritization
 from border_py.replay.sequence_replay import SequenceReplayBuffer
-from border_py.replay.sum_tree import MinTree, SumTree, level_sizes
 from border_py.sequences import Sequences
 
 __all__ = ["PrioritizedSequenceReplayBuffer"]
@@ -27,7 +25,8 @@ class PrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
     eps) ** alpha`` in a sum tree and a min tree, a batch is drawn stratified over the total, and
     importance-sampling weights are ``w_i = (p_i / p_min) ** -beta <= 1``, ``beta`` growing
     linearly from ``beta_start`` to 1 over ``beta_steps`` samples. New rows get the largest
-    priority seen so far (1 at first), or with ``priority_from_actors`` the actor's.
+    priority seen so far (1 at first), or with ``priority_from_actors`` the actor's. A row that
+    leaves early (its steps overwritten in the ring of steps) gets priority 0: never drawn.
 
     Args:
         capacity: sequences kept at most; the oldest are overwritten.
@@ -57,31 +56,22 @@ class PrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
         steps_per_sequence: int | None = None,
     ) -> None:
         super().__init__(capacity, seed, frame_stack, steps_per_sequence)
-        non_negative("alpha", alpha, float)
-        fraction("beta_start", beta_start)
-        non_negative("beta_steps", beta_steps)
-        positive("eps", eps)
-        flag("priority_from_actors", priority_from_actors)
-        self.alpha, self.beta_start, self.beta_steps, self.eps = alpha, beta_start, beta_steps, eps
+        self.prioritization = Prioritization(
+            capacity, alpha, beta_start, beta_steps, eps, priority_from_actors
+        )
         self.priority_from_actors = priority_from_actors
-        self._sum = SumTree(capacity)
-        self._min = MinTree(capacity)
-        self.max_priority = 1.0  # the largest priority + eps seen (before the exponent)
-        self.samples = 0  # calls of sample() so far: the beta schedule's position
 
     def _extra_nbytes(self) -> int:
-        return sum(level.nbytes for tree in (self._sum, self._min) for level in tree.levels)
+        return self.prioritization.nbytes
 
     @classmethod
     def _estimate_extra_nbytes(cls, capacity: int) -> int:
-        return 2 * 8 * sum(level_sizes(capacity))  # the sum and min trees, float64 nodes
+        return Prioritization.estimate_nbytes(capacity)
 
     @property
     def beta(self) -> float:
         """The importance-sampling exponent of the next sample."""
-        if self.samples >= self.beta_steps:
-            return 1.0
-        return self.beta_start + (1.0 - self.beta_start) * self.samples / self.beta_steps
+        return self.prioritization.beta
 
     def _filled(self) -> int:
         """Rows ever written (the slots in use)."""
@@ -89,14 +79,7 @@ class PrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
 
     def priorities(self) -> np.ndarray:
         """The priorities ``p_i`` (after the exponent) of the slots in use (0: a row that left)."""
-        return self._sum.leaves(slice(0, self._filled())).copy()
-
-    def _set(self, idx: np.ndarray, raw: np.ndarray) -> None:
-        """Rows ``idx`` get priorities ``raw`` (+ eps, before the exponent)."""
-        self.max_priority = max(self.max_priority, float(np.max(raw, initial=0.0)))
-        p = raw**self.alpha
-        self._sum.set(idx, p)
-        self._min.set(idx, p)
+        return self.prioritization.leaves(self._filled()).copy()
 
     def push(self, batch: Sequences, key: np.ndarray | None = None) -> None:
         """Append a batch (see the uniform buffer; ``key``: its sequences' keys) with its actor's
@@ -105,66 +88,54 @@ class PrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
         Raises:
             RunError: a non-finite priority from an actor; the buffer is left as it was.
         """
-        if self.priority_from_actors and batch.priority is not None:
-            _check_finite(batch.priority, "priorities from an actor")
+        self.prioritization.check_pushed(batch.priority)
         super().push(batch, key)
 
     def _on_push(self, idx: np.ndarray, batch: Sequences, n: int) -> None:
-        if self.priority_from_actors and batch.priority is not None:
-            self._set(idx, np.abs(np.asarray(batch.priority, np.float64)[-n:]) + self.eps)
-        else:
-            self._set(idx, np.full(n, self.max_priority))
+        self.prioritization.set(idx, self.prioritization.pushed(n, batch.priority))
 
     def _on_evict(self, idx: np.ndarray) -> None:
-        self._sum.set(idx, 0.0)
-        self._min.set(idx, np.inf)
+        self.prioritization.set(idx, np.zeros(len(idx)))
 
     def _draw(self, n: int) -> np.ndarray:
-        """Stratified: one prefix sum drawn uniformly in each of ``n`` equal segments of the total."""
-        total = self._sum.total
-        values = (np.arange(n) + self.rng.random(n)) * (total / n)
-        return self._sum.find_prefix(np.minimum(values, np.nextafter(total, 0)))
+        return self.prioritization.draw(self.rng, n)
 
     def sample(self, batch_size: int) -> Sequences:
         """``batch_size`` sequences drawn by priority, with ``weight`` and ``index`` set."""
-        beta = self.beta
         idx, batch = self._drawn(batch_size)
-        batch.weight = ((self._sum.leaves(idx) / self._min.min) ** -beta).astype(np.float32)
+        batch.weight = self.prioritization.weigh(idx)
         batch.index = idx
-        self.samples += 1
         return batch
 
     def update_priorities(self, index: np.ndarray, td_error: np.ndarray) -> None:
-        """Set the priorities of rows ``index`` to ``(|td_error| + eps) ** alpha``, ``td_error``
-        being each row's mix of its absolute TD errors.
+        """Set the sampled rows' priorities from their sequence priorities (``td_error``, one per
+        sequence); rows that left since they were sampled stay out.
 
         Raises:
             RunError: a non-finite priority (the agent diverged); no priority is changed.
         """
-        td = np.asarray(td_error, dtype=np.float64).reshape(-1)
-        if td.shape != np.shape(index):
-            raise ValueError(f"td_error has shape {td.shape}, the sampled rows {np.shape(index)}")
-        _check_finite(td, "TD errors")
+        p = self.prioritization.updated(index, td_error)
         index = np.asarray(index)
-        live = np.ones(len(index), bool) if self.store is None else self.store.live(index)
-        self._set(index[live], np.abs(td[live]) + self.eps)  # rows that left stay out
+        if self.store is not None:
+            live = self.store.live(index)
+            index, p = index[live], p[live]
+        self.prioritization.set(index, p)
 
     def state(self) -> dict[str, Any]:
         """The uniform buffer's state plus the beta position and the largest priority."""
-        return super().state() | {"samples": self.samples, "max_priority": self.max_priority}
+        return super().state() | self.prioritization.state()
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The steps and rows plus the rows' priorities (``priority``), views as well."""
         arrays = super().arrays()
         if arrays:
-            arrays["priority"] = self._sum.leaves(slice(0, self._filled()))
+            arrays["priority"] = self.prioritization.leaves(self._filled())
         return arrays
 
     def continue_schedule(self, state: dict) -> None:
         """Also continue beta's annealing and the largest priority seen."""
         super().continue_schedule(state)
-        self.samples = int(state["samples"])
-        self.max_priority = float(state["max_priority"])
+        self.prioritization.continue_schedule(state)
 
     def load(self, state: dict, arrays: dict[str, np.ndarray]) -> None:
         """Restore :meth:`state` and :meth:`arrays` (priorities move with their rows).
@@ -182,17 +153,13 @@ class PrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
         super().load(state, arrays)
         leaves = np.zeros(self.capacity)
         if self.store is not None and priority is not None:
-            saved, store = state["store"], self.store
-            first = store.rows_written - store.size
+            store = self.store
             copy_ring(
                 leaves,
                 priority,
-                first,
+                store.rows_written - store.size,
                 store.rows_written,
                 dst_slots=self.capacity,
-                src_slots=int(saved["capacity"]),
+                src_slots=int(state["store"]["capacity"]),
             )
-        self._sum.rebuild(leaves)
-        self._min.rebuild(np.where(leaves > 0, leaves, np.inf))
-        self.samples = int(state["samples"])
-        self.max_priority = float(state["max_priority"])
+        self.prioritization.restore(leaves, state)

@@ -14,16 +14,16 @@ import numpy as np
 
 from border_py.config import non_negative, positive, require
 from border_py.errors import ConfigError
-from border_py.replay.chunked import copy_ring
 from border_py.replay.frames import FrameStore
+from border_py.replay.ring import RowRing
 from border_py.transitions import STORED, Transitions
 
-__all__ = ["UniformReplayBuffer", "copy_rows"]
+__all__ = ["UniformReplayBuffer"]
 
 MAX_REDRAWS = 100  # rounds of redrawing rows whose frames are gone before giving up
 
 
-class UniformReplayBuffer:
+class UniformReplayBuffer(RowRing):
     """A fixed-capacity ring buffer of transitions, sampled uniformly with replacement.
 
     Storage is allocated on the first push, from the shapes and dtypes of that batch.
@@ -50,17 +50,9 @@ class UniformReplayBuffer:
             "null or a positive int",
             frame_stack,
         )
-        self.capacity = capacity
+        super().__init__(capacity, seed)
         self.frame_stack = frame_stack
-        self.rng = np.random.default_rng(seed)
-        self._storage: dict[str, np.ndarray] = {}
-        self._next = 0
-        self._size = 0
-        self.rows_written = 0  # rows push() wrote since the buffer was built (not checkpointed)
         self._frames = FrameStore(_frame_capacity(capacity), frame_stack) if frame_stack else None
-
-    def __len__(self) -> int:
-        return self._size
 
     @property
     def nbytes(self) -> int:
@@ -69,9 +61,6 @@ class UniformReplayBuffer:
         if self._frames is not None and self._frames.pixels is not None:
             arrays += [self._frames.pixels, self._frames.prev]
         return sum(a.nbytes for a in arrays) + self._extra_nbytes()
-
-    def _extra_nbytes(self) -> int:
-        return 0
 
     @classmethod
     def estimate_nbytes(
@@ -103,10 +92,6 @@ class UniformReplayBuffer:
             ring = 0
         return capacity * row + ring + cls._estimate_extra_nbytes(capacity)
 
-    @classmethod
-    def _estimate_extra_nbytes(cls, capacity: int) -> int:
-        return 0
-
     needs_td_errors = False
     priority_from_actors = False
 
@@ -130,20 +115,8 @@ class UniformReplayBuffer:
     def push(self, batch: Transitions) -> None:
         """Append a batch, overwriting the oldest transitions when full."""
         arrays = self._columns(batch)
-        if not self._storage:
-            self._storage = {
-                k: np.zeros((self.capacity, *v.shape[1:]), dtype=v.dtype) for k, v in arrays.items()
-            }
-        n = len(batch)
-        if n > self.capacity:  # only the newest `capacity` transitions can survive
-            arrays = {k: v[-self.capacity :] for k, v in arrays.items()}
-            n = self.capacity
-        idx = (self._next + np.arange(n)) % self.capacity
-        for key, value in arrays.items():
-            self._storage[key][idx] = value
-        self._next = (self._next + n) % self.capacity
-        self._size = min(self._size + n, self.capacity)
-        self.rows_written += n
+        self._allocate(arrays)
+        idx, n = self._write(arrays, len(batch))
         self._on_push(idx, batch, n)
 
     def _columns(self, batch: Transitions) -> dict[str, np.ndarray]:
@@ -164,16 +137,6 @@ class UniformReplayBuffer:
         oldest = np.minimum(frames.oldest(obs), frames.oldest(next_obs))
         return batch.arrays() | {"obs": obs, "next_obs": next_obs, "oldest": oldest}
 
-    def overwritten(self, idx: np.ndarray, since: int) -> np.ndarray:
-        """Which rows ``idx`` :meth:`push` wrote after :attr:`rows_written` was ``since``: the
-        ring's rows from ``_next - written`` on, ``written = rows_written - since`` of them
-        (a sample's rows whose priorities would land on another transition's row)."""
-        written = self.rows_written - since
-        if written >= self.capacity:
-            return np.ones(np.shape(idx), dtype=bool)
-        first = (self._next - written) % self.capacity
-        return (np.asarray(idx) - first) % self.capacity < written
-
     def _on_push(self, idx: np.ndarray, batch: Transitions, n: int) -> None:
         """Hook: rows ``idx`` now hold the last ``n`` transitions of ``batch``."""
 
@@ -186,9 +149,6 @@ class UniformReplayBuffer:
         if self._frames is None:
             return np.ones(len(idx), dtype=bool)
         return self._frames.live(self._storage["oldest"][idx])
-
-    def _draw(self, n: int) -> np.ndarray:
-        return self.rng.integers(0, self._size, size=n)
 
     def _redraw(self, n: int) -> np.ndarray:
         return self._draw(n)
@@ -243,11 +203,6 @@ class UniformReplayBuffer:
             arrays |= self._frames.arrays()
         return arrays
 
-    def continue_schedule(self, state: dict) -> None:
-        """Continue the sampling of a checkpoint whose transitions were not saved: its RNG (and,
-        prioritized, beta's position and the largest priority seen)."""
-        self.rng.bit_generator.state = state["rng"]
-
     def load(self, state: dict, arrays: dict[str, np.ndarray]) -> None:
         """Restore :meth:`state` and :meth:`arrays` (which may be memory-mapped files: they are
         copied in chunks, see :mod:`border_py.replay.chunked`).
@@ -268,25 +223,8 @@ class UniformReplayBuffer:
         rows = {k: v for k, v in arrays.items() if not k.startswith("frame_")}
         if self._frames is not None:
             self._frames.load(state["frames"], arrays)
-        self._storage = {
-            k: np.zeros((self.capacity, *v.shape[1:]), dtype=v.dtype) for k, v in rows.items()
-        }
-        for key, value in rows.items():
-            copy_rows(self._storage[key], value, size, next_row, self.capacity)
-        if size != self.capacity and next_row != size:  # a wrapped ring, unrolled: oldest first
-            next_row = size
-        self._size, self._next = size, next_row % self.capacity
+        self._restore(rows, size, next_row)
         self.rng.bit_generator.state = state["rng"]
-
-
-def copy_rows(dst: np.ndarray, saved: np.ndarray, size: int, next_row: int, capacity: int) -> None:
-    """Copy a snapshot's ``size`` rows (``next_row``: its ring's next row) into ``dst`` of
-    ``capacity`` rows: in place with the same capacity or an unwrapped ring, else unrolled,
-    oldest first (see :meth:`UniformReplayBuffer.load`)."""
-    unroll = size != capacity and next_row != size
-    if size:
-        start = -next_row if unroll else 0
-        copy_ring(dst, saved, 0, size, dst_slots=capacity, src_slots=size, src_base=start)
 
 
 def _frame_capacity(capacity: int) -> int:

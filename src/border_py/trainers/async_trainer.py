@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from border_py.actors.runtime import env_steps_per_batch
 from border_py.agents.base import RecurrentActing
 from border_py.config import non_negative, positive, require
-from border_py.errors import ConfigError
 from border_py.evaluation.process import EvalSettings
 from border_py.evaluation.seeds import selection_seed
 from border_py.evaluation.worker import EvalWorker
@@ -34,7 +34,12 @@ class SampleGate:
     """Optimize once the buffer holds ``warmup_period`` transitions (and a batch); with
     ``min_samples_per_opt``, only while that many new samples per opt step arrived (the learner
     waits for data, idle); take no more batches while more than ``max_samples_per_opt`` per opt
-    step did, plus ``slack`` samples (the actors wait for free slots)."""
+    step did, plus ``slack`` samples (the actors wait for free slots).
+
+    With ``env_steps`` (a recurrent agent, whose samples are sequences that each stand for about
+    ``period`` env steps) the gates count the env steps received instead of samples, the warmup
+    too, so that ``trainer.replay_ratio`` and ``warmup_period`` mean what they mean in the serial
+    trainer (per env step; the buffer holds a batch first)."""
 
     wait_seconds = WAIT_FOR_DATA_SECONDS
 
@@ -45,23 +50,31 @@ class SampleGate:
         min_samples_per_opt: float,
         max_samples_per_opt: float | None,
         slack: int = 0,
+        env_steps: bool = False,
     ) -> None:
         self.warmup_period, self.batch_size = warmup_period, batch_size
         self.min_samples_per_opt = min_samples_per_opt
         self.max_samples_per_opt = max_samples_per_opt
         self.slack = slack
-        self.base_samples = self.base_opts = 0
+        self.env_steps = env_steps
+        self.base_samples = self.base_opts = 0  # with env_steps: the base of the env steps
+
+    def _received(self, state: RunState) -> int:
+        return state.env_steps if self.env_steps else state.samples
 
     def _counts(self, state: RunState) -> tuple[int, int]:
-        return state.samples - self.base_samples, state.opt_steps - self.base_opts
+        return self._received(state) - self.base_samples, state.opt_steps - self.base_opts
 
     def may_optimize(self, state: RunState, buffered: int) -> bool:
         """Whether the learner has the data for one more opt step."""
-        if buffered < max(self.warmup_period, self.batch_size, 1):
+        samples, opts = self._counts(state)
+        if self.env_steps and samples < self.warmup_period:
+            return False
+        warmup = 0 if self.env_steps else self.warmup_period  # in the buffer
+        if buffered < max(warmup, self.batch_size, 1):
             return False
         if self.min_samples_per_opt <= 0:
             return True
-        samples, opts = self._counts(state)
         return samples >= self.warmup_period + (opts + 1) * self.min_samples_per_opt
 
     def may_ingest(self, state: RunState, buffered: int) -> bool:
@@ -73,7 +86,7 @@ class SampleGate:
 
     def restart(self, state: RunState) -> None:
         """Count the warmup from now."""
-        self.base_samples, self.base_opts = state.samples, state.opt_steps
+        self.base_samples, self.base_opts = self._received(state), state.opt_steps
 
     def state(self) -> dict[str, Any]:
         """Where the gates count from."""
@@ -90,13 +103,15 @@ class AsyncSettings(LoopSettings):
 
     With ``replay_ratio`` set, the learner holds it for slow and fast envs alike: it waits
     (idle) for ``batch_size / replay_ratio`` new transitions per opt step, and takes no more than
-    that, plus one batch per actor of slack, so that faster actors wait for free slots. Its other
-    keys: see :class:`LoopSettings`.
+    that, plus one batch per actor of slack, so that faster actors wait for free slots. A
+    recurrent agent's actors send sequences: its gates count env steps, not sequences
+    (:class:`SampleGate`). Its other keys: see :class:`LoopSettings`.
 
     Args:
         sync_interval: opt steps between weight publications to the actors.
         min_samples_per_opt: (``replay_ratio`` null) the learner waits until it has received at
-            least ``warmup_period + opt_steps * min_samples_per_opt`` transitions (0: never waits).
+            least ``warmup_period + opt_steps * min_samples_per_opt`` transitions (a recurrent
+            agent's: env steps; 0: never waits).
         max_samples_per_opt: (``replay_ratio`` null) the learner takes no more batches while it
             has received more than ``warmup_period + opt_steps * max_samples_per_opt`` (null: no
             cap).
@@ -127,21 +142,15 @@ class AsyncSettings(LoopSettings):
         )
 
     def check_components(self, parts: Components) -> None:
-        """Refuse a recurrent agent (actor processes do not carry sequences yet) and actors'
-        settings that configure no actors of their own (one line, before the run dir is claimed):
-        their runtime is built, not started."""
-        if isinstance(parts.agent, RecurrentActing):
-            raise ConfigError(
-                f"trainer=async: the recurrent agent {type(parts.agent).__name__} learns from"
-                " sequences, which actor processes do not send yet; use trainer=serial"
-            )
+        """Refuse actors' settings that configure no actors of their own (one line, before the
+        run dir is claimed): their runtime is built, not started."""
         parts.actors.runtime()
 
     def check_resources(self, config: dict[str, Any], parts: Components, run: RunSettings) -> None:
         """The actors' bounds: their processes, the learner's open files and the shared memory of
         their slots."""
         spaces = parts.env_factory.spaces()
-        parts.actors.check_resources(config, spaces, parts.agent.n_step, run.check_resources)
+        parts.actors.check_resources(config, spaces, parts.agent, run.check_resources)
 
     def actors_shown(self, parts: Components) -> int | None:
         """Every actor the settings start."""
@@ -166,13 +175,18 @@ class AsyncSettings(LoopSettings):
             actors.max_restarts,
             actors.heartbeat_timeout,
         )
-        batch = parts.agent.batch_size
+        agent = parts.agent
+        batch, env_steps = agent.batch_size, isinstance(agent, RecurrentActing)
         if self.replay_ratio is not None:
             per_opt = batch / self.replay_ratio
-            slack = actors.n_actors * actors.n_buffer
-            gate = SampleGate(self.warmup_period, batch, per_opt, per_opt, slack)
+            slack = actors.n_actors * env_steps_per_batch(actors.n_buffer, agent)
+            gate = SampleGate(self.warmup_period, batch, per_opt, per_opt, slack, env_steps)
         else:
             gate = SampleGate(
-                self.warmup_period, batch, self.min_samples_per_opt, self.max_samples_per_opt
+                self.warmup_period,
+                batch,
+                self.min_samples_per_opt,
+                self.max_samples_per_opt,
+                env_steps=env_steps,
             )
         return Wiring(runtime, evaluation, gate, self.sync_interval)

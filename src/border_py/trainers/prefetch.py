@@ -4,9 +4,11 @@ the device run ahead in a background thread, and priorities go back to the buffe
 At ``trainer.prefetch=0`` the loop runs :func:`border_py.trainers.loop.learn_step` (sample,
 update, priorities: one after the other, a device sync per opt step on a GPU). At ``depth > 0``
 a daemon thread keeps up to ``depth`` batches sampled and converted ahead of the update
-(:class:`~border_py.agents.batch.TensorBatch`; on CUDA staged in page-locked memory and copied
-with ``non_blocking=True`` on a stream of its own, the update's stream waiting on an event), and
-the update's TD errors stay on the device until the next opt step.
+(:class:`~border_py.agents.batch.TensorBatch`, or for a recurrent agent's sequences a
+:class:`~border_py.agents.sequence_batch.SequenceBatch`; on CUDA staged in page-locked memory and
+copied with ``non_blocking=True`` on a stream of its own, the update's stream waiting on an
+event), and the update's TD errors (a sequence's priority) stay on the device until the next opt
+step.
 
 Staleness, the bounds the tests assert:
 
@@ -30,7 +32,7 @@ read mid-update; the conversion to tensors runs outside it. A row that a push ov
 its sample and its priorities' write-back keeps the new transition's priority: the thread notes
 the buffer's :attr:`~border_py.replay.base.OverwriteTracking.rows_written` with each sample,
 and the write-back skips the rows written since
-(:meth:`~border_py.replay.uniform.UniformReplayBuffer.overwritten`).
+(:meth:`~border_py.replay.ring.RowRing.overwritten`).
 
 The thread never outlives the learner: it is a daemon, every wait has a timeout
 (:data:`WAIT_SECONDS`), and the loop closes it (stop, join with :data:`JOIN_TIMEOUT`) when it
@@ -56,7 +58,10 @@ import torch
 
 from border_py.agents.base import Agent, TensorUpdate
 from border_py.agents.batch import TensorBatch
+from border_py.agents.sequence_batch import SequenceBatch
 from border_py.replay.base import OverwriteTracking, PrioritizedReplay, ReplayBuffer
+from border_py.sequences import Sequences
+from border_py.transitions import Transitions
 
 __all__ = ["PrefetchError", "Prefetcher", "build_prefetcher"]
 
@@ -80,14 +85,14 @@ class Prepared:
     """A batch sampled and converted ahead.
 
     Attributes:
-        batch: its tensors on the agent's device.
+        batch: its tensors on the agent's device (a :class:`SequenceBatch` for sequences).
         index: its rows in the buffer (prioritized), else None.
         mark: the buffer's ``rows_written`` when it was sampled.
         sampled_at: batches taken (opt steps of the prefetcher) when it was sampled.
         ready: (CUDA) the event recorded after its copy, on the thread's stream.
     """
 
-    batch: TensorBatch
+    batch: TensorBatch | SequenceBatch
     index: np.ndarray | None
     mark: int
     sampled_at: int
@@ -149,7 +154,8 @@ class Prefetcher:
         item = self._take()
         if item is None:
             return None
-        metrics = self.agent.update_tensors(item.batch)
+        # a SequenceBatch goes to an agent that learns on sequences (its update_tensors takes it)
+        metrics = self.agent.update_tensors(item.batch)  # type: ignore[arg-type]
         td_error = metrics.pop("td_error", None)
         self.flush()
         if item.index is not None:
@@ -212,15 +218,21 @@ class Prefetcher:
             batch = self.buffer.sample(self.batch_size)
             mark = getattr(self.buffer, "rows_written", 0)
             sampled_at = self.taken
-        device, discrete = self.agent.device, self.agent.discrete_actions
         if not self._cuda:
-            tensors = TensorBatch.of(batch, device, discrete)
-            return Prepared(tensors, batch.index, mark, sampled_at)
+            return Prepared(self._tensors(batch, pinned=False), batch.index, mark, sampled_at)
         with torch.cuda.stream(self._stream):
-            tensors = TensorBatch.of(batch, device, discrete, pinned=True)
+            tensors = self._tensors(batch, pinned=True)
             ready = torch.cuda.Event()
             ready.record(self._stream)
         return Prepared(tensors, batch.index, mark, sampled_at, ready)
+
+    def _tensors(self, batch: Transitions | Sequences, pinned: bool) -> TensorBatch | SequenceBatch:
+        """``batch`` on the agent's device: a :class:`SequenceBatch` for sequences (a recurrent
+        agent's, :mod:`border_py.agents.r2d2`), else a :class:`TensorBatch`."""
+        device = self.agent.device
+        if isinstance(batch, Sequences):
+            return SequenceBatch.of(batch, device, pinned)
+        return TensorBatch.of(batch, device, self.agent.discrete_actions, pinned)
 
     # -- the learner's side ------------------------------------------------------------------
 

@@ -1,3 +1,3 @@
-"""The channels between processes: transition batches in, weights out."""
+"""The channels between processes: batches of transitions or sequences in, weights out."""
 
 __all__: list[str] = []

@@ -1,10 +1,11 @@
 """An actor's channel to the learner: a ring of shared-memory slots, and two pipes.
 
 The learner allocates, per actor, ``n_slots`` slots of preallocated shared arrays laid out for the
-run's batches (:class:`BatchLayout`). The actor samples a batch, copies it into a free slot and
-sends a small :class:`~border_py.transport.messages.BatchReady` notice on its own pipe; the learner
-reads the slot in place as numpy views (nothing is pickled), copies the rows once, into its replay
-buffer, and hands the slot back with a credit on a second pipe. An actor with no free slot waits
+run's batches (:class:`~border_py.transport.layout.BatchLayout`: of transitions, or of a recurrent
+agent's sequences). The actor samples a batch, copies it into a free slot (once every array of it
+fits) and sends a small :class:`~border_py.transport.messages.BatchReady` notice on its own pipe;
+the learner reads the slot in place as numpy views (nothing is pickled), copies the rows once,
+into its replay buffer, and hands the slot back with a credit on a second pipe. An actor with no free slot waits
 for a credit (with a timeout, looking at the stop flag in between): that is the back-pressure.
 
 Notices are single atomic pipe writes (see :mod:`border_py.transport.messages`), so a killed actor
@@ -20,20 +21,19 @@ import select
 import struct
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.context import BaseContext
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
-from border_py.transitions import FrameChunk, Transitions
+from border_py.sequences import STORED_SEQUENCE, Sequences
+from border_py.transitions import STORED, FrameChunk, Transitions
 from border_py.transport.batch import ReceivedBatch
+from border_py.transport.layout import BatchLayout
 from border_py.transport.messages import BatchReady, Message, decode, encode
 
 __all__ = [
-    "BatchLayout",
     "BatchSender",
     "LearnerGone",
     "Readable",
@@ -44,109 +44,11 @@ __all__ = [
     "send",
 ]
 
-ALIGN = 64  # bytes: every array of a slot starts on a cache line
 CREDIT = struct.Struct("<i")
 
 
 class LearnerGone(RuntimeError):
     """The learner's end of a channel closed: the learner exited or died."""
-
-
-@dataclass(frozen=True)
-class Column:
-    """One array of a slot: ``rows`` entries of ``shape`` and ``dtype`` each."""
-
-    name: str
-    rows: int
-    shape: tuple[int, ...]
-    dtype: str
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the array, padded to :data:`ALIGN`."""
-        size = self.rows * math.prod(self.shape) * np.dtype(self.dtype).itemsize
-        return -(-size // ALIGN) * ALIGN
-
-
-@dataclass(frozen=True)
-class BatchLayout:
-    """The arrays of one slot, sized for the largest batch an actor can emit.
-
-    An actor sends once it holds ``n_buffer`` transitions; the block of steps that gets it there
-    (one step per missing transition and env, :meth:`~border_py.actors.sampler.Sampler.sample`) may
-    add up to ``n_envs * n_step - 1`` more (the pending n-step windows, and envs ending at once
-    flush theirs). With frame storage, each env step registers at most two frames per env (the
-    next frame, and the first of a new episode).
-    """
-
-    columns: tuple[Column, ...]
-
-    @classmethod
-    def for_batches(
-        cls,
-        observation_space: gym.Space,
-        action_space: gym.Space,
-        n_buffer: int,
-        n_envs: int,
-        n_step: int,
-        frame_stack: int | None = None,
-        priorities: bool = False,
-    ) -> BatchLayout:
-        """The layout for batches of ``n_buffer`` transitions from ``n_envs`` envs."""
-        rows = n_buffer + n_envs * n_step
-        steps = -(-rows // n_envs) + n_step  # env steps one batch may take
-        obs_shape = tuple(observation_space.shape or ())
-        if frame_stack:  # observations travel as frame ids; the new frames travel once
-            obs = (Column("obs", rows, (), "int64"), Column("next_obs", rows, (), "int64"))
-            n_frames = 2 * n_envs * steps + n_envs
-            frames: tuple[Column, ...] = (
-                Column("frame_pixels", n_frames, obs_shape[1:], str(observation_space.dtype)),
-                Column("frame_prev", n_frames, (), "int64"),
-            )
-        else:
-            dtype = str(observation_space.dtype)
-            obs = (
-                Column("obs", rows, obs_shape, dtype),
-                Column("next_obs", rows, obs_shape, dtype),
-            )
-            frames = ()
-        if isinstance(action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete)):
-            action = Column("action", rows, tuple(action_space.shape or ()), "int64")
-        else:
-            action = Column(
-                "action", rows, tuple(action_space.shape or ()), str(action_space.dtype)
-            )
-        columns = (
-            obs[0],
-            action,
-            Column("reward", rows, (), "float32"),
-            obs[1],
-            Column("discount", rows, (), "float32"),
-            *((Column("priority", rows, (), "float32"),) if priorities else ()),
-            *frames,
-            Column("episode_returns", rows + n_envs, (), "float64"),
-            Column("episode_lengths", rows + n_envs, (), "int64"),
-        )
-        return cls(columns)
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of one slot."""
-        return sum(c.nbytes for c in self.columns)
-
-    def capacity(self, name: str) -> int:
-        """Rows of the named array."""
-        return next(c.rows for c in self.columns if c.name == name)
-
-    def views(self, buffer: np.ndarray, offset: int) -> dict[str, np.ndarray]:
-        """The slot at byte ``offset`` of ``buffer`` as named arrays (views, no copy)."""
-        arrays = {}
-        for column in self.columns:
-            size = column.rows * math.prod(column.shape) * np.dtype(column.dtype).itemsize
-            raw = buffer[offset : offset + size]
-            arrays[column.name] = raw.view(column.dtype).reshape(column.rows, *column.shape)
-            offset += column.nbytes
-        return arrays
 
 
 class SlotRing:
@@ -178,22 +80,37 @@ class SlotRing:
         return self.layout.nbytes * self.n_slots
 
     def write(
-        self, k: int, batch: Transitions, returns: list[float], lengths: list[int]
+        self, k: int, batch: Transitions | Sequences, returns: list[float], lengths: list[int]
     ) -> tuple[int, FrameChunk | None]:
-        """Copy a batch (and its episode statistics) into slot ``k``; return (rows, its frames)."""
+        """Copy a batch (and its episode statistics) into slot ``k``; return (rows, its frames).
+
+        Raises:
+            ValueError: the batch is not the kind the slot carries, does not fit it, or has no
+                priorities where the slot carries them.
+        """
         slot, n = self.slots[k], len(batch)
+        if isinstance(batch, Sequences) != (self.layout.burn_in is not None):
+            carried = "transitions" if self.layout.burn_in is None else "sequences"
+            raise ValueError(f"a {type(batch).__name__} batch for a channel of {carried}")
         if n > len(slot["reward"]) or len(returns) > len(slot["episode_returns"]):
             raise ValueError(
-                f"a batch of {n} transitions and {len(returns)} episodes does not fit a slot of"
+                f"a batch of {n} rows and {len(returns)} episodes does not fit a slot of"
                 f" {len(slot['reward'])} and {len(slot['episode_returns'])}"
             )
-        for name, array in batch.arrays().items():
+        arrays = batch.arrays()
+        for name, array in arrays.items():
+            if np.shape(array)[1:] != slot[name].shape[1:]:
+                raise ValueError(
+                    f"the batch's {name} rows are {np.shape(array)[1:]}, the slot's"
+                    f" {slot[name].shape[1:]}"
+                )
+        for name, array in arrays.items():
             slot[name][:n] = array
         if "priority" in slot:
             if batch.priority is None:
                 raise ValueError("the batch has no priorities but the channel carries them")
             slot["priority"][:n] = batch.priority
-        chunk = batch.frames
+        chunk = batch.frames if isinstance(batch, Transitions) else None
         if chunk is not None:
             m = len(chunk)
             if m > len(slot["frame_pixels"]):
@@ -207,23 +124,23 @@ class SlotRing:
     def read(self, notice: BatchReady) -> ReceivedBatch:
         """The batch a notice announces, as views of its slot (valid until the slot is handed back)."""
         slot, n, e = self.slots[notice.slot], notice.rows, notice.episodes
-        batch = Transitions(
-            obs=slot["obs"][:n],
-            action=slot["action"][:n],
-            reward=slot["reward"][:n],
-            next_obs=slot["next_obs"][:n],
-            discount=slot["discount"][:n],
-            priority=slot["priority"][:n] if notice.priorities else None,
-        )
-        if "frame_pixels" in slot:
-            m = notice.frames
-            batch.frames = FrameChunk(
-                notice.frame_source,
-                notice.frame_first,
-                slot["frame_pixels"][:m],
-                slot["frame_prev"][:m],
-                notice.frame_keep_from,
-            )
+        priority = slot["priority"][:n] if notice.priorities else None
+        batch: Transitions | Sequences
+        if self.layout.burn_in is not None:
+            columns = {name: slot[name][:n] for name in STORED_SEQUENCE}
+            batch = Sequences(**columns, burn_in=self.layout.burn_in, priority=priority)
+        else:
+            obs, action, reward, next_obs, discount = (slot[name][:n] for name in STORED)
+            batch = Transitions(obs, action, reward, next_obs, discount, priority=priority)
+            if "frame_pixels" in slot:
+                m = notice.frames
+                batch.frames = FrameChunk(
+                    notice.frame_source,
+                    notice.frame_first,
+                    slot["frame_pixels"][:m],
+                    slot["frame_prev"][:m],
+                    notice.frame_keep_from,
+                )
         return ReceivedBatch(
             actor=notice.actor,
             transitions=batch,

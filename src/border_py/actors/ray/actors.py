@@ -99,10 +99,10 @@ class RayActorSettings(ActorSettings):
         return RayActors(self)
 
     def check_resources(
-        self, config: dict[str, Any], spaces: tuple[Any, Any], n_step: int, enforce: bool
+        self, config: dict[str, Any], spaces: tuple[Any, Any], agent: Any, enforce: bool
     ) -> None:
         """Also bound a local Ray's actors by this machine's cores (a cluster's: once joined)."""
-        super().check_resources(config, spaces, n_step, enforce)
+        super().check_resources(config, spaces, agent, enforce)
         if self.address is None:
             actors_per_core(self.n_actors, usable_cores(), "usable CPU cores", enforce)
 
@@ -119,7 +119,7 @@ class RayActors:
         self.settings = settings
         self.records, self.kept, self._policies = settings.slots(None)  # kept: see slots
         self.nodes: list[str | None] = []  # per slot: the node id of its current incarnation
-        self._calls = Calls(0)
+        self._calls = Calls(0, 0)
         self._owner: str | None = None  # who owns the Ray session (see session.connect)
         self._group: Any = None  # the placement group
         self._remote: Any = None  # ray.remote(SamplerActor)
@@ -137,7 +137,7 @@ class RayActors:
         settings, n = self.settings, self.settings.n_actors
         self._config, self._seed = launch.config, launch.seed
         self._env_steps = launch.env_steps  # the run's, received: where new calls explore from
-        self._calls = Calls(n)
+        self._calls = Calls(n, launch.env_steps_per_batch(settings.n_buffer))
         self.nodes = [None] * n
         self.publish(launch.policy, launch.opt_steps)
         cpu, strategy = settings.num_cpus_per_actor, settings.placement_strategy
@@ -187,7 +187,7 @@ class RayActors:
         """Give the actors new calls (none once the budget is reached or the stop began)."""
         if not (self._stopped or self._halted):
             limits = (self.settings.max_calls_in_flight, self.settings.queue_size)
-            self._calls.top_up(self.weights, limits, self._env_steps, self.settings.n_buffer)
+            self._calls.top_up(self.weights, limits, self._env_steps)
 
     # -- data in -----------------------------------------------------------------------------
 

@@ -90,10 +90,13 @@ class Calls:
 
     Args:
         n_actors: the actor slots.
+        per_call: about the env steps one sample call takes (where the calls after it explore
+            from: :meth:`top_up`).
     """
 
-    def __init__(self, n_actors: int) -> None:
+    def __init__(self, n_actors: int, per_call: int) -> None:
         self.running: list[Incarnation | None] = [None] * n_actors
+        self.per_call = per_call
 
     def begin(self, index: int, handle: Any) -> None:
         """Book slot ``index``'s new incarnation and ask where it runs (answered once it is up)."""
@@ -101,17 +104,11 @@ class Calls:
         run.calls.append(Call(handle.node.remote(), sample=False, submitted=time.monotonic()))
         self.running[index] = run
 
-    def top_up(
-        self,
-        weights: RayWeights,
-        limits: tuple[int, int],
-        received: int,
-        per_call: int,
-    ) -> None:
+    def top_up(self, weights: RayWeights, limits: tuple[int, int], received: int) -> None:
         """Give every sound actor new calls up to ``max_calls_in_flight``, unless ``queue_size``
         batches of it already wait for the learner (``limits``); a call carries newer weights,
         if any, and where its exploration starts: the run's env steps the learner ``received``
-        plus ``per_call`` for each sample call before it not taken yet."""
+        plus ``per_call`` env steps for each sample call before it not taken yet."""
         max_calls_in_flight, queue_size = limits
         ahead = sum(c.sample for run in self.running if run is not None for c in run.calls)
         for run in self.running:
@@ -119,7 +116,7 @@ class Calls:
                 continue
             while run.running() < max_calls_in_flight and run.waiting() < queue_size:
                 ref, run.version = weights.since(run.version)
-                call = run.handle.sample.remote(ref, received + ahead * per_call)
+                call = run.handle.sample.remote(ref, received + ahead * self.per_call)
                 ahead += 1
                 run.calls.append(Call(call, sample=True, submitted=time.monotonic()))
 

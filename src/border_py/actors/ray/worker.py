@@ -1,9 +1,10 @@
 """The Ray side of an actor slot: :class:`SamplerActor`, run by ``ray.remote`` in a Ray worker.
 
 It steps the same sampler as a local actor process (:func:`~border_py.actors.process.build_sampler`:
-envs, a CPU copy of the agent, Ape-X epsilons, n-step, frames, actor-side priorities) and returns
-each batch as its call's result. Ray's workers import this module to unpickle the class: like the
-other child-process entry points it imports no command-line, recording or Hydra machinery.
+envs, a CPU copy of the agent, Ape-X epsilons, n-step, frames, actor-side priorities; a recurrent
+agent's memory per env and its sequences) and returns each batch as its call's result. Ray's
+workers import this module to unpickle the class: like the other child-process entry points it
+imports no command-line, recording or Hydra machinery.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ class SamplerActor:
     """One incarnation of an actor slot inside a Ray worker process (wrapped by ``ray.remote``).
 
     Each :meth:`sample` call loads the weights it carries (if any), samples ``n_buffer``
-    transitions with the same sampler as an actor process and returns them with what the actor
+    transitions (a recurrent agent's: sequences; each env's memory carries over from call to
+    call) with the same sampler as an actor process and returns them with what the actor
     knew, as a :class:`~border_py.transport.batch.ReceivedBatch`. Its exploration starts at the
     run's env steps the call carries: what the learner received plus a batch for each call in
     flight before it (:meth:`~border_py.actors.ray.calls.Calls.top_up`).
@@ -85,7 +87,7 @@ class SamplerActor:
         )
 
     def finish(self) -> int:
-        """Close the envs; return the transitions this incarnation sent."""
+        """Close the envs; return the transitions (sequences) this incarnation sent."""
         if self.sampler is not None:
             self.sampler.close()
             self.sampler = None

@@ -1,0 +1,146 @@
+"""What every export writes and checks, whatever its format: where its files go (and what an
+existing output may be replaced by), the numpy export's dir (its files, published whole, and
+loaded back from where it was written), and the refusals every written model must make
+(:func:`check_refusals`). :mod:`border_py.deploy.export` and
+:mod:`border_py.deploy.recurrent_export` write through these.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from torch import nn
+
+from border_py.deploy import numpy_policy
+from border_py.deploy.describe import readme
+from border_py.deploy.numpy_network import numpy_network
+from border_py.errors import ConfigError, RunError
+from border_py.files import create_file, link_refusal
+from border_py.publishing import publish_dir
+
+__all__ = [
+    "DESCRIPTION",
+    "NUMPY_FILES",
+    "Forward",
+    "check_outputs",
+    "check_refusals",
+    "description_path",
+    "load_numpy_export",
+    "numpy_files",
+    "policy_source",
+    "write_numpy_dir",
+]
+
+DESCRIPTION = "preprocessing.json"
+NUMPY_FILES = {"policy.py", "network.json", "weights.npz", DESCRIPTION, "README.txt"}
+Forward = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+def description_path(out: Path, fmt: str) -> Path:
+    """Where ``preprocessing.json`` goes for an export to ``out``: inside a numpy dir, else
+    beside the file as ``<file name>.preprocessing.json`` (``policy.onnx``:
+    ``policy.onnx.preprocessing.json``; the whole name, so that exports of one policy in two
+    formats side by side each have their own)."""
+    return out / DESCRIPTION if fmt == "numpy" else out.with_name(f"{out.name}.{DESCRIPTION}")
+
+
+def check_outputs(out: Path, fmt: str, force: bool) -> None:
+    """Refuse outputs that exist (without ``force``), symlinks, and what ``force`` would not
+    replace: a dir where a file goes, or a dir that is not a numpy export.
+
+    Raises:
+        ConfigError: one line naming the path.
+    """
+    paths = [out] if fmt == "numpy" else [out, description_path(out, fmt)]
+    for path in paths:
+        if path.is_symlink():
+            raise link_refusal(path)
+        if not path.exists():
+            continue
+        if not force:
+            raise ConfigError(
+                f"{path}: exists; border export replaces nothing unless told: choose another -o"
+                " or pass --force"
+            )
+        if fmt == "numpy" and not (path.is_dir() and {"policy.py", "network.json"} <= _names(path)):
+            raise ConfigError(
+                f"{path}: exists and is not a numpy export; --force replaces only an earlier"
+                " export: remove it yourself or choose another -o"
+            )
+        if fmt != "numpy" and not path.is_file():
+            raise ConfigError(f"{path}: exists and is not a file; --force replaces files only")
+
+
+def _names(path: Path) -> set[str]:
+    return {entry.name for entry in path.iterdir()}
+
+
+def check_refusals(name: str, forward: Forward, sample: np.ndarray) -> None:
+    """Raise :class:`RunError` unless a written model refuses ``sample`` (a batch of the space's
+    dtype) cast to float32 when the space's dtype is an integer one, and ``sample`` in another
+    layout (its observation axes reversed) when that is another shape."""
+    wrong = []
+    if sample.dtype.kind in "iu":
+        wrong.append(("float observations", sample.astype(np.float32)))
+    reversed_axes = np.ascontiguousarray(sample.transpose(0, *range(sample.ndim - 1, 0, -1)))
+    if reversed_axes.shape != sample.shape:
+        wrong.append(("observations in another layout", reversed_axes))
+    for what, obs in wrong:
+        try:
+            forward(obs)
+        except Exception:  # the format's own refusal: ValueError, torch.jit.Error, onnxruntime's
+            continue
+        raise RunError(f"{name}: the written model takes {what} (a wrong input would be acted on)")
+
+
+def policy_source() -> bytes:
+    """The numpy export's ``policy.py``, as this border-py writes it (the same for every
+    network: ``network.json`` and ``weights.npz`` say which)."""
+    return Path(numpy_policy.__file__).read_bytes()
+
+
+def numpy_files(
+    module: nn.Module, observation_space: gym.Space, description: dict[str, Any], name: str
+) -> dict[str, Any]:
+    """The numpy export dir's files (the dir named ``name``): name -> bytes, or a writer."""
+    network, arrays = numpy_network(module, observation_space)
+    return {
+        "policy.py": policy_source(),
+        "network.json": json.dumps(network, indent=1).encode(),
+        "weights.npz": lambda f: np.savez(f, **arrays),  # type: ignore[arg-type]
+        DESCRIPTION: json.dumps(description, indent=2).encode(),
+        "README.txt": readme(description, name).encode(),
+    }
+
+
+def load_numpy_export(path: Path, policy: bool = False) -> Any:
+    """The ``forward`` of the numpy export in ``path``, its ``policy.py`` imported from there
+    (``policy``: the loaded ``NumpyPolicy`` itself)."""
+    spec = importlib.util.spec_from_file_location("border_exported_policy", path / "policy.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    loaded = module.load(path)
+    return loaded if policy else loaded.forward
+
+
+def write_numpy_dir(
+    files: dict[str, Any], out: Path, check: Callable[[Path], None], force: bool
+) -> None:
+    """Publish ``files`` as the dir ``out`` (:func:`border_py.publishing.publish_dir`), ``check``-ed
+    in its hidden temporary dir first; with ``force``, an earlier export there (the only thing
+    :func:`check_outputs` lets it replace) is replaced."""
+
+    def fill(tmp: Path) -> None:
+        for name, data in files.items():
+            create_file(tmp / name, data)
+        check(tmp)
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    publish_dir(out, fill, replace=force)
