@@ -96,7 +96,7 @@ def test_rows_or_steps_are_preallocated_in_the_observations_dtype():
     space = gym.spaces.Box(0, 255, (4, 10, 10), np.uint8)
     buf = PrioritizedSequenceReplayBuffer(capacity=50, seed=0)
     buf.push(seqs([1, 2], obs_shape=space.shape, dtype=np.uint8))
-    obs = buf.store.rows["obs"]  # stored whole: T steps a row
+    obs = buf.store._storage["obs"]  # stored whole: T steps a row
     assert obs.shape == (50, B + L + N, 4, 10, 10) and obs.dtype == np.uint8  # uint8 stays uint8
     assert buf.sample(3).obs.dtype == np.uint8
     estimate = PrioritizedSequenceReplayBuffer.estimate_nbytes(50, space, B + L + N, L, (2, 4))

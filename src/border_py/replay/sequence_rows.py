@@ -15,40 +15,42 @@ from typing import Any
 import numpy as np
 
 from border_py.replay.chunked import copy_ring
+from border_py.replay.ring import RowRing
 from border_py.sequences import STORED_SEQUENCE, Sequences
 
 __all__ = ["WholeSequenceStore"]
 
 
-class WholeSequenceStore:
-    """Sequences stored whole, row ``r`` (the ``r``-th pushed) in slot ``r % capacity``.
+class WholeSequenceStore(RowRing):
+    """Sequences stored whole in a :class:`~border_py.replay.ring.RowRing` (its generator unused:
+    the buffer draws), row ``r`` (the ``r``-th pushed) in slot ``r % capacity``.
 
     Args:
         capacity: rows (sequences) kept at most.
     """
 
     def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
+        super().__init__(capacity, None)
         self.burn_in: int | None = None
-        self.rows: dict[str, np.ndarray] = {}
-        self.rows_written = 0  # rows pushed so far = the next row number
-        self.size = 0  # rows held: the newest ``size`` row numbers
+
+    @property
+    def size(self) -> int:
+        """Rows held: the newest ``size`` row numbers."""
+        return self._size
 
     @property
     def next(self) -> int:
         """The slot of the next row."""
-        return self.rows_written % self.capacity
+        return self._next
 
     @property
     def nbytes(self) -> int:
         """Bytes of the allocated rows."""
-        return sum(a.nbytes for a in self.rows.values())
+        return sum(a.nbytes for a in self._storage.values())
 
     def allocate(self, batch: Sequences) -> None:
         """Allocate the rows for sequences shaped as ``batch``'s."""
-        self.rows = {
-            k: np.zeros((self.capacity, *v.shape[1:]), v.dtype) for k, v in batch.arrays().items()
-        }
+        self._allocate(batch.arrays())
         self.burn_in = batch.burn_in
 
     def push(self, batch: Sequences, key: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
@@ -58,12 +60,7 @@ class WholeSequenceStore:
             The slots of the rows written (the newest last), and no slot of a row that left
             early (none does).
         """
-        n = min(len(batch), self.capacity)
-        slots = (self.rows_written + np.arange(n)) % self.capacity
-        for name, value in batch.arrays().items():
-            self.rows[name][slots] = value[len(batch) - n :]
-        self.rows_written += n
-        self.size = min(self.size + n, self.capacity)
+        slots, _ = self._write(batch.arrays(), len(batch))
         return slots, np.empty(0, dtype=np.int64)
 
     def live(self, slots: np.ndarray) -> np.ndarray:
@@ -73,7 +70,9 @@ class WholeSequenceStore:
     def gather(self, slots: np.ndarray) -> Sequences:
         """The sequences in row slots ``slots``."""
         assert self.burn_in is not None, "nothing was stored yet"
-        return Sequences(**{k: self.rows[k][slots] for k in STORED_SEQUENCE}, burn_in=self.burn_in)
+        return Sequences(
+            **{k: self._storage[k][slots] for k in STORED_SEQUENCE}, burn_in=self.burn_in
+        )
 
     def state(self) -> dict[str, Any]:
         """Counters and sizes as plain data."""
@@ -88,17 +87,18 @@ class WholeSequenceStore:
     def arrays(self) -> dict[str, np.ndarray]:
         """The rows (``row_*``) as held: views, valid until the next push, of the slots in use."""
         filled = min(self.rows_written, self.capacity)
-        return {f"row_{k}": v[:filled] for k, v in self.rows.items()}
+        return {f"row_{k}": v[:filled] for k, v in self._storage.items()}
 
     def load(self, state: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         """Restore :meth:`state` and :meth:`arrays` (into as many rows or more), chunk by chunk."""
-        self.rows_written, self.size = int(state["rows_written"]), int(state["size"])
+        self.rows_written, self._size = int(state["rows_written"]), int(state["size"])
+        self._next = self.rows_written % self.capacity
         self.burn_in = int(state["burn_in"])
         for name in STORED_SEQUENCE:
             saved = arrays[f"row_{name}"]
-            self.rows[name] = np.zeros((self.capacity, *saved.shape[1:]), saved.dtype)
+            self._storage[name] = np.zeros((self.capacity, *saved.shape[1:]), saved.dtype)
             copy_ring(
-                self.rows[name],
+                self._storage[name],
                 saved,
                 self.rows_written - self.size,
                 self.rows_written,
