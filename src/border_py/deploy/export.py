@@ -22,11 +22,8 @@ whole (:func:`border_py.publishing.publish_dir`).
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import io
-import json
-import logging
 import os
 import warnings
 from pathlib import Path
@@ -51,11 +48,13 @@ from border_py.deploy.written import (
     description_path,
     load_numpy_export,
     numpy_files,
+    onnx_model,
     policy_source,
+    write_error,
+    write_model,
     write_numpy_dir,
 )
-from border_py.errors import ConfigError, RunError, first_line
-from border_py.files import write_file
+from border_py.errors import ConfigError, RunError
 
 __all__ = [
     "DESCRIPTION",
@@ -128,31 +127,8 @@ def torchscript_bytes(
 def onnx_bytes(module: nn.Module, example: torch.Tensor) -> tuple[bytes, Forward]:
     """The ONNX model (batch dimension dynamic) and a forward of it under onnxruntime, which
     refuses an input of another dtype or shape than ``example``'s (but its batch size)."""
-    import onnxruntime
-
-    batch = torch.export.Dim("batch")
-    # the exporter prints its progress to stdout, warns of its own deprecations and logs the
-    # torchvision operators it skips
-    quiet = logging.getLogger("torch.onnx")
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-            warnings.simplefilter("ignore")
-            program = torch.onnx.export(
-                module,
-                (example,),
-                input_names=["obs"],
-                output_names=["action", "values"],
-                dynamic_shapes={"obs": {0: batch}},
-                dynamo=True,
-                verbose=False,
-            )
-    finally:
-        quiet.setLevel(level)
-    assert program is not None  # the dynamo exporter returns its program
-    data = program.model_proto.SerializeToString()
-    session = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
+    dynamic = {"obs": {0: torch.export.Dim("batch")}}
+    data, session = onnx_model(module, (example,), (["obs"], ["action", "values"]), dynamic)
 
     def forward(obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         action, values = session.run(["action", "values"], {"obs": obs})
@@ -191,13 +167,9 @@ def export_feed_forward(
         else:
             data, forward = torchscript_bytes(module, example, policy.observation_space)
         check(str(out), forward)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        write_file(out, data)
-        write_file(description_path(out, fmt), json.dumps(description, indent=2).encode())
+        write_model(out, fmt, data, description)
     except OSError as exc:
-        raise RunError(
-            f"{exc.filename or out}: cannot write the export ({exc.strerror or first_line(exc)})"
-        ) from None
+        raise write_error(exc, out) from None
 
 
 def export_policy(

@@ -11,10 +11,7 @@ drifts, or is not carried, fails it. Then the refusals of every export
 
 from __future__ import annotations
 
-import contextlib
 import io
-import json
-import logging
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -29,13 +26,14 @@ from border_py.deploy.graph import sample_observations
 from border_py.deploy.recurrent_graph import recurrent_step, step_inputs, step_names
 from border_py.deploy.written import (
     check_refusals,
-    description_path,
     load_numpy_export,
     numpy_files,
+    onnx_model,
+    write_error,
+    write_model,
     write_numpy_dir,
 )
-from border_py.errors import RunError, first_line
-from border_py.files import write_file
+from border_py.errors import RunError
 
 __all__ = [
     "CHECK_ENVS",
@@ -77,31 +75,11 @@ def torchscript_step(q: RecurrentQNetwork, space: gym.Space) -> tuple[bytes, Ste
 def onnx_step(q: RecurrentQNetwork, example: dict[str, np.ndarray]) -> tuple[bytes, Step]:
     """The step as an ONNX model (the batch of envs dynamic: axis 0 of ``obs``, ``prev_action``
     and ``prev_reward``, axis 1 of the states) and a step of it under onnxruntime."""
-    import onnxruntime
-
     names, outputs = step_names(q)
     batch = torch.export.Dim("batch")
     dynamic = {name: {1 if name in ("h", "c") else 0: batch} for name in names}
-    quiet = logging.getLogger("torch.onnx")  # as onnx_bytes: the exporter's progress and notes
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)
-    try:
-        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-            warnings.simplefilter("ignore")
-            program = torch.onnx.export(
-                recurrent_step(q, None),
-                tuple(torch.as_tensor(v) for v in example.values()),
-                input_names=names,
-                output_names=outputs,
-                dynamic_shapes=dynamic,
-                dynamo=True,
-                verbose=False,
-            )
-    finally:
-        quiet.setLevel(level)
-    assert program is not None  # the dynamo exporter returns its program
-    data = program.model_proto.SerializeToString()
-    session = onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
+    args = tuple(torch.as_tensor(v) for v in example.values())
+    data, session = onnx_model(recurrent_step(q, None), args, (names, outputs), dynamic)
 
     def step(inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
         return [np.asarray(out) for out in session.run(outputs, inputs)]
@@ -221,10 +199,6 @@ def export_recurrent(
         else:
             data, step = torchscript_step(q, space)
         check(str(out), step)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        write_file(out, data)
-        write_file(description_path(out, fmt), json.dumps(description, indent=2).encode())
+        write_model(out, fmt, data, description)
     except OSError as exc:
-        raise RunError(
-            f"{exc.filename or out}: cannot write the export ({exc.strerror or first_line(exc)})"
-        ) from None
+        raise write_error(exc, out) from None

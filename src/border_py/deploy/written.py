@@ -1,5 +1,6 @@
 """What every export writes and checks, whatever its format: where its files go (and what an
-existing output may be replaced by), the numpy export's dir (its files, published whole, and
+existing output may be replaced by), an ONNX model made quietly (:func:`onnx_model`), a checked
+model and its description written (:func:`write_model`), the numpy export's dir (its files, published whole, and
 loaded back from where it was written), and the refusals every written model must make
 (:func:`check_refusals`). :mod:`border_py.deploy.export` and
 :mod:`border_py.deploy.recurrent_export` write through these.
@@ -7,21 +8,26 @@ loaded back from where it was written), and the refusals every written model mus
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
+import logging
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import torch
 from torch import nn
 
 from border_py.deploy import numpy_policy
 from border_py.deploy.describe import readme
 from border_py.deploy.numpy_network import numpy_network
-from border_py.errors import ConfigError, RunError
-from border_py.files import create_file, link_refusal
+from border_py.errors import ConfigError, RunError, first_line
+from border_py.files import create_file, link_refusal, write_file
 from border_py.publishing import publish_dir
 
 __all__ = [
@@ -33,7 +39,10 @@ __all__ = [
     "description_path",
     "load_numpy_export",
     "numpy_files",
+    "onnx_model",
     "policy_source",
+    "write_error",
+    "write_model",
     "write_numpy_dir",
 ]
 
@@ -144,3 +153,50 @@ def write_numpy_dir(
 
     out.parent.mkdir(parents=True, exist_ok=True)
     publish_dir(out, fill, replace=force)
+
+
+def onnx_model(
+    module: nn.Module,
+    args: tuple[torch.Tensor, ...],
+    names: tuple[list[str], list[str]],
+    dynamic_shapes: dict[str, dict[int, Any]],
+) -> tuple[bytes, Any]:
+    """``module`` exported to ONNX by the dynamo exporter (``names``: its input and output names)
+    and an onnxruntime session of it. The exporter prints its progress to stdout, warns of its
+    own deprecations and logs the torchvision operators it skips: all silenced."""
+    import onnxruntime
+
+    quiet = logging.getLogger("torch.onnx")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            program = torch.onnx.export(
+                module,
+                args,
+                input_names=names[0],
+                output_names=names[1],
+                dynamic_shapes=dynamic_shapes,
+                dynamo=True,
+                verbose=False,
+            )
+    finally:
+        quiet.setLevel(level)
+    assert program is not None  # the dynamo exporter returns its program
+    data = program.model_proto.SerializeToString()
+    return data, onnxruntime.InferenceSession(data, providers=["CPUExecutionProvider"])
+
+
+def write_model(out: Path, fmt: str, data: bytes, description: dict[str, Any]) -> None:
+    """Write a checked ONNX or TorchScript model to ``out`` and its description beside it."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_file(out, data)
+    write_file(description_path(out, fmt), json.dumps(description, indent=2).encode())
+
+
+def write_error(exc: OSError, out: Path) -> RunError:
+    """The one line for an export that could not be written."""
+    return RunError(
+        f"{exc.filename or out}: cannot write the export ({exc.strerror or first_line(exc)})"
+    )
