@@ -249,7 +249,7 @@ def test_a_snapshot_continues_sampling_exactly_and_fills_a_larger_buffer_in_time
         np.testing.assert_array_equal(larger.priorities()[3:9], buf.priorities()[order])
     with pytest.raises(ConfigError, match=r"replay_buffer.capacity=5: must be >= 6"):
         buffer_class(capacity=5, seed=1).load(buf.state(), buf.arrays())
-    obs = buf.arrays()["row_obs"]
+    obs = buf.arrays()["obs"]
     transitions = {"obs": obs, "next_obs": obs}  # not sequences
     if isinstance(buf, PrioritizedSequenceReplayBuffer):
         transitions["priority"] = buf.arrays()["priority"]

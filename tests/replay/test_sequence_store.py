@@ -4,6 +4,8 @@ evictions, wraps, priority updates and checkpoints."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -29,9 +31,9 @@ def frame(env: int, episode: int, u: int) -> np.ndarray:
 
 def episodes(n_envs: int, lengths: list[list[int]], seed: int = 0):
     """Yield ``(batch, key, distinct)`` per take of a builder over ``n_envs`` envs, env ``e``'s
-    episodes lasting ``lengths[e]`` steps (its last one goes on): ``key`` as the replay takes it
-    (stream = env, episode = the builder's row of the episode's start, start = s) and
-    ``distinct`` the set of ``(stream, episode, episode step)`` the batch's present indices hold."""
+    episodes lasting ``lengths[e]`` steps (its last one goes on): ``key`` the keys the builder
+    cut (stream = env, episode = the env's episode count, start = s) and ``distinct`` the set of
+    ``(stream, episode, episode step)`` the batch's present indices hold."""
     rng = np.random.default_rng(seed)
     builder = SequenceBuilder(n_envs, B, L, PERIOD, N, 0.9, (2, 3))
     episode = np.zeros(n_envs, int)
@@ -51,11 +53,13 @@ def episodes(n_envs: int, lengths: list[list[int]], seed: int = 0):
         builder.add(obs, state, rng.integers(0, 3, n_envs), step)
         u = np.where(ends, 0, u + 1)
         episode += ends
-        ready = list(builder._ready)
         batch = builder.take()
         if batch is None:
             continue
-        key = np.array([(env, start, s) for env, s, start, _, _ in ready], np.int64)
+        key = batch.key
+        assert key is not None and key.dtype == np.int64
+        for (env, ep, start), obs in zip(key, batch.obs[:, B], strict=True):  # the keys name
+            assert (obs == frame(env, ep, start)).all()  # the steps: their env, episode, step
         distinct = {
             (k[0], k[1], k[2] - B + t)
             for k, present in zip(key, batch.present, strict=True)
@@ -117,8 +121,8 @@ def test_without_keys_or_from_a_restarted_stream_nothing_is_shared():
     plain = SequenceReplayBuffer(capacity=1000, seed=0, steps_per_sequence=B + L + N)
     keyed = SequenceReplayBuffer(capacity=1000, seed=0, steps_per_sequence=B + L + N)
     for batch, key, _ in episodes(1, [[40]]):
-        plain.push(batch)
-        keyed.push(batch, key)
+        plain.push(replace(batch, key=None))  # sequences without their keys
+        keyed.push(batch)  # their own keys
     present = int(plain.store.gather(np.arange(len(plain))).present.sum())
     assert plain.store.written == present > 2 * keyed.store.written
     same(plain.store.gather(np.arange(len(plain))), keyed.store.gather(np.arange(len(keyed))))

@@ -56,7 +56,7 @@ def test_a_stopped_and_resumed_r2d2_run_continues_as_the_uninterrupted_one(tmp_p
     saved = load_checkpoint(part / "run")
     sampler = saved.state.actors["sampler"]
     assert set(sampler["sequences"]) == {"memory", "prev_action", "prev_reward", "windows"}
-    assert saved.buffer() is not None and "row_state" in saved.buffer()  # the stored sequences
+    assert saved.buffer() is not None and "state" in saved.buffer()  # the stored sequences
     resumed = train(
         make_config(part, "resume=" + str(part / "run")), overrides=["trainer.max_opts=450"]
     )

@@ -10,7 +10,7 @@ import numpy as np
 from border_py.errors import ConfigError
 from border_py.replay.chunked import copy_ring
 from border_py.replay.prioritization import Prioritization
-from border_py.replay.sequence_replay import SequenceReplayBuffer
+from border_py.replay.sequence_replay import SequenceReplayBuffer, saved_store
 from border_py.sequences import Sequences
 
 __all__ = ["PrioritizedSequenceReplayBuffer"]
@@ -152,7 +152,8 @@ class PrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
             )
         super().load(state, arrays)
         leaves = np.zeros(self.capacity)
-        if self.store is not None and priority is not None:
+        saved = saved_store(state, arrays)
+        if self.store is not None and priority is not None and saved is not None:
             store = self.store
             copy_ring(
                 leaves,
@@ -160,6 +161,6 @@ class PrioritizedSequenceReplayBuffer(SequenceReplayBuffer):
                 store.rows_written - store.size,
                 store.rows_written,
                 dst_slots=self.capacity,
-                src_slots=int(state["store"]["capacity"]),
+                src_slots=int(saved["capacity"]),
             )
         self.prioritization.restore(leaves, state)

@@ -27,7 +27,7 @@ from border_py.replay.sequence_rows import WholeSequenceStore
 from border_py.replay.sequence_store import ROW_COLUMNS, STEP_COLUMNS, SequenceStore
 from border_py.sequences import STORED_SEQUENCE, Sequences
 
-__all__ = ["SequenceReplayBuffer"]
+__all__ = ["SequenceReplayBuffer", "saved_store"]
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ SAVED = (
     *(f"step_{k}" for k in (*STEP_COLUMNS, "user")),
     *(f"row_{k}" for k in ("at", *ROW_COLUMNS)),
 )  # the arrays of a checkpoint of a ring of steps
-SAVED_WHOLE = tuple(f"row_{k}" for k in STORED_SEQUENCE)  # of sequences stored whole
+SAVED_WHOLE = STORED_SEQUENCE  # of sequences stored whole (the names main's first buffer wrote)
 
 
 class SequenceReplayBuffer:
@@ -161,12 +161,14 @@ class SequenceReplayBuffer:
             key: int64 ``(rows, 3)``: each sequence's ``(stream, episode, start)``
                 (:mod:`border_py.replay.sequence_store`): with a ring of steps, the steps it
                 shares with the previous sequence of its stream's episode are not stored again.
-                None: nothing shared.
+                None: the batch's own (:attr:`~border_py.sequences.Sequences.key`, what actors
+                cut); none there either: nothing shared.
 
         Raises:
             ValueError: the batch's sequences are not shaped as the stored ones (burn-in, steps,
                 observation shape or dtype), or keys not one triple per sequence.
         """
+        key = batch.key if key is None else key
         if key is not None:
             key = np.asarray(key, dtype=np.int64)
             if key.shape != (len(batch), 3):
@@ -267,7 +269,7 @@ class SequenceReplayBuffer:
                 sequences use that the ring cannot keep, or no sequences (another buffer's
                 rows).
         """
-        size, saved = int(state["size"]), state.get("store")
+        size, saved = int(state["size"]), saved_store(state, arrays)
         if size > self.capacity:
             raise ConfigError(
                 f"replay_buffer.capacity={self.capacity}: must be >= {size}, the sequences the"
@@ -313,3 +315,23 @@ class SequenceReplayBuffer:
     def _remember_shapes(self, batch: Sequences) -> None:
         """Push only sequences shaped as ``batch``'s from now on."""
         self._shapes = {k: (v.shape[1:], v.dtype) for k, v in batch.arrays().items()}
+
+
+def saved_store(state: dict[str, Any], arrays: dict[str, np.ndarray]) -> dict[str, Any] | None:
+    """The store's part of a checkpoint's :meth:`SequenceReplayBuffer.state` (None: no store).
+
+    A checkpoint of the first sequence buffer (whole rows in a ring, before the ring of steps)
+    has none: its ``size`` rows (``arrays``, named as the whole rows' are) are the slots of a ring
+    of ``size`` rows whose oldest is at ``next % size``; they are numbered so, which keeps each in
+    its slot (an exact resume at the same capacity).
+    """
+    if "store" in state or not arrays:
+        return state.get("store")
+    size = int(state["size"])
+    return {
+        "layout": "whole",
+        "rows_written": size + int(state["next"]) % max(size, 1),
+        "size": size,
+        "capacity": size,
+        "burn_in": state.get("burn_in"),
+    }

@@ -85,9 +85,10 @@ class WholeSequenceStore(RowRing):
         }
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """The rows (``row_*``) as held: views, valid until the next push, of the slots in use."""
+        """The rows (named as :data:`~border_py.sequences.STORED_SEQUENCE`) as held: views, valid
+        until the next push, of the slots in use."""
         filled = min(self.rows_written, self.capacity)
-        return {f"row_{k}": v[:filled] for k, v in self._storage.items()}
+        return {k: v[:filled] for k, v in self._storage.items()}
 
     def load(self, state: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
         """Restore :meth:`state` and :meth:`arrays` (into as many rows or more), chunk by chunk."""
@@ -95,7 +96,7 @@ class WholeSequenceStore(RowRing):
         self._next = self.rows_written % self.capacity
         self.burn_in = int(state["burn_in"])
         for name in STORED_SEQUENCE:
-            saved = arrays[f"row_{name}"]
+            saved = arrays[name]
             self._storage[name] = np.zeros((self.capacity, *saved.shape[1:]), saved.dtype)
             copy_ring(
                 self._storage[name],
