@@ -238,12 +238,17 @@ def test_the_memory_bound_counts_the_ring_of_steps_and_the_rows(tiny_config, per
     buffer, agent = parts.buffer, parts.agent
     assert isinstance(buffer, SequenceReplayBuffer)
     sampler = Sampler(parts.env_factory, agent, 2, seed=0)
+    present = 0
     while buffer.rows_written <= 10:
         if (batch := sampler.step(SampleStats())) is not None:
+            assert batch.key is not None  # the sampler's keys, pushed with the sequences
             buffer.push(batch)
+            present += int(batch.present.sum())
     sampler.close()
     ring = getattr(buffer.store, "ring", None)  # null: sequences stored whole
     assert ring == (None if per_sequence is None else 8 * per_sequence)
+    if ring is not None:  # overlapping windows shared their steps
+        assert buffer.store.written < present
     found = replay_nbytes(config["replay_buffer"], parts.env_factory.spaces(), agent)
     assert found == (8, buffer.nbytes)
     _, checkpointed = checkpoint_nbytes(config, parts, replay=True)
