@@ -40,8 +40,8 @@ BURN_IN, LENGTH, PERIOD, N_STEP = 8, 16, 8, 5
 SHAPES = {"minatar": ((4, 10, 10), np.uint8), "vector": ((4,), np.float32)}
 
 
-def sequences(kind: str, n_envs: int, total: int) -> list[tuple[Sequences, np.ndarray]]:
-    """At least ``total`` sequences, in batches as a sampler takes them, each with its keys."""
+def sequences(kind: str, n_envs: int, total: int) -> list[Sequences]:
+    """At least ``total`` sequences, in batches as a sampler takes them, with the builder's keys."""
     shape, dtype = SHAPES[kind]
     rng = np.random.default_rng(0)
     builder = SequenceBuilder(n_envs, BURN_IN, LENGTH, PERIOD, N_STEP, 0.99, (2, 64))
@@ -56,11 +56,9 @@ def sequences(kind: str, n_envs: int, total: int) -> list[tuple[Sequences, np.nd
             obs, obs, rng.random(n_envs).astype(np.float32), ends, ends & False, [], []
         )
         builder.add(obs, np.zeros((n_envs, 2, 64), np.float32), rng.integers(0, 3, n_envs), step)
-        ready = list(builder._ready)  # the windows' env, start step and episode start
         batch = builder.take()
         if batch is not None:
-            key = np.array([(env, first, s) for env, s, first, _, _ in ready], np.int64)
-            out.append((batch, key))
+            out.append(batch)
             count += len(batch)
     return out
 
@@ -69,8 +67,8 @@ def measure(buffer, batches, samples: int, batch_size: int) -> dict[str, float]:
     """Seconds per sequence pushed and per sample; bytes per env step covered."""
     start = time.process_time()
     pushed = 0
-    for batch, key in batches:
-        buffer.push(batch, key)
+    for batch in batches:
+        buffer.push(batch)
         pushed += len(batch)
     insert = (time.process_time() - start) / pushed
     for _ in range(10):
