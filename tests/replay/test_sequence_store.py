@@ -120,7 +120,7 @@ def test_the_ring_samples_what_sequences_stored_whole_sample_across_wraps(buffer
 def test_without_keys_or_from_a_restarted_stream_nothing_is_shared():
     plain = SequenceReplayBuffer(capacity=1000, seed=0, steps_per_sequence=B + L + N)
     keyed = SequenceReplayBuffer(capacity=1000, seed=0, steps_per_sequence=B + L + N)
-    for batch, key, _ in episodes(1, [[40]]):
+    for batch, _, _ in episodes(1, [[40]]):
         plain.push(replace(batch, key=None))  # sequences without their keys
         keyed.push(batch)  # their own keys
     present = int(plain.store.gather(np.arange(len(plain))).present.sum())
