@@ -278,6 +278,8 @@ def build_components(config: dict[str, Any], run: RunSettings, warmup_period: in
         "envs per actor (an actor makes and steps them one after another)",
         enforce,
     )
+    if isinstance(env_factory, GymEnvFactory) and env_factory.backend == "vector":
+        env_factory.vector_env(actors.n_envs_per_actor).close()  # its mistakes: one line, now
     buffer = build_replay(config["replay_buffer"], run, agent, spaces)
     capacity = buffer.capacity
     require(
