@@ -173,6 +173,11 @@ class Prioritization:
         :meth:`~border_py.replay.uniform.UniformReplayBuffer.load`) and its :meth:`state`."""
         leaves = np.zeros(self.capacity)
         copy_rows(leaves, priority, int(state["size"]), int(state["next"]), self.capacity)
+        self.restore(leaves, state)
+
+    def restore(self, leaves: np.ndarray, state: dict) -> None:
+        """Restore the ``capacity`` rows' priorities ``leaves`` (after the exponent; 0: never
+        drawn), placed by the buffer, and a checkpoint's :meth:`state`."""
         self.sums.rebuild(leaves)
         self.mins.rebuild(np.where(leaves > 0, leaves, np.inf))
         self.samples = int(state["samples"])
