@@ -25,7 +25,8 @@ in the same run.
 
 Phases alternate, each ``--seconds`` long, ``--repeats`` times; each figure is the best of its
 repeats, and ``fed_vs_bare_by_repeat`` gives each repeat's ratios (phases side by side, under the
-same load: their spread is the figure's). Beside each learning rate, the process's CPU
+same load: their spread is the figure's) and ``fed_vs_bare_median`` their medians (on a loaded
+machine, many short repeats' medians are steadier than the best of a few). Beside each learning rate, the process's CPU
 milliseconds per opt step (the least of the repeats): on a shared machine the wall clock also
 counts the time other processes held the cores, the CPU time does not, so
 ``fed_vs_bare_cpu_no_prefetch`` (the bare loop's CPU time per step over the fed one's) is the
@@ -325,6 +326,7 @@ def learning(args: argparse.Namespace) -> dict[str, Any]:
     out["fed_best"] = max(by_repeat, key=lambda name: best[name])
     out["fed_vs_bare_best"] = round(best[out["fed_best"]] / bare, 3)
     out["fed_vs_bare_by_repeat"] = by_repeat
+    out["fed_vs_bare_median"] = {k: round(float(np.median(v)), 3) for k, v in by_repeat.items()}
     out["fed_vs_bare_cpu_no_prefetch"] = round(cpu["bare"] / cpu["fed_no_prefetch"], 3)
     print(
         f"{'':>26}vs bare: no prefetch {out['fed_vs_bare_no_prefetch']:.3f}x,"

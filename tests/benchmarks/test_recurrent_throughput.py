@@ -52,6 +52,8 @@ def test_recurrent_throughput_runs_at_its_tiny_size():
     assert {k: len(v) for k, v in learning["fed_vs_bare_by_repeat"].items()} == dict.fromkeys(
         fed, 1
     )
+    medians = {k: v[0] for k, v in learning["fed_vs_bare_by_repeat"].items()}
+    assert learning["fed_vs_bare_median"] == medians
     cpu = {k: learning[f"{k}_cpu_ms_per_opt"] for k in ("bare", *fed)}
     assert all(ms > 0 for ms in cpu.values()), cpu
     ratio = cpu["bare"] / cpu["fed_no_prefetch"]
