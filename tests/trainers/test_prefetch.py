@@ -3,8 +3,10 @@ the thread's end, and the agents' tensor entry point equal to their update; sequ
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -161,6 +163,19 @@ def test_non_finite_td_errors_are_the_one_line_error_they_are_without_prefetch()
         prefetcher.close(flush=False)
 
 
+@contextlib.contextmanager
+def held(prefetcher: Prefetcher) -> Iterator[None]:
+    """The buffer's lock held (once the thread has a batch ready): the thread cannot write the
+    priorities back, so the step's stay pending for the test to look at."""
+    if prefetcher._thread is None:
+        prefetcher._start()
+    deadline = time.monotonic() + 10.0
+    while prefetcher._queue.empty() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    with prefetcher.lock:
+        yield
+
+
 class KeepsTD(DQN):
     """DQN noting the TD errors its updates return."""
 
@@ -176,15 +191,15 @@ def test_priorities_land_on_their_rows_and_skip_rows_overwritten_since():
     agent = KeepsTD(OBS, ACTIONS, seed=1, hidden_sizes=[16], batch_size=32)
     prefetcher = Prefetcher(agent, buffer, 1)
     try:
-        prefetcher.learn()  # step 1: its TD errors pending
-        pending = prefetcher._pending
-        assert pending is not None
-        index, td = pending.index.copy(), agent.td.numpy().astype(np.float64)
-        with prefetcher.lock:
+        with held(prefetcher):
+            prefetcher.learn()  # step 1: its TD errors pending
+            pending = prefetcher._pending
+            assert pending is not None
+            index, td = pending.index.copy(), agent.td.numpy().astype(np.float64)
             buffer.push(transitions(20, 1))  # overwrites rows 0..19
-        prio = buffer.prioritization
-        fresh = prio.max_priority**prio.alpha
-        prefetcher.flush()
+            prio = buffer.prioritization
+            fresh = prio.max_priority**prio.alpha
+            prefetcher.flush()
     finally:
         prefetcher.close(flush=False)
     priorities = buffer.priorities()
@@ -382,12 +397,16 @@ def test_r2d2_learns_through_the_prefetch_with_its_priorities_on_their_rows():
         for step in range(5):
             with prefetcher.lock:
                 buffer.push(sequences(2, 10 + step))
+            if step < 4:
+                metrics = prefetcher.learn()
+                assert metrics is not None and "td_error" not in metrics
+        with held(prefetcher):  # step 5's priorities stay pending
             metrics = prefetcher.learn()
             assert metrics is not None and "td_error" not in metrics
-        pending = prefetcher._pending
-        assert pending is not None and agent.opt_steps == 5
-        index, td = pending.index.copy(), agent.td.numpy().astype(np.float64)
-        prefetcher.flush()
+            pending = prefetcher._pending
+            assert pending is not None and agent.opt_steps == 5
+            index, td = pending.index.copy(), agent.td.numpy().astype(np.float64)
+            prefetcher.flush()
     finally:
         prefetcher.close(flush=False)
     assert prefetch_threads() == []
