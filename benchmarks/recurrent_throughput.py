@@ -24,9 +24,17 @@ in the same run.
      ``trainer.prefetch=d``).
 
 Phases alternate, each ``--seconds`` long, ``--repeats`` times; each figure is the best of its
-repeats. torch and numpy's BLAS run one thread each, as in actors and the learner.
+repeats, and ``fed_vs_bare_by_repeat`` gives each repeat's ratios (phases side by side, under the
+same load: their spread is the figure's) and ``fed_vs_bare_median`` their medians (on a loaded
+machine, many short repeats' medians are steadier than the best of a few). Beside each learning rate, the process's CPU
+milliseconds per opt step (the least of the repeats): on a shared machine the wall clock also
+counts the time other processes held the cores, the CPU time does not, so
+``fed_vs_bare_cpu_no_prefetch`` (the bare loop's CPU time per step over the fed one's) is the
+ratio a quiet core would give without prefetch. torch and numpy's BLAS run one thread each, as in
+actors and the learner.
 
     python benchmarks/recurrent_throughput.py [--seconds 5] [--repeats 3] [--envs 8] [--depth 1 2]
+        [--only acting|learning]
 
 Prints the machine, the date and the load average first; ends with one line ``RESULT {json}``.
 """
@@ -222,26 +230,50 @@ def learner_phase(
     pool: list[tuple[int, Sequences]],
     spaces: Any,
     depth: int = 0,
-) -> float:
-    """Opt steps/s of one phase (a fresh agent each time, as DQN's figures are made)."""
+) -> tuple[float, float]:
+    """Opt steps/s of one phase (a fresh agent each time, as DQN's figures are made) and the
+    process's CPU milliseconds per opt step over the same steps (all its threads)."""
     agent = build_agent(config, spaces, args.device, int(config["seed"]))
     assert isinstance(agent, R2D2)
     device = agent.device
     if name == "bare":
         prepared = SequenceBatch.of(buffer.sample(agent.batch_size), device)
-        return opts_per_second(lambda: agent.update_tensors(prepared), args.seconds, device, 3)
+        return timed(lambda: agent.update_tensors(prepared), args.seconds, device)
     per_opt = agent.batch_size / float(config["trainer"]["replay_ratio"])  # env steps per opt
     feed = Feed(buffer, pool, per_opt)
     if depth == 0:
         nolock = _NoLock()
         step = lambda: (feed(nolock), learn_step(agent, buffer))  # noqa: E731
-        return opts_per_second(step, args.seconds, device, 3)
+        return timed(step, args.seconds, device)
     prefetcher = Prefetcher(agent, buffer, depth)  # type: ignore[arg-type]  # sequences' update
     try:
         step = lambda: (feed(prefetcher.lock), prefetcher.learn())  # noqa: E731
-        return opts_per_second(step, args.seconds, device, 3)
+        return timed(step, args.seconds, device)
     finally:
         prefetcher.close(flush=True)
+
+
+def timed(step: Callable[[], Any], seconds: float, device: torch.device) -> tuple[float, float]:
+    """:func:`opts_per_second` of ``step`` (3 steps off the clock) and the process's CPU
+    milliseconds per step over the timed steps (on a loaded machine the wall clock also counts
+    the time other processes held the cores; the CPU time does not)."""
+    counted = _Counted(step)
+    rate = opts_per_second(counted, seconds, device, 3)
+    return rate, 1e3 * counted.cpu / max(1, counted.calls - 3)
+
+
+class _Counted:
+    """``step`` counting its calls and, after the first three, its process CPU time."""
+
+    def __init__(self, step: Callable[[], Any]) -> None:
+        self.step, self.calls, self.cpu = step, 0, 0.0
+
+    def __call__(self) -> None:
+        start = time.process_time()
+        self.step()
+        self.calls += 1
+        if self.calls > 3:
+            self.cpu += time.process_time() - start
 
 
 class _NoLock:
@@ -253,7 +285,7 @@ class _NoLock:
 
 
 def learning(args: argparse.Namespace) -> dict[str, Any]:
-    """Table 2: the fed learner's sequences/s over the bare loop's."""
+    """Table 2: the fed learner's sequences/s over the bare loop's, and CPU time per opt step."""
     config = load_config([*RECIPE, f"actor_manager.n_envs_per_actor={args.envs}"])
     actor = sampler(config, 1)
     spaces = (actor.env.observation_space, actor.env.action_space)
@@ -267,21 +299,39 @@ def learning(args: argparse.Namespace) -> dict[str, Any]:
     batch_size = int(config["agent"]["batch_size"])
     phases = [("bare", 0), ("fed_no_prefetch", 0)] + [(f"fed_depth_{d}", d) for d in args.depth]
     best: dict[str, float] = {}
+    cpu: dict[str, float] = {}
+    by_repeat: dict[str, list[float]] = {name: [] for name, _ in phases[1:]}
     for repeat in range(args.repeats):
+        rates = {}
         for name, depth in phases:
-            rate = learner_phase(name, args, config, buffer, pool, spaces, depth)
+            rate, ms = learner_phase(name, args, config, buffer, pool, spaces, depth)
+            rates[name] = rate
             best[name] = max(best.get(name, 0.0), rate)
-            print(f"repeat {repeat}: {name:>16} {rate * batch_size:8.1f} sequences/s", flush=True)
+            cpu[name] = min(cpu.get(name, float("inf")), ms)
+            print(
+                f"repeat {repeat}: {name:>16} {rate * batch_size:8.1f} sequences/s,"
+                f" {ms:6.2f} CPU ms per opt step",
+                flush=True,
+            )
+        for name in by_repeat:  # phases run side by side: the same load
+            by_repeat[name].append(round(rates[name] / rates["bare"], 3))
     bare = best["bare"]
     out: dict[str, Any] = {f"{k}_seq_per_sec": round(v * batch_size, 1) for k, v in best.items()}
+    out |= {f"{k}_cpu_ms_per_opt": round(v, 3) for k, v in cpu.items()}
     out["batch_size"] = batch_size
     out["fed_vs_bare_no_prefetch"] = round(best["fed_no_prefetch"] / bare, 3)
     for d in args.depth:
         out[f"fed_vs_bare_depth_{d}"] = round(best[f"fed_depth_{d}"] / bare, 3)
     out["fed_vs_bare"] = max(out[f"fed_vs_bare_depth_{d}"] for d in args.depth)
+    out["fed_best"] = max(by_repeat, key=lambda name: best[name])
+    out["fed_vs_bare_best"] = round(best[out["fed_best"]] / bare, 3)
+    out["fed_vs_bare_by_repeat"] = by_repeat
+    out["fed_vs_bare_median"] = {k: round(float(np.median(v)), 3) for k, v in by_repeat.items()}
+    out["fed_vs_bare_cpu_no_prefetch"] = round(cpu["bare"] / cpu["fed_no_prefetch"], 3)
     print(
         f"{'':>26}vs bare: no prefetch {out['fed_vs_bare_no_prefetch']:.3f}x,"
-        f" prefetch {out['fed_vs_bare']:.3f}x"
+        f" prefetch {out['fed_vs_bare']:.3f}x; CPU time per opt step, no prefetch:"
+        f" {out['fed_vs_bare_cpu_no_prefetch']:.3f}x the bare loop's rate"
     )
     return out
 
@@ -311,6 +361,7 @@ def main() -> None:
     parser.add_argument("--pool", type=int, default=1_000, help="sequences the feed cycles through")
     parser.add_argument("--calls", type=int, default=300, help="policy calls per timing run")
     parser.add_argument("--device", default="cpu", help="the learner's: cpu or cuda")
+    parser.add_argument("--only", choices=["acting", "learning"], help="one table (default: both)")
     parser.add_argument("--tiny", action="store_true", help="a few seconds in all (the test's)")
     args = parser.parse_args()
     if args.tiny:
@@ -323,7 +374,10 @@ def main() -> None:
         f" torch {where['torch']}, numpy {where['numpy']}; load average {where['load']}",
         flush=True,
     )
-    result = {"machine": where, "acting": acting(args), "learning": learning(args)}
+    result: dict[str, Any] = {"machine": where}
+    for table, run in (("acting", acting), ("learning", learning)):
+        if args.only in (None, table):
+            result[table] = run(args)
     print("RESULT " + json.dumps(result))
 
 

@@ -8,6 +8,7 @@ spelled out here once (every other module takes them from here).
   .hydra/            Hydra's composed config and overrides (config.yaml, hydra.yaml, overrides.yaml)
   train.log          the log
   result.json        how the last session ended
+  evaluations.npz    every selection evaluation's episodes (RL Zoo's layout)
   tensorboard/       TensorBoard event files
   checkpoints/       <opt steps, 9 digits>/, best/, abandoned/ (an older timeline's)
   attempts/<n>/      what an attempt killed before its first checkpoint left
@@ -31,6 +32,7 @@ __all__ = [
     "CHECKPOINTS",
     "CLAIM",
     "CONFIG",
+    "EVALUATIONS",
     "HYDRA",
     "HYDRA_CONFIG",
     "HYDRA_OVERRIDES",
@@ -59,6 +61,7 @@ HYDRA_CONFIG = "config.yaml"  # the composed config Hydra saved (border report r
 MULTIRUN = "multirun.yaml"  # in a sweep dir
 LOG = "train.log"
 RESULT = "result.json"
+EVALUATIONS = "evaluations.npz"  # the selection evaluations (border_py.evaluation.history)
 TENSORBOARD = "tensorboard"
 CHECKPOINTS = "checkpoints"
 BEST = "best"

@@ -55,7 +55,10 @@ class Sequences:
 
     Only the fields in :data:`STORED_SEQUENCE` are stored; ``weight`` (importance-sampling weights
     of a prioritized sample, max 1), ``index`` (the rows a sample drew) and ``priority`` (initial
-    priorities from the actor) are metadata, as for :class:`~border_py.transitions.Transitions`.
+    priorities from the actor) are metadata, as for :class:`~border_py.transitions.Transitions`,
+    and so is ``key``: int64 ``(rows, 3)``, each sequence's ``(stream, episode, start)`` as the
+    actor cut it (:class:`~border_py.actors.sequencer.SequenceBuilder`), by which a ring of steps
+    (:mod:`border_py.replay.sequence_store`) stores a step shared by overlapping sequences once.
 
     Attributes:
         obs: ``(rows, T, *obs_shape)``.
@@ -92,6 +95,7 @@ class Sequences:
     weight: np.ndarray | None = None
     index: np.ndarray | None = None
     priority: np.ndarray | None = None
+    key: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.burn)
@@ -135,7 +139,8 @@ class Sequences:
 
     @staticmethod
     def concat(parts: list[Sequences]) -> Sequences:
-        """One batch made of ``parts`` in order (their priorities too; no sample metadata)."""
+        """One batch made of ``parts`` in order (their priorities and keys too; no sample
+        metadata)."""
         if len({(p.burn_in, p.steps, p.length) for p in parts}) > 1:
             raise ValueError("sequences of different shapes (burn_in, steps, length) cannot join")
         columns = {
@@ -144,4 +149,6 @@ class Sequences:
         out = Sequences(**columns, burn_in=parts[0].burn_in)
         if all(p.priority is not None for p in parts):
             out.priority = np.concatenate([p.priority for p in parts])
+        if all(p.key is not None for p in parts):
+            out.key = np.concatenate([p.key for p in parts])
         return out

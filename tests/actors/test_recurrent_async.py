@@ -74,8 +74,19 @@ def seen(batch: ReceivedBatch, opt_steps: int) -> dict[str, Any]:
             and bool(np.isfinite(priority).all() and (priority >= 0).all()),
             "fresh_state_at_starts": bool((sequences.state[starts] == 0).all()),
             "some_memory": bool((sequences.state[~starts] != 0).any()),
+            "streams": None  # each sequence's key's stream (its actor incarnation's env)
+            if sequences.key is None or sequences.key.shape != (len(sequences), 3)
+            else frozenset(sequences.key[:, 0].tolist()),
         }
     return out
+
+
+def streams_of(batches: list[dict[str, Any]], actor: int) -> frozenset[int]:
+    """The key streams of ``actor``'s batches among ``batches`` (:func:`seen`), each batch's
+    checked to carry keys."""
+    mine = [b["streams"] for b in batches if b["actor"] == actor]
+    assert mine and all(s is not None for s in mine)
+    return frozenset().union(*mine)
 
 
 def train_and_watch(config: Any, **kwargs: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -186,6 +197,7 @@ def test_actor_processes_send_sequences_with_their_priorities_and_memory(local_r
     assert all(b["fresh_state_at_starts"] for b in batches)  # zeros at every episode start
     assert any(b["some_memory"] for b in batches)  # and a real state mid-episode
     assert {b["actor"] for b in batches} == {0, 1}
+    assert not streams_of(batches, 0) & streams_of(batches, 1)  # keys through the channels
     rows = sum(b["rows"] for b in batches)
     acc = first["accounting"]
     assert acc["sent"] == acc["received"] == first["samples"] == rows  # sequences, all of them
@@ -233,6 +245,9 @@ def test_a_resumed_async_r2d2_run_continues_from_its_checkpoint(local_run):
     after = [b for b in local_run["noted_after"] if b["kind"] == "Sequences"]
     assert after and all(b["priorities"] and b["fresh_state_at_starts"] for b in after)
     assert all(b["policy_opt_steps"] >= 100 for b in after)  # the resumed agent's weights
+    before = [b for b in local_run["noted"] if b["kind"] == "Sequences"]
+    for actor in (0, 1):  # the next incarnations cut their sequences under new streams
+        assert not streams_of(after, actor) & streams_of(before, actor)
     steps = [s for s, _ in scalar_tags(run)["train/loss"]]
     assert steps == sorted(set(steps)) and steps[-1] <= second["opt_steps"]  # none twice
     newest = load_checkpoint(run)
@@ -256,13 +271,13 @@ def test_an_async_r2d2_run_too_large_for_this_machine_is_refused_before_it_start
         train(make_config(tmp_path, *r2d2, "replay_buffer.capacity=1e8"))
     monkeypatch.setattr(resources, "free_shared_memory", lambda: 2**20)
     # T = 8 + 16 + 5 = 29 steps, an LSTM state (2, 64); 100 + 1 x (1 + ceil(21 / 8)) = 104 rows
-    # of 29 x (16 + 8 + 4 + 1) B, 512 B of state, 8 + 8 + 4 B, 16 x (4 + 4 + 8 + 1) B, and 105
-    # episodes (8 + 8 B), each array padded to 64 B: 172,992 B a slot
+    # of 29 x (16 + 8 + 4 + 1) B, 512 B of state, 8 + 8 + 4 B, 16 x (4 + 4 + 8 + 1) B, a key of
+    # 3 x 8 B, and 105 episodes (8 + 8 B), each array padded to 64 B: 175,488 B a slot
     with pytest.raises(ConfigError) as refused:
         train(make_config(tmp_path, *r2d2))
     assert str(refused.value) == (
-        "actor_manager.n_actors=2 x queue_size=8: 16 slots of 168.9 KiB (n_buffer=100,"
-        " n_envs_per_actor=1) need ~2.6 MiB of shared memory, more than the 1.0 MiB free in"
+        "actor_manager.n_actors=2 x queue_size=8: 16 slots of 171.4 KiB (n_buffer=100,"
+        " n_envs_per_actor=1) need ~2.7 MiB of shared memory, more than the 1.0 MiB free in"
         " /dev/shm; lower them (or check_resources=false to run anyway)"
     )
     assert not (tmp_path / "run").exists()

@@ -13,7 +13,7 @@ from border_py.runs.checkpoint import load_checkpoint
 
 from ..conftest import make_config, scalar_tags
 from .test_ray import local_ray, no_leftover_processes  # noqa: F401  (the module's Ray, its check)
-from .test_recurrent_async import ASYNC_R2D2, resumed_budget, train_and_watch
+from .test_recurrent_async import ASYNC_R2D2, resumed_budget, streams_of, train_and_watch
 
 RAY_R2D2 = [
     *(o for o in ASYNC_R2D2 if not o.startswith("actor_manager.exploration")),
@@ -50,6 +50,7 @@ def test_ray_actors_send_sequences_with_their_priorities_and_memory(ray_run):
     assert all(b["priorities"] and b["fresh_state_at_starts"] for b in batches)
     assert any(b["some_memory"] for b in batches)
     assert {b["actor"] for b in batches} == {0, 1}
+    assert not streams_of(batches, 0) & streams_of(batches, 1)  # keys through Ray's results
     first = ray_run["first"]
     acc = first["accounting"]
     assert acc["sent"] == acc["received"] == first["samples"] == sum(b["rows"] for b in batches)
@@ -69,6 +70,9 @@ def test_a_resumed_ray_r2d2_run_continues_its_slots_and_schedule(ray_run):
     assert acc["received_total"] == saved.samples + acc["received"]
     after = [b for b in ray_run["noted_after"] if b["kind"] == "Sequences"]
     assert after and all(b["priorities"] and b["fresh_state_at_starts"] for b in after)
+    before = [b for b in ray_run["noted"] if b["kind"] == "Sequences"]
+    for actor in (0, 1):  # the next incarnations cut their sequences under new streams
+        assert not streams_of(after, actor) & streams_of(before, actor)
     # each call explores from the run's env steps, the checkpoint's on: no restart at 1.0
     continued = linear_epsilon(saved.env_steps, 1.0, 0.05, 100000)
     assert continued < 1.0 and all(b["epsilon"] <= continued + 1e-9 for b in after)

@@ -98,6 +98,34 @@ def test_windows_by_hand_across_an_episode_end(truncated, take_every):
     ]
     # the bootstrap observation obs[B + i + offset] of the last real steps is the final one
     assert seq.obs[2, 2 + 2 + 1, 0] == 7 and seq.obs[3, 2 + 0 + 1, 0] == 7
+    # each window's key: (stream, the env's episode count, s)
+    assert seq.key.tolist() == [[0, 0, 0], [0, 0, 2], [0, 0, 4], [0, 0, 6], [0, 1, 0]]
+
+
+def test_keys_name_each_envs_stream_and_episodes_and_go_on_across_a_restore():
+    builder = SequenceBuilder(3, 1, 2, 1, 1, 0.9, (1, 1), stream=30)
+    for t in range(6):  # env e's episodes end every e + 2 steps
+        ends = np.array([(t + 1) % (e + 2) == 0 for e in range(3)])
+        builder.add(
+            np.zeros((3, 1)),
+            np.zeros((3, 1, 1)),
+            np.zeros(3),
+            _vstep(np.zeros((3, 1)), np.zeros(3), ends, np.zeros(3, bool)),
+        )
+    key = builder.take().key
+    assert key.dtype == np.int64 and set(key[:, 0].tolist()) == {30, 31, 32}
+    for e, episodes in enumerate([3, 2, 1]):  # the episodes each env ended in 6 steps
+        mine = key[key[:, 0] == 30 + e]
+        assert mine[:, 1].max() == episodes - 1  # the next episodes are too short for a window
+        assert (np.diff(mine[:, 1] * 100 + mine[:, 2]) > 0).all()  # an env's keys only grow
+    saved = builder.state()
+    assert saved["episode"] == [3, 2, 1]
+    again = SequenceBuilder(3, 1, 2, 1, 1, 0.9, (1, 1), stream=30)
+    again.restore(saved)
+    assert again._episode.tolist() == [3, 2, 1]
+    del saved["episode"]  # a state saved before keys were cut: counts from 0
+    again.restore(saved)
+    assert again._episode.tolist() == [0, 0, 0]
 
 
 def test_the_stored_state_is_the_one_the_env_had_before_the_first_present_index():
@@ -351,7 +379,7 @@ def test_a_builder_restored_mid_episode_emits_what_the_uninterrupted_one_does(cu
     args = (3, 120, 3, 4, 2, 3, 0.95)  # n_envs, steps, B, L, period, N, gamma
     whole, _ = _random_run(np.random.default_rng(5), *args)
     resumed, _ = _random_run(np.random.default_rng(5), *args, cut=cut)
-    for name in STORED_SEQUENCE:
+    for name in (*STORED_SEQUENCE, "key"):
         np.testing.assert_array_equal(getattr(resumed, name), getattr(whole, name), err_msg=name)
 
 

@@ -1,6 +1,7 @@
 """benchmarks/recurrent_throughput.py runs at its tiny size so that it never rots: both tables
-report, the ratios are those of the rates beside them, the machine and date come with them, and
-R2D2's numpy policy call is faster than its torch step's."""
+report, the ratios are those of the rates (and CPU times) beside them, each repeat's ratios come
+with them, the machine and date too, and R2D2's numpy policy call is faster than its torch
+step's."""
 
 from __future__ import annotations
 
@@ -45,3 +46,15 @@ def test_recurrent_throughput_runs_at_its_tiny_size():
     for key in ("fed_vs_bare_no_prefetch", "fed_vs_bare_depth_1", "fed_vs_bare"):
         assert 0 < learning[key] < 3, key
     assert learning["fed_vs_bare"] == learning["fed_vs_bare_depth_1"]
+    fed = ("fed_no_prefetch", "fed_depth_1")
+    assert learning["fed_best"] in fed
+    assert learning["fed_vs_bare_best"] == max(learning[f"fed_vs_bare_{k[4:]}"] for k in fed)
+    assert {k: len(v) for k, v in learning["fed_vs_bare_by_repeat"].items()} == dict.fromkeys(
+        fed, 1
+    )
+    medians = {k: v[0] for k, v in learning["fed_vs_bare_by_repeat"].items()}
+    assert learning["fed_vs_bare_median"] == medians
+    cpu = {k: learning[f"{k}_cpu_ms_per_opt"] for k in ("bare", *fed)}
+    assert all(ms > 0 for ms in cpu.values()), cpu
+    ratio = cpu["bare"] / cpu["fed_no_prefetch"]
+    assert learning["fed_vs_bare_cpu_no_prefetch"] == pytest.approx(ratio, abs=2e-3)

@@ -9,7 +9,7 @@ from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
 from border_py.cli.checks import check_overrides
-from border_py.cli.config_source import ConfigSource, hide_bases
+from border_py.cli.config_source import ConfigSource, hide_from_listings
 from border_py.cli.recipes import recipes
 from border_py.config import config_dir, group_options, is_base
 from border_py.errors import ConfigError
@@ -41,8 +41,8 @@ def test_a_base_chosen_as_an_option_is_refused_in_one_line():
 
 
 def test_hydras_lists_of_options_leave_the_bases_out():
-    hide_bases()
-    hide_bases()  # once is enough: a second call changes nothing
+    hide_from_listings()
+    hide_from_listings()  # once is enough: a second call changes nothing
     with initialize_config_dir(version_base="1.3", config_dir=str(config_dir())):
         hydra = GlobalHydra.instance().hydra
         assert hydra is not None

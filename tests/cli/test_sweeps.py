@@ -134,11 +134,16 @@ def test_a_failing_job_is_recorded_the_sweep_goes_on_and_report_shows_it(tmp_pat
     assert json.loads((sweep / "1" / "result.json").read_text())["status"] == "completed"
     assert _hparams(sweep / "0")[1] == [2]  # STATUS_FAILURE in TensorBoard too
 
-    report = run_border(["report", str(sweep), "--csv", str(tmp_path / "r.csv")], tmp_path)
+    wide = {"COLUMNS": "120"}  # the run column keeps the crash env's id on one line
+    report = run_border(
+        ["report", str(sweep), "--csv", str(tmp_path / "r.csv")], tmp_path, env=wide
+    )
     assert report.returncode == 0, report.stderr
-    assert re.search(r"│ 0\s+│ env\.id=tests\.crash_env\\:CrashAfter-v0\s+│ failed", report.stdout)
-    assert re.search(r"│ 1\s+│ env\.id=CartPole-v1\s+│ completed\s+│", report.stdout)
-    assert "every run: trainer=serial env=gym debug=tiny agent.hidden_sizes=[16]" in report.stdout
+    run_cells = [line.split("│")[1].strip() for line in report.stdout.splitlines() if "│" in line]
+    assert run_cells[:3] == ["0", "env.id=tests.crash_env\\:CrashAfter-v0", "failed"]
+    assert run_cells[3:6] == ["1", "env.id=CartPole-v1", "completed"]
+    shown = " ".join(report.stdout.split())  # the caption is wrapped
+    assert "every run: trainer=serial env=gym debug=tiny agent.hidden_sizes=[16]" in shown
     assert "0 failed: RuntimeError: injected crash" in report.stdout
     png = sweep / "report.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000

@@ -53,6 +53,34 @@ RUNS = {
         "agent.head_sizes=[8]",
     ],
 }
+# the envs whose exports are played without border-py (test_env_interface.py): MinAtar's grid (and
+# with flicker and a frame stack: a step that changes episodes between two observation steps),
+# and Pong's preprocessing, FIRE at reset and a time limit
+PLAYED_RUNS = {
+    "minatar": ["agent=dqn", "env=minatar", "agent.batch_size=8", "trainer.max_opts=40"],
+    "minatar_flicker": [
+        "agent=dqn",
+        "env=minatar",
+        "env.flicker=0.5",
+        "env.frame_stack=2",
+        "agent.batch_size=8",
+        "trainer.max_opts=40",
+    ],
+    "pong": [
+        "agent=dqn",
+        "env=atari",
+        "env.max_episode_steps=200",
+        "agent.batch_size=8",
+        "replay_buffer.capacity=1000",
+        "trainer.warmup_period=100",
+        "trainer.max_opts=20",
+        "trainer.eval_interval=20",
+        "trainer.eval_episodes=1",
+        "trainer.eval_max_steps=50",
+        "trainer.final_eval_episodes=1",
+    ],
+}
+RUNS |= PLAYED_RUNS
 PIXELS_TRUST = ["tests.deploy.pixel_env"]
 
 

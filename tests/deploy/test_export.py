@@ -192,6 +192,7 @@ def test_force_replaces_an_earlier_export(trained, tmp_path, capsys):
     assert json.loads((out / "network.json").read_text())["kind"] == "quantile"
     assert sorted(os.listdir(out)) == [
         "README.txt",
+        "env.py",
         "network.json",
         "policy.py",
         "preprocessing.json",

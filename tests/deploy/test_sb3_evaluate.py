@@ -5,7 +5,7 @@ deterministic=True)``, SB3's contract, and gets ``border eval``'s episodes.
 The seeds line up exactly: ``DummyVecEnv.seed(s)`` gives env ``i`` the reset seed ``s + i``, and
 ``border eval eval.seed=s eval.n_episodes=n`` plays episode ``i`` from reset seed ``s + i``; with
 ``n`` envs and ``n_eval_episodes=n`` SB3 counts one episode per env (its first), so both play the
-same ``n`` episodes. A recurrent policy's state rides in SB3's ``states`` (zeroed where SB3's
+same ``n`` episodes (a continuous policy too: SAC on Pendulum). A recurrent policy's state rides in SB3's ``states`` (zeroed where SB3's
 ``episode_starts`` is True): its returns equal border's only if the state is carried right.
 """
 
@@ -49,6 +49,28 @@ def test_sb3_evaluate_policy_gets_border_evals_episodes(trained, tmp_path, name,
     assert np.mean(returns) == pytest.approx(np.mean(want), abs=1e-5)
     if name == "r2d2":
         assert set(lengths) == {51}  # whole POPGym episodes, the state carried through each
+
+
+@pytest.mark.slow  # a SAC run of its own: about 10 s on this machine
+def test_sb3s_eval_callback_mean_of_sac_on_pendulum_is_border_evals(trained, tmp_path):
+    # a continuous policy: SB3 passes (n, 1) observations' actions to DummyVecEnv's Pendulums;
+    # EvalCallback's figure is evaluate_policy's mean over its n_eval_episodes
+    policy = load_policy(trained("sac"))
+    env = DummyVecEnv([policy.make_env for _ in range(EPISODES)])
+    env.seed(SEED)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            mean, std = evaluate_policy(
+                policy, env, n_eval_episodes=EPISODES, deterministic=True, warn=False
+            )
+    finally:
+        env.close()
+    want = border_eval(trained("sac"), tmp_path)
+    assert len(set(want)) == EPISODES  # 5 different Pendulum episodes, not one repeated
+    # SB3 adds its float32 rewards over 200 steps of about -1 to -16: agreement to 1e-6 relative
+    assert mean == pytest.approx(np.mean(want), rel=1e-6)
+    assert std == pytest.approx(np.std(want), rel=1e-4, abs=1e-3)
 
 
 def _sb3_returns(policy) -> tuple[list[float], list[int]]:

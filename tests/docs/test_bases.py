@@ -21,7 +21,7 @@ def test_an_option_of_your_own_composes_the_groups_base_then_its_own_keys():
     own = yaml.safe_load((MY_CONF / "env" / "my_env.yaml").read_text())
     assert own.pop("defaults") == ["_env", "_self_"]
     base = option_keys("env", "_env")
-    assert set(base) == {"kwargs", "max_episode_steps", "wrappers", "backend"}
+    assert set(base) == {"kwargs", "max_episode_steps", "wrappers", "backend", "vector"}
     assert composed == base | own  # the base's keys, then the option's, which win
     assert base["max_episode_steps"] is None and composed["max_episode_steps"] == 100
     assert "my_env" in source.catalog["env"] and "_env" not in source.catalog["env"]

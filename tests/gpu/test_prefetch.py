@@ -18,6 +18,8 @@ from border_py.replay.uniform import UniformReplayBuffer
 from border_py.trainers.prefetch import Prefetcher
 from border_py.transitions import Transitions
 
+from ..trainers.test_prefetch import held
+
 pytestmark = pytest.mark.gpu
 
 FRAMES = gym.spaces.Box(0, 255, (4, 36, 36), np.uint8)  # the Nature CNN's smallest input
@@ -89,10 +91,11 @@ def test_td_errors_copied_back_without_blocking_land_on_their_rows():
     indices = []
     try:
         for _ in range(STEPS):
-            prefetcher.learn()
-            pending = prefetcher._pending  # this step's rows, written back during the next
-            assert pending is not None
-            indices.append(pending.index.copy())
+            with held(prefetcher):  # the thread cannot write this step's back before we look
+                prefetcher.learn()
+                pending = prefetcher._pending  # this step's rows, written back during the next
+                assert pending is not None
+                indices.append(pending.index.copy())
     finally:
         prefetcher.close(flush=True)
     expected: dict[int, float] = {}

@@ -56,6 +56,7 @@ def test_the_dry_run_folder_holds_exactly_what_a_push_uploads(folder):
         "checkpoint/meta.json",
         "checkpoint/policy.pt",
         "export/README.txt",
+        "export/env.py",
         "export/network.json",
         "export/policy.py",
         "export/preprocessing.json",
@@ -252,7 +253,7 @@ def test_another_format_puts_that_export_in_the_folder(fmt, model, run, tmp_path
     argv = ["push", str(run), "--repo", REPO, "--dry-run", str(out), "--episodes", "1"]
     assert main([*argv, "--format", fmt]) == 0
     assert sorted(p.name for p in (out / "export").iterdir()) == sorted(
-        [model, f"{model}.preprocessing.json"]
+        [model, f"{model}.preprocessing.json", f"{model}.env.py"]
     )
     policy = load_policy(out / "checkpoint")
     obs = np.stack([policy.observation_space.sample() for _ in range(50)]).astype(np.float32)

@@ -3,6 +3,8 @@ console is tested in test_progress.py)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from border_py import train
@@ -133,3 +135,50 @@ def test_summary_table_names_the_selection_and_the_fresh_scores():
     ]
     del summary["best_eval"]  # a run without a best checkpoint
     assert "fresh eval  final weights 487 ± 12.5 (100 fresh episodes)" in summary_table(summary)
+
+
+# a recurrent agent's run: its actors send sequences, which the samples and the accounting count
+R2D2_TINY = (
+    "agent=r2d2",
+    "replay_buffer=sequence",
+    "trainer=serial",
+    "agent.core_size=16",
+    "agent.burn_in=2",
+    "agent.length=4",
+    "agent.n_step=2",
+    "agent.batch_size=4",
+    "trainer.warmup_period=40",
+    "trainer.max_opts=5",
+)
+
+
+def test_a_summary_of_sequences_names_them_where_transitions_are_named_otherwise():
+    summary = {
+        "opt_steps": 5,
+        "env_steps": 80,
+        "samples": 20,
+        "seconds": 1.0,
+        "accounting": {"sent": 20, "received": 20, "dropped": 0, "received_total": 20},
+        "sample_unit": "sequences",
+    }
+    assert summary_table(summary).splitlines() == [
+        "steps      5 opt · 80 env · 20 sequences",
+        "time       0:00:01 · completed",
+        "sequences  sent 20 · received 20 · dropped at stop 0 · received in all sessions 20",
+    ]
+    del summary["sample_unit"]  # a run of transitions: as before
+    assert summary_table(summary).splitlines()[::2] == [
+        "steps        5 opt · 80 env · 20 samples",
+        "transitions  sent 20 · received 20 · dropped at stop 0 · received in all sessions 20",
+    ]
+
+
+def test_a_recurrent_run_says_sequences_in_its_log_and_summary(tmp_path):
+    summary = train(make_config(tmp_path, *TINY, *R2D2_TINY))
+    assert summary["sample_unit"] == "sequences" and set(summary) <= SUMMARY_KEYS
+    log = (tmp_path / "run" / "train.log").read_text()
+    acc = summary["accounting"]
+    line = f"sequences this session: sent {acc['sent']}, received {acc['received']}, dropped"
+    assert line in log, log
+    assert re.search(rf"^sequences +sent {acc['sent']} · received ", log, re.MULTILINE), log
+    assert f"{summary['samples']} sequences" in log and "transitions" not in log

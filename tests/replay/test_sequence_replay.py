@@ -42,6 +42,11 @@ def seqs(ids, priority=None, obs_shape=(3,), dtype=np.float32, burn_in=B) -> Seq
     return batch
 
 
+def rewards(buf) -> np.ndarray:
+    """The first reward of the sequence in each row slot (0 in slots never written)."""
+    return buf.store.gather(np.arange(buf.capacity)).reward[:, 0]
+
+
 def ids_of(batch: Sequences) -> np.ndarray:
     """The id of each row, checked to be the same in every column (rows never mix)."""
     ids = batch.first_prev_action
@@ -59,15 +64,15 @@ def test_the_ring_overwrites_the_oldest_sequences_first(buffer_class):
     buf.push(seqs([0, 1, 2]))
     assert len(buf) == 3
     buf.push(seqs([3, 4, 5]))
-    assert len(buf) == 4 and buf._storage["reward"][:, 0].tolist() == [4, 5, 2, 3]
+    assert len(buf) == 4 and rewards(buf).tolist() == [4, 5, 2, 3]
     sample = buf.sample(500)
     assert set(ids_of(sample).tolist()) == {2, 3, 4, 5} and sample.burn_in == B
     buf.push(seqs(range(10, 20)))  # more than capacity: the newest 4 survive
-    assert sorted(buf._storage["reward"][:, 0].tolist()) == [16, 17, 18, 19]
+    assert sorted(rewards(buf).tolist()) == [16, 17, 18, 19]
     mark = buf.rows_written
     buf.push(seqs([20]))
     written = buf.overwritten(np.arange(4), mark)
-    assert written.sum() == 1 and buf._storage["reward"][written, 0].tolist() == [20]
+    assert written.sum() == 1 and rewards(buf)[written].tolist() == [20]
 
 
 def test_a_batch_shaped_otherwise_is_refused_and_empty_buffers_do_not_sample():
@@ -87,18 +92,25 @@ def test_a_batch_shaped_otherwise_is_refused_and_empty_buffers_do_not_sample():
     assert len(buf) == 1
 
 
-def test_rows_are_preallocated_in_the_observations_dtype():
+def test_rows_or_steps_are_preallocated_in_the_observations_dtype():
     space = gym.spaces.Box(0, 255, (4, 10, 10), np.uint8)
     buf = PrioritizedSequenceReplayBuffer(capacity=50, seed=0)
     buf.push(seqs([1, 2], obs_shape=space.shape, dtype=np.uint8))
-    obs = buf._storage["obs"]
+    obs = buf.store._storage["obs"]  # stored whole: T steps a row
     assert obs.shape == (50, B + L + N, 4, 10, 10) and obs.dtype == np.uint8  # uint8 stays uint8
-    assert obs.nbytes == 50 * 6 * 400
     assert buf.sample(3).obs.dtype == np.uint8
     estimate = PrioritizedSequenceReplayBuffer.estimate_nbytes(50, space, B + L + N, L, (2, 4))
     assert estimate == buf.nbytes  # the full buffer, worked out before it was built
-    per_row = 6 * (400 + 8 + 4 + 1) + 3 * (4 + 4 + 8 + 1) + 4 * 8 + 8 + 8 + 4
-    assert SequenceReplayBuffer.estimate_nbytes(50, space, 6, L, (2, 4)) == 50 * per_row
+    row = 3 * (4 + 4 + 8 + 1) + 4 * 8 + 8 + 8 + 4  # targets, state, burn and firsts
+    whole = 50 * (row + 6 * (400 + 8 + 4 + 1))  # observation, action, reward, present
+    assert SequenceReplayBuffer.estimate_nbytes(50, space, 6, L, (2, 4)) == whole
+    ring = SequenceReplayBuffer(capacity=50, seed=0, steps_per_sequence=2)
+    ring.push(seqs([1], obs_shape=space.shape, dtype=np.uint8))
+    steps = ring.store.step_arrays["obs"]  # a ring of 50 * 2 steps and a zero one
+    assert steps.shape == (101, 4, 10, 10) and steps.dtype == np.uint8
+    by_hand = 101 * (400 + 8 + 4) + 100 * 8 + 50 * (row + 6 * 4)  # + users, int32 slots
+    assert SequenceReplayBuffer.estimate_nbytes(50, space, 6, L, (2, 4), 2) == by_hand
+    assert ring.nbytes == by_hand
     assert SequenceReplayBuffer.estimate_nbytes(50, gym.spaces.Dict({}), 6, L, (2, 4)) is None
 
 
@@ -229,19 +241,20 @@ def test_a_snapshot_continues_sampling_exactly_and_fills_a_larger_buffer_in_time
         _same(same.sample(16), buf.sample(16))
     larger = buffer_class(capacity=10, seed=1)
     larger.load(buf.state(), buf.arrays())
-    assert larger._storage["reward"][:6, 0].tolist() == [3, 4, 5, 6, 7, 8]  # oldest first
+    assert rewards(larger)[3:9].tolist() == [3, 4, 5, 6, 7, 8]  # row r in slot r % 10
     larger.push(seqs([9]))
-    assert larger._storage["reward"][:7, 0].tolist() == [3, 4, 5, 6, 7, 8, 9]
+    assert rewards(larger)[3:10].tolist() == [3, 4, 5, 6, 7, 8, 9]
     if isinstance(buf, PrioritizedSequenceReplayBuffer):
         order = [3, 4, 5, 0, 1, 2]
-        np.testing.assert_array_equal(larger.priorities()[:6], buf.priorities()[order])
+        np.testing.assert_array_equal(larger.priorities()[3:9], buf.priorities()[order])
     with pytest.raises(ConfigError, match=r"replay_buffer.capacity=5: must be >= 6"):
         buffer_class(capacity=5, seed=1).load(buf.state(), buf.arrays())
-    transitions = {"obs": buf.arrays()["obs"], "next_obs": buf.arrays()["obs"]}  # not sequences
+    obs = buf.arrays()["obs"]
+    transitions = {"obs": obs, "next_obs": obs}  # not sequences
     if isinstance(buf, PrioritizedSequenceReplayBuffer):
         transitions["priority"] = buf.arrays()["priority"]
     with pytest.raises(
-        ConfigError, match=r"holds \['next_obs', 'obs'\], not the columns of sequences"
+        ConfigError, match=r"holds \['next_obs', 'obs'\], not the steps and rows of sequences"
     ):
         buffer_class(capacity=6, seed=1).load(buf.state(), transitions)
 

@@ -14,6 +14,7 @@ from tensorboard.compat.proto.summary_pb2 import Summary
 from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 AGENTS = {"dqn": "border_py.agents.dqn.DQN", "sac": "border_py.agents.sac.SAC"}
+GYM = {"_target_": "border_py.envs.factory.GymEnvFactory", "kwargs": {}, "wrappers": []}
 
 
 def make_run(
@@ -23,11 +24,13 @@ def make_run(
     returns: list[float],
     every: int = 1000,
     agent: str = "dqn",
+    env: dict | None = None,
 ) -> Path:
     """A finished run of ``env_id`` whose evaluations, one every ``every`` env steps (and opt
-    steps), returned ``returns``."""
+    steps), returned ``returns``; ``env``: more keys of its config's ``env`` (``_target_``,
+    ``max_episode_steps``, ...)."""
     (run_dir / ".hydra").mkdir(parents=True)
-    config = {"agent": {"_target_": AGENTS[agent]}, "env": {"id": env_id}, "seed": 0}
+    config = {"agent": {"_target_": AGENTS[agent]}, "env": {"id": env_id, **(env or {})}, "seed": 0}
     (run_dir / ".hydra" / "config.yaml").write_text(yaml.safe_dump(config))
     (run_dir / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
     writer = EventFileWriter(str(run_dir / "tensorboard"))

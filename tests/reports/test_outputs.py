@@ -105,20 +105,20 @@ def test_the_figures_name_env_agent_budget_and_colour_by_configuration(sweep):
     assert [ax.get_title() for ax in panels] == ["CartPole-v1", "Acrobot-v1"]
     assert panels[0].get_xlabel() == "environment steps"
     assert panels[0].get_ylabel() == "evaluation return (mean over episodes)"
-    labels = panels[0].get_legend_handles_labels()[1]
-    assert labels[0] == "agent.lr=1e-3 (n=2; 95% t-interval)"
-    legend = [t.get_text() for t in panels[0].get_legend().get_texts()]
-    assert legend[-2:] == ["mean; band: its 95% interval", "IQM"]
-    iqm = [line for line in panels[0].get_lines() if line.get_marker() == "D"]
-    assert len(iqm) == 2 and all(line.get_linestyle() == "None" for line in iqm)
-    mean_colours = [line.get_color() for line in panels[0].get_lines() if line.get_marker() != "D"]
+    (legend,) = fig.legends  # one for the figure: a configuration has one colour in every panel
+    assert legend.get_title().get_text() == "agent.lr"
+    assert [t.get_text() for t in legend.get_texts()] == ["1e-3", "3e-3"]
+    mean_colours = [h.get_color() for h in legend.legend_handles]
     per_run = run_figure(groups)
-    run_panel = next(ax for ax in per_run.axes if ax.get_visible())
-    assert run_panel.get_lines()[0].get_label() == "agent.lr=1e-3 · seed=0 (0)"
+    (run_legend,) = per_run.legends
+    assert run_legend.get_title().get_text() == "agent.lr · run"
+    texts = [t.get_text() for t in run_legend.get_texts()]
+    assert texts[0] == "1e-3 · seed=0 (0)" and len(texts) == 10
     run_colours = {
-        line.get_label().split(" · ")[0]: line.get_color() for line in run_panel.get_lines()
+        t.get_text().split(" · ")[0]: h.get_color()
+        for t, h in zip(run_legend.get_texts(), run_legend.legend_handles, strict=True)
     }
-    assert run_colours == {"agent.lr=1e-3": mean_colours[0], "agent.lr=3e-3": mean_colours[1]}
+    assert run_colours == {"1e-3": mean_colours[0], "3e-3": mean_colours[1]}
     plt.close("all")
 
 

@@ -55,9 +55,9 @@ def plant(folder: Path, markers: Path, paths: list[str]) -> None:
         path.write_text(f"open({str(marker)!r}, 'w').close()\n")
 
 
-def crafted(source: Path, markers: Path, policy_py: bool = False):
+def crafted(source: Path, markers: Path, policy_py: bool = False, altered: str = "policy.py"):
     """A ``fetch`` giving ``source`` with :data:`PLANTED`, :data:`EXTRA` and, with
-    ``policy_py``, an ``export/policy.py`` that writes a marker too."""
+    ``policy_py``, an ``export/<altered>`` (``policy.py``, or ``env.py``) that writes a marker too."""
 
     def fetch(repo_id: str, revision: str | None, local_dir: Path) -> None:
         for path in source.rglob("*"):
@@ -69,10 +69,10 @@ def crafted(source: Path, markers: Path, policy_py: bool = False):
         for rel in EXTRA:
             (local_dir / rel).write_bytes(b"extra")
         if policy_py:
-            genuine = (local_dir / "export" / "policy.py").read_text()
-            marker = markers / "export_policy.py"
-            altered = genuine + f"\nopen({str(marker)!r}, 'w').close()\n"
-            (local_dir / "export" / "policy.py").write_text(altered)
+            genuine = (local_dir / "export" / altered).read_text()
+            marker = markers / f"export_{altered}"
+            code = genuine + f"\nopen({str(marker)!r}, 'w').close()\n"
+            (local_dir / "export" / altered).write_text(code)
 
     return fetch
 
@@ -271,15 +271,16 @@ def test_every_documented_next_step_imports_nothing_from_the_pull(
 
 
 @pytest.mark.slow
-def test_an_altered_policy_py_is_left_out(pushed, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("altered", ["policy.py", "env.py"])
+def test_an_altered_policy_py_is_left_out(pushed, tmp_path, monkeypatch, capsys, altered):
     markers = tmp_path / "markers"
     markers.mkdir()
-    fetch = crafted(pushed, markers, policy_py=True)
+    fetch = crafted(pushed, markers, policy_py=True, altered=altered)
     status, _, err = border_pull(tmp_path, fetch, monkeypatch, capsys, REPO, "-o", "pulled")
     assert status == 0, err
     (line,) = [line for line in err.splitlines() if "left out of" in line]
-    assert f"export/policy.py (not the policy.py border-py {border_py.__version__} writes)" in line
-    assert files(tmp_path / "pulled") == [f for f in files(pushed) if f != "export/policy.py"]
+    assert f"export/{altered} (not the {altered} border-py {border_py.__version__} writes)" in line
+    assert files(tmp_path / "pulled") == [f for f in files(pushed) if f != f"export/{altered}"]
     card = (tmp_path / "pulled" / "README.md").read_text()
     load_snippet = python_blocks(card)[0].replace(PULLED, "pulled")
     done = python(load_snippet, tmp_path)

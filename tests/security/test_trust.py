@@ -38,6 +38,7 @@ CRAFTED = {
     "env": lambda c: c["env"].update(_target_="evil.plant"),
     "env.id": lambda c: c["env"].update(id="evil:Anything-v0"),
     "env.wrappers": lambda c: c["env"].update(wrappers=[{"_target_": "evil.plant"}]),
+    "env.vector": lambda c: c["env"].update(backend="vector", vector={"_target_": "evil.plant"}),
     "agent": lambda c: c["agent"].update(_target_="evil.plant"),
     "replay_buffer": lambda c: c["replay_buffer"].update(_target_="evil.plant"),
     "actor_manager": lambda c: c["actor_manager"].update(_target_="evil.plant"),

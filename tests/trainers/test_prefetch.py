@@ -3,8 +3,10 @@ the thread's end, and the agents' tensor entry point equal to their update; sequ
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import gymnasium as gym
@@ -19,6 +21,7 @@ from border_py.agents.iqn import IQN
 from border_py.agents.r2d2 import R2D2
 from border_py.agents.sac import SAC
 from border_py.agents.sequence_batch import SequenceBatch
+from border_py.errors import RunError
 from border_py.replay.prioritized import PrioritizedReplayBuffer
 from border_py.replay.sequence_prioritized import PrioritizedSequenceReplayBuffer
 from border_py.sequences import Sequences
@@ -85,15 +88,92 @@ def test_batches_at_most_depth_steps_early_priorities_one_step_late(depth):
     finally:
         prefetcher.close(flush=True)
     assert max(early) <= depth and min(early) >= 0
-    # step t's priorities are written during step t + 1 (the last one at close: after step 30)
-    assert buffer.written_during == [*list(range(2, steps + 1)), steps]
+    # step t's priorities are written once, after its update and by the end of step t + 1 (the
+    # last one at close: after step 30), before the thread samples step t + depth + 1's batch
+    written = buffer.written_during
+    assert len(written) == steps and written[-1] == steps
+    assert all(t <= w <= t + 1 for t, w in enumerate(written, start=1)), written
     samples = [i for i, e in enumerate(buffer.events) if e == "S"]  # the k-th: step k's batch
     writes = [i for i, e in enumerate(buffer.events) if e == "P"]  # the t-th: step t's
     for t, at in enumerate(writes, start=1):
-        if t + depth + 1 < len(samples):
-            assert at < samples[t + depth + 1], (
-                f"step {t}'s priorities after step {t + depth + 2}'s sample"
+        if t + depth < len(samples):
+            assert at < samples[t + depth], (
+                f"step {t}'s priorities after step {t + depth + 1}'s sample"
             )
+
+
+class WaitsForTheThread(DQN):
+    """DQN whose update, from the second step on, waits (1 s at most) until the previous step's
+    priorities are written: the write-back overlaps it, or the wait times out."""
+
+    def __init__(self, written: threading.Event, **keys: Any) -> None:
+        super().__init__(OBS, ACTIONS, seed=1, hidden_sizes=[16], batch_size=8, **keys)
+        self.written = written
+
+    def update_tensors(self, batch: TensorBatch) -> dict[str, Any]:
+        if self.opt_steps > 0:
+            self.written.wait(1.0)
+            self.written.clear()
+        return super().update_tensors(batch)
+
+
+class WrittenBy(PrioritizedReplayBuffer):
+    """The real buffer, noting which thread writes each step's priorities back."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.written, self.writers = threading.Event(), []
+
+    def update_priorities(self, index: np.ndarray, td_error: np.ndarray) -> None:
+        self.writers.append(threading.current_thread().name)
+        super().update_priorities(index, td_error)
+        self.written.set()
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_the_thread_writes_priorities_back_while_the_next_update_runs(depth):
+    buffer = WrittenBy(capacity=64, seed=0)
+    buffer.push(transitions(64, 0))
+    prefetcher = Prefetcher(WaitsForTheThread(buffer.written), buffer, depth)
+    try:
+        for _ in range(4):
+            prefetcher.learn()
+    finally:
+        prefetcher.close(flush=True)
+    # steps 1-3's during steps 2-4's updates, by the thread; step 4's at close
+    assert buffer.writers == ["border-prefetch"] * 3 + ["MainThread"]
+
+
+class Diverges(DQN):
+    def update_tensors(self, batch: TensorBatch) -> dict[str, Any]:
+        metrics = super().update_tensors(batch)
+        metrics["td_error"] = torch.full_like(metrics["td_error"], float("nan"))
+        return metrics
+
+
+def test_non_finite_td_errors_are_the_one_line_error_they_are_without_prefetch():
+    buffer = PrioritizedReplayBuffer(capacity=64, seed=0)
+    buffer.push(transitions(64, 0))
+    prefetcher = Prefetcher(Diverges(OBS, ACTIONS, seed=1, hidden_sizes=[16]), buffer, 1)
+    try:
+        with pytest.raises(RunError, match="non-finite TD errors"):
+            for _ in range(5):
+                prefetcher.learn()
+    finally:
+        prefetcher.close(flush=False)
+
+
+@contextlib.contextmanager
+def held(prefetcher: Prefetcher) -> Iterator[None]:
+    """The buffer's lock held (once the thread has a batch ready): the thread cannot write the
+    priorities back, so the step's stay pending for the test to look at."""
+    if prefetcher._thread is None:
+        prefetcher._start()
+    deadline = time.monotonic() + 10.0
+    while prefetcher._queue.empty() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    with prefetcher.lock:
+        yield
 
 
 class KeepsTD(DQN):
@@ -111,15 +191,15 @@ def test_priorities_land_on_their_rows_and_skip_rows_overwritten_since():
     agent = KeepsTD(OBS, ACTIONS, seed=1, hidden_sizes=[16], batch_size=32)
     prefetcher = Prefetcher(agent, buffer, 1)
     try:
-        prefetcher.learn()  # step 1: its TD errors pending
-        pending = prefetcher._pending
-        assert pending is not None
-        index, td = pending.index.copy(), agent.td.numpy().astype(np.float64)
-        with prefetcher.lock:
+        with held(prefetcher):
+            prefetcher.learn()  # step 1: its TD errors pending
+            pending = prefetcher._pending
+            assert pending is not None
+            index, td = pending.index.copy(), agent.td.numpy().astype(np.float64)
             buffer.push(transitions(20, 1))  # overwrites rows 0..19
-        prio = buffer.prioritization
-        fresh = prio.max_priority**prio.alpha
-        prefetcher.flush()
+            prio = buffer.prioritization
+            fresh = prio.max_priority**prio.alpha
+            prefetcher.flush()
     finally:
         prefetcher.close(flush=False)
     priorities = buffer.priorities()
@@ -317,12 +397,16 @@ def test_r2d2_learns_through_the_prefetch_with_its_priorities_on_their_rows():
         for step in range(5):
             with prefetcher.lock:
                 buffer.push(sequences(2, 10 + step))
+            if step < 4:
+                metrics = prefetcher.learn()
+                assert metrics is not None and "td_error" not in metrics
+        with held(prefetcher):  # step 5's priorities stay pending
             metrics = prefetcher.learn()
             assert metrics is not None and "td_error" not in metrics
-        pending = prefetcher._pending
-        assert pending is not None and agent.opt_steps == 5
-        index, td = pending.index.copy(), agent.td.numpy().astype(np.float64)
-        prefetcher.flush()
+            pending = prefetcher._pending
+            assert pending is not None and agent.opt_steps == 5
+            index, td = pending.index.copy(), agent.td.numpy().astype(np.float64)
+            prefetcher.flush()
     finally:
         prefetcher.close(flush=False)
     assert prefetch_threads() == []

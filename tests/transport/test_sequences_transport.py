@@ -60,6 +60,7 @@ def _sequences(rows: int, seed: int, steps: int = SHAPE.steps) -> Sequences:
         mask=rng.random((rows, length)) < 0.9,
         burn_in=SHAPE.burn_in,
         priority=floats(),
+        key=rng.integers(-(2**62), 2**62, (rows, 3)),  # int64 keys, large ones too
     )
 
 
@@ -104,7 +105,7 @@ def test_sequences_written_by_another_process_are_read_back_bit_for_bit():
     batch = got.transitions
     assert isinstance(batch, Sequences) and len(batch) == rows
     assert batch.burn_in == SHAPE.burn_in and batch.steps == SHAPE.steps
-    for name in (*STORED_SEQUENCE, "priority"):
+    for name in (*STORED_SEQUENCE, "priority", "key"):
         a, b = getattr(batch, name), getattr(sent, name)
         assert a.shape == b.shape and a.dtype == b.dtype, name
         assert a.tobytes() == b.tobytes(), name  # bit for bit: NaN, -0.0 and subnormals too
@@ -126,6 +127,13 @@ def test_a_slot_of_sequences_refuses_what_it_does_not_carry():
     transitions = Transitions(*(np.zeros(2, np.float32) for _ in range(5)))
     with pytest.raises(ValueError, match="a Transitions batch for a channel of sequences"):
         ring.write(0, transitions, [], [])
+    keyless = _sequences(2, 0)
+    keyless.key = None
+    with pytest.raises(ValueError, match=r"^the sequences' keys are None, expected \(2, 3\)"):
+        ring.write(0, keyless, [], [])
+    keyless.key = np.zeros((2, 2), np.int64)
+    with pytest.raises(ValueError, match=r"^the sequences' keys are \(2, 2\), expected \(2, 3\)"):
+        ring.write(0, keyless, [], [])
     unscored = _sequences(2, 0)
     unscored.priority = None
     with pytest.raises(ValueError, match="no priorities but the channel carries them"):

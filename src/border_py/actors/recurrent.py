@@ -35,9 +35,13 @@ class RecurrentStream:
         n_envs: envs stepped together (all at an episode's first step).
         gamma: the agent's discount factor (of the sequences' n-step targets).
         n_step: the agent's rewards per target.
+        stream: the sequence keys' stream of env 0 (see
+            :class:`~border_py.actors.sequencer.SequenceBuilder`).
     """
 
-    def __init__(self, agent: RecurrentActing, n_envs: int, gamma: float, n_step: int) -> None:
+    def __init__(
+        self, agent: RecurrentActing, n_envs: int, gamma: float, n_step: int, stream: int = 0
+    ) -> None:
         self.agent = agent
         self.memory = agent.initial_state(n_envs)  # each env's state before its next step
         self.prev_action = np.full(n_envs, -1, dtype=np.int64)
@@ -50,6 +54,7 @@ class RecurrentStream:
             n_step,
             gamma,
             self.memory.shape[1:],
+            stream,
         )
         self._next: np.ndarray | None = None  # the states act() returned, until add()
 

@@ -67,7 +67,8 @@ class Sampler:
         agent: acts (``explore=True``) and defines ``gamma`` and ``n_step``.
         n_envs: envs stepped together.
         seed: seed of the envs' first reset (env ``i`` gets ``seed + i``); also names this
-            sampler's stream of frames.
+            sampler's stream of frames, and of a recurrent agent's sequences (their keys'
+            streams are ``seed * n_envs + i``: distinct for distinct seeds).
         replayable: keep what :meth:`state` needs to checkpoint the envs (a little work per step).
         frame_stack: null, or ``k``: send each new frame of the stacked observations once
             (:class:`~border_py.actors.frames.FrameEncoder`); transitions then carry frame ids and the
@@ -110,7 +111,9 @@ class Sampler:
         self.processor = NStepProcessor(n_envs, agent.n_step, agent.gamma)
         self.stream: RecurrentStream | None = None
         if isinstance(agent, RecurrentActing):  # the buffer's frame_stack is null (refused)
-            self.stream = RecurrentStream(agent, n_envs, agent.gamma, agent.n_step)
+            self.stream = RecurrentStream(
+                agent, n_envs, agent.gamma, agent.n_step, stream=self.seed * n_envs
+            )
         self.frames: FrameEncoder | None = None
         self.stack_processor: NStepProcessor | None = None
         self.scorer: ActedValueScorer | None = None

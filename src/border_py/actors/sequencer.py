@@ -12,6 +12,13 @@ or when the episode ended (the indices past the final observation padded). ``per
 makes every step of an episode a learning step of a window (the one starting at the multiple
 of ``period`` at or below it).
 
+Each window is named by its key ``(stream, episode, s)`` (``Sequences.key``): ``stream`` the
+builder's ``stream`` plus the env's index, ``episode`` the env's episode count (from 0, kept by
+checkpoints), ``s`` as above. Keys of one env only grow, so a ring of steps
+(:mod:`border_py.replay.sequence_store`) stores the steps two windows of an episode share once; a
+builder started afresh under a stream of an earlier one starts again at ``(0, 0)``, which the
+ring takes for a new stream.
+
 A window's ``state`` is the one :meth:`~SequenceBuilder.add` was given with its first present
 index: the state that env acted with there, before the step (the actor resets it to zeros at
 every episode start, so a window from an episode's first step stores zeros). A take keeps only
@@ -47,6 +54,9 @@ class SequenceBuilder:
         n_step: ``N``: rewards summed per target (the stored tail past the learning steps).
         gamma: discount factor.
         state_shape: the recurrent state of one env, ``(k, hidden)``.
+        stream: the key's stream of env 0 (env ``i``: ``stream + i``); unique among the builders
+            that feed one replay buffer (:class:`~border_py.actors.sampler.Sampler`: its seed
+            times its envs).
 
     Raises:
         ValueError: a setting out of range.
@@ -61,6 +71,7 @@ class SequenceBuilder:
         n_step: int,
         gamma: float,
         state_shape: tuple[int, ...],
+        stream: int = 0,
     ) -> None:
         if n_envs < 1 or burn_in < 0 or length < 1 or n_step < 1:
             raise ValueError(
@@ -74,6 +85,7 @@ class SequenceBuilder:
         self.n_envs, self.burn_in, self.length, self.period = n_envs, burn_in, length, period
         self.n_step, self.gamma = n_step, gamma
         self.state_shape = tuple(state_shape)
+        self.stream = stream
         self.steps = burn_in + length + n_step  # T: stored steps per sequence
         self.powers = gamma ** np.arange(n_step + 1)  # gamma^0 .. gamma^N
         # one entry per row (a step of every env), oldest first; row numbers start at _base
@@ -84,8 +96,10 @@ class SequenceBuilder:
         self._base = 0
         self._start = np.zeros(n_envs, dtype=np.int64)  # the row of each episode's first step
         self._next = np.zeros(n_envs, dtype=np.int64)  # the episode step of each next window
-        # windows ready since the last take: (env, s, first row, episode length or NO_END, terminated)
-        self._ready: list[tuple[int, int, int, int, bool]] = []
+        self._episode = np.zeros(n_envs, dtype=np.int64)  # each env's episodes ended so far
+        # windows ready since the last take:
+        # (env, s, first row, episode length or NO_END, terminated, episode)
+        self._ready: list[tuple[int, int, int, int, bool, int]] = []
         self._final: dict[tuple[int, int], np.ndarray] = {}  # (row, env) -> final observation
 
     def add(self, obs: np.ndarray, state: np.ndarray, action: np.ndarray, step: VectorStep) -> None:
@@ -111,7 +125,14 @@ class SequenceBuilder:
         if complete.any():
             for env in np.flatnonzero(complete):
                 self._ready.append(
-                    (int(env), int(self._next[env]), int(self._start[env]), NO_END, False)
+                    (
+                        int(env),
+                        int(self._next[env]),
+                        int(self._start[env]),
+                        NO_END,
+                        False,
+                        int(self._episode[env]),
+                    )
                 )
                 self._next[env] += self.period
         done = step.terminated | step.truncated
@@ -122,16 +143,18 @@ class SequenceBuilder:
         """The episodes of envs ``ended`` ended at ``row``: their remaining windows are ready."""
         for env in ended:
             end, terminated = int(taken[env]), bool(step.terminated[env])
+            episode = int(self._episode[env])
             self._final[(row, int(env))] = step.next_obs[env]
             for s in range(int(self._next[env]), end, self.period):
-                self._ready.append((int(env), s, int(self._start[env]), end, terminated))
+                self._ready.append((int(env), s, int(self._start[env]), end, terminated, episode))
             self._start[env], self._next[env] = row + 1, 0
+            self._episode[env] += 1
 
     def take(self) -> Sequences | None:
         """The sequences made ready by the steps added since the last take (None if none)."""
         if not self._ready:
             return None
-        env, s, start, end, term = (np.array(c) for c in zip(*self._ready, strict=True))
+        env, s, start, end, term, episode = (np.array(c) for c in zip(*self._ready, strict=True))
         B, T = self.burn_in, self.steps
         rows = len(self._obs)
         u = s[:, None] - B + np.arange(T)  # the episode step of each stored index
@@ -163,6 +186,7 @@ class SequenceBuilder:
             offset=offset,
             mask=mask,
             burn_in=B,
+            key=np.stack([self.stream + env, episode, s], axis=1).astype(np.int64),
         )
         self._ready, self._final = [], {}
         self._forget_rows()
@@ -210,11 +234,13 @@ class SequenceBuilder:
             "settings": settings,
             "start": (self._start - self._base).tolist(),
             "next": self._next.tolist(),
+            "episode": self._episode.tolist(),
             "rows": {k: _pack(np.stack(v)) if v else None for k, v in rows.items()},
         }
 
     def restore(self, saved: dict[str, Any]) -> None:
-        """Continue from :meth:`state` (ready sequences not taken are dropped).
+        """Continue from :meth:`state` (ready sequences not taken are dropped; a state saved
+        without episode counts, before keys were cut, counts from 0).
 
         Raises:
             ValueError: ``saved`` was taken with other settings, envs or state shape, or its
@@ -232,6 +258,7 @@ class SequenceBuilder:
         self._state, self._base = rows["state"], 0
         self._start = np.array(saved["start"], dtype=np.int64)
         self._next = np.array(saved["next"], dtype=np.int64)
+        self._episode = np.array(saved.get("episode", [0] * self.n_envs), dtype=np.int64)
         self._ready, self._final = [], {}
 
 

@@ -177,7 +177,8 @@ class RecurrentActing(Protocol):
     period: int
 
     def initial_state(self, n: int) -> np.ndarray:
-        """The state of ``n`` envs at an episode's start: float32 ``(n, k, hidden)``."""
+        """The state of ``n`` envs at an episode's start: float32 zeros ``(n, k, hidden)`` (the
+        actors zero an env's state at every episode start)."""
 
     def act_recurrent(
         self,

@@ -14,8 +14,9 @@ import torch
 
 from border_py.agents.base import reports_td_error
 from border_py.agents.batch import TensorBatch
-from border_py.agents.check_probe import Probe, plain_metrics, prioritized, snapshot
+from border_py.agents.check_probe import Batch, Probe, plain_metrics, prioritized, snapshot
 from border_py.agents.contract import AgentContractError, check_actions
+from border_py.agents.sequence_batch import SequenceBatch
 from border_py.transitions import Transitions
 
 __all__ = [
@@ -51,21 +52,20 @@ def _td_errors(probe: Probe, guarantee: str, what: str, values: Any, rows: int) 
 def prefetch_parity(probe: Probe) -> None:
     """Guarantee ``prefetch parity`` (:class:`~border_py.agents.base.TensorUpdate`):
     ``update(batch)`` and ``update_tensors`` on the batch as the learner's prefetch converts it
-    (pinned and copied without blocking on CUDA) make the same step: the same metrics
-    (``td_error`` of a prioritized batch a tensor (B,) on the device, read back) and the same
-    state after."""
+    (:class:`TensorBatch`, a recurrent agent's sequences :class:`SequenceBatch`; pinned and
+    copied without blocking on CUDA) make the same step: the same metrics (``td_error`` of a
+    prioritized batch a tensor (B,) on the device, read back) and the same state after."""
     guarantee = "prefetch parity"
     inline, prefetched = probe.build(), probe.build()
     device, discrete = prefetched.device, prefetched.discrete_actions
     if not isinstance(device, torch.device) or not isinstance(discrete, bool):
         probe.fail(guarantee, f"device={device!r} and discrete_actions={discrete!r}")
-    batches: list[Transitions] = list(probe.batches)
+    batches: list[Batch] = list(probe.batches)
     if reports_td_error(inline):
         batches += [prioritized(b, _weights(probe, len(b))) for b in probe.batches]
     for step, batch in enumerate(batches):
         expected = plain_metrics(inline.update(batch))
-        converted = TensorBatch.of(batch, device, discrete, pinned=device.type == "cuda")
-        metrics = prefetched.update_tensors(converted)
+        metrics = prefetched.update_tensors(_converted(batch, device, discrete))
         td_error = metrics.get("td_error")
         if batch.index is not None:
             on_device = isinstance(td_error, torch.Tensor) and td_error.device.type == device.type
@@ -80,6 +80,14 @@ def prefetch_parity(probe: Probe) -> None:
     what = "state_dict() after update_tensors, against after update"
     probe.same(guarantee, what, inline.state_dict(), prefetched.state_dict())
     probe.passed(guarantee)
+
+
+def _converted(batch: Batch, device: torch.device, discrete: bool) -> TensorBatch | SequenceBatch:
+    """``batch`` as the learner's prefetch hands it to ``update_tensors``."""
+    pinned = device.type == "cuda"
+    if isinstance(batch, Transitions):
+        return TensorBatch.of(batch, device, discrete, pinned=pinned)
+    return SequenceBatch.of(batch, device, pinned=pinned)
 
 
 def prioritized_replay(probe: Probe) -> None:
@@ -137,8 +145,9 @@ def value_acting(probe: Probe) -> None:
 
 
 def _acts(probe: Probe, guarantee: str, agent: Any, explore: bool, setting: str) -> np.ndarray:
-    """``agent.act(probe.obs, explore)``, failing ``guarantee`` if its actions do not fit."""
-    actions = agent.act(probe.obs, explore)
+    """``agent``'s actions on ``probe.obs`` (:meth:`~border_py.agents.check_probe.Probe.act`),
+    failing ``guarantee`` if they do not fit."""
+    actions = probe.actions(agent, explore)
     try:
         check_actions(agent, probe.obs, actions, probe.env.action_space)
     except AgentContractError as exc:
@@ -164,11 +173,11 @@ def acting_precision(probe: Probe) -> None:
     dtypes = tuple(agent.acting_dtypes())
     if "float32" not in dtypes:
         probe.fail(guarantee, f"acting_dtypes() is {dtypes!r}, without float32")
-    reference = agent.act(probe.obs, False)
+    reference = probe.act(agent, False)
     for dtype in dtypes:
         agent.set_acting_dtype(dtype)
         _acts(probe, guarantee, agent, False, f"set_acting_dtype({dtype!r})")
     agent.set_acting_dtype("float32")
-    what = "act(obs, explore=False) back in float32, against before"
-    probe.same(guarantee, what, reference, agent.act(probe.obs, False))
+    what = f"{probe.call(False)} back in float32, against before"
+    probe.same(guarantee, what, reference, probe.act(agent, False))
     probe.passed(guarantee)

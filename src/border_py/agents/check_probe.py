@@ -1,10 +1,12 @@
 """What the checks of :func:`border_py.agents.check.check_agent` share: the error they raise, the
-agents they build, the experience they feed them and how they compare what comes out.
+agents they build, the experience they feed them, how they make them act and how they compare
+what comes out.
 
 The experience is real: transitions collected from the env with uniformly random actions (seeded),
 1-step ones (``discount`` is ``gamma``, 0 after a terminal step), which the contract allows for any
-``n_step``. Comparisons are exact by default (a relative tolerance for devices whose kernels are
-not bitwise deterministic) and name the first place two states differ.
+``n_step``; a recurrent agent's are sequences (:mod:`border_py.agents.check_sequences`).
+Comparisons are exact by default (a relative tolerance for devices whose kernels are not bitwise
+deterministic) and name the first place two states differ.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ import torch
 
 from border_py.agents.base import Agent, missing_members
 from border_py.errors import first_line, printable
+from border_py.sequences import Sequences
 from border_py.transitions import Transitions
 
 __all__ = [
     "OBS_ROWS",
     "AgentCheckError",
+    "Batch",
     "Probe",
     "collect",
     "difference",
@@ -39,6 +43,7 @@ __all__ = [
 
 OBS_ROWS = 5  # the batch of observations ``act`` gets in the batched checks
 SHOWN = 8  # integer arrays (actions) up to this size are shown whole where they differ
+Batch = Transitions | Sequences  # what an agent learns on: a recurrent agent's are sequences
 
 
 class AgentCheckError(AssertionError):
@@ -162,7 +167,7 @@ def sample(experience: Transitions, rng: np.random.Generator, size: int) -> Tran
     )
 
 
-def prioritized(batch: Transitions, weight: np.ndarray) -> Transitions:
+def prioritized(batch: Batch, weight: np.ndarray) -> Batch:
     """``batch`` as a prioritized sample returns it: its rows' ``index`` and ``weight`` set."""
     return dataclasses.replace(batch, weight=weight, index=np.arange(len(batch), dtype=np.int64))
 
@@ -181,8 +186,16 @@ class Probe:
         updates: the updates (and exploring steps) of the round-trip checks.
         tolerance: the relative difference allowed between floats that should be equal.
         obs: observations of the env, ``(OBS_ROWS, *observation_space.shape)``.
-        batches: ``updates`` batches of the agent's ``batch_size`` transitions.
+        batches: ``updates`` batches of the agent's ``batch_size`` transitions (a recurrent
+            agent's: sequences).
         checked: the guarantees checked so far, in order.
+        recurrent: the agent acts with a recurrent state
+            (:class:`~border_py.agents.base.RecurrentActing`): the checks act with
+            ``act_recurrent`` on the inputs below.
+        state: each row of ``obs``'s recurrent state, float32 ``(OBS_ROWS, k, hidden)`` (row 0
+            at an episode's start: zeros).
+        prev_action: the action before each row of ``obs`` (row 0: -1, none).
+        prev_reward: the reward before each row of ``obs`` (row 0: 0.0).
     """
 
     agent_class: type
@@ -193,8 +206,12 @@ class Probe:
     updates: int
     tolerance: float
     obs: np.ndarray = field(default_factory=lambda: np.empty(0))
-    batches: list[Transitions] = field(default_factory=list)
+    batches: list[Batch] = field(default_factory=list)
     checked: list[str] = field(default_factory=list)
+    recurrent: bool = False
+    state: np.ndarray = field(default_factory=lambda: np.empty(0))
+    prev_action: np.ndarray = field(default_factory=lambda: np.empty(0))
+    prev_reward: np.ndarray = field(default_factory=lambda: np.empty(0))
 
     def build(self, seed: int | None = None, device: str | None = None) -> Any:
         """A fresh agent, seeded with ``seed`` and on ``device`` (None: the probe's)."""
@@ -211,6 +228,26 @@ class Probe:
         if not isinstance(agent, Agent):
             self.fail("protocol", f"lacks {', '.join(missing_members(agent))}")
         return agent
+
+    def act(self, agent: Any, explore: bool) -> Any:
+        """What ``agent`` does on ``obs``, as actors ask it: ``act(obs, explore)``'s actions, or a
+        recurrent agent's ``act_recurrent`` on the probe's states, previous actions and rewards
+        (copies): its ``(actions, next_state)``."""
+        if not self.recurrent:
+            return agent.act(self.obs, explore)
+        state, action, reward = self.state.copy(), self.prev_action.copy(), self.prev_reward.copy()
+        return agent.act_recurrent(self.obs.copy(), state, action, reward, explore)
+
+    def call(self, explore: bool) -> str:
+        """How :meth:`act` asks, in words (for a message)."""
+        if not self.recurrent:
+            return f"act(obs, explore={explore})"
+        return f"act_recurrent(obs, state, prev_action, prev_reward, explore={explore})"
+
+    def actions(self, agent: Any, explore: bool) -> Any:
+        """The actions of :meth:`act` alone."""
+        acted = self.act(agent, explore)
+        return acted[0] if self.recurrent else acted
 
     def fail(self, guarantee: str, detail: str) -> NoReturn:
         """Raise :class:`AgentCheckError` for ``guarantee``."""

@@ -87,8 +87,8 @@ def deterministic(probe: Probe, agent: Any) -> None:
     probe.same(guarantee, "policy_state()", agent.policy_state(), twin.policy_state(), exact=True)
     first, second = probe.build(), probe.build()
     for explore in (False, True, True):
-        what = f"act(obs, explore={explore})"
-        probe.same(guarantee, what, first.act(probe.obs, explore), second.act(probe.obs, explore))
+        what = probe.call(explore)
+        probe.same(guarantee, what, probe.act(first, explore), probe.act(second, explore))
     probe.passed(guarantee)
 
 
@@ -106,12 +106,12 @@ def act_shapes(probe: Probe, agent: Any) -> None:
 
 
 def greedy_changes_nothing(probe: Probe, agent: Any) -> None:
-    """Guarantee ``greedy act changes nothing``: ``act(obs, explore=False)`` leaves the state as
-    it was and gives the same actions again."""
+    """Guarantee ``greedy act changes nothing``: ``act(obs, explore=False)`` (a recurrent agent's
+    ``act_recurrent``) leaves the state as it was and gives the same actions again."""
     guarantee, before = "greedy act changes nothing", snapshot(agent.state_dict())
-    first = agent.act(probe.obs, False)
-    probe.same(guarantee, "a second act(obs, explore=False)", first, agent.act(probe.obs, False))
-    probe.same(guarantee, "state_dict() after act(obs, explore=False)", before, agent.state_dict())
+    first, call = probe.act(agent, False), probe.call(False)
+    probe.same(guarantee, f"a second {call}", first, probe.act(agent, False))
+    probe.same(guarantee, f"state_dict() after {call}", before, agent.state_dict())
     probe.passed(guarantee)
 
 
@@ -135,7 +135,7 @@ def trained(probe: Probe, agent: Any) -> None:
     buffer laid out once)."""
     layout = {key: tuple(value.shape) for key, value in agent.policy_state().items()}
     for batch in probe.batches:
-        agent.act(probe.obs, True)
+        probe.act(agent, True)
         _scalars(probe, "update metrics", "update(batch)", agent.update(batch), skip="td_error")
         _scalars(probe, "exploration stats", "exploration_stats()", agent.exploration_stats())
     after = {key: tuple(value.shape) for key, value in agent.policy_state().items()}
@@ -168,9 +168,9 @@ def policy_state(probe: Probe, agent: Any) -> None:
     copy_ = probe.build(probe.seed + 1)
     flat, views = _as_published(policy)
     copy_.load_policy_state(views)
-    greedy = copy_.act(probe.obs, False)
-    what = "act(obs, explore=False) of an agent of another seed that loaded policy_state()"
-    probe.same(guarantee, what, agent.act(probe.obs, False), greedy)
+    greedy = probe.act(copy_, False)
+    what = f"{probe.call(False)} of an agent of another seed that loaded policy_state()"
+    probe.same(guarantee, what, probe.act(agent, False), greedy)
     loaded = snapshot(copy_.policy_state())
     flat.add_(1.0)  # the buffer the weights came in is written again (the next publication)
     what = "policy_state() once the tensors given to load_policy_state changed (keep a copy)"
@@ -198,8 +198,8 @@ def continues_identically(probe: Probe, agent: Any, restored: Any) -> None:
     guarantee = "continue identically after save/load"
     for step, batch in enumerate(probe.batches):
         where = f"at step {step} after the load"
-        what = f"act(obs, explore=True) {where}"
-        probe.same(guarantee, what, agent.act(probe.obs, True), restored.act(probe.obs, True))
+        what = f"{probe.call(True)} {where}"
+        probe.same(guarantee, what, probe.act(agent, True), probe.act(restored, True))
         a, b = plain_metrics(agent.update(batch)), plain_metrics(restored.update(batch))
         probe.same(guarantee, f"update(batch)'s metrics {where}", a, b)
     what = f"state_dict() after {len(probe.batches)} steps"

@@ -64,21 +64,20 @@ class SequenceBatch:
         ``pinned``: through page-locked memory without blocking (CUDA: the learner's prefetch,
         see :mod:`border_py.agents.batch`)."""
         prev_action, prev_reward = seq.previous()  # -1 / 0.0 on padding already
-        mask = seq.mask.astype(bool)
+        mask = np.asarray(seq.mask, dtype=bool)
         learning = slice(seq.burn_in, seq.burn_in + seq.length)
-        present = to_device(seq.present, torch.bool, device, pinned)
-        blank = ~present.reshape(present.shape + (1,) * (seq.obs.ndim - 2))
-        obs = obs_tensor(seq.obs, device, pinned)
+        present = np.asarray(seq.present, dtype=bool)
+        shown = present.reshape(present.shape + (1,) * (seq.obs.ndim - 2))
         f32, i64 = torch.float32, torch.int64
 
         def tensor(array: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
             return to_device(array, dtype, device, pinned)
 
         return cls(
-            obs=torch.where(blank, torch.zeros((), dtype=obs.dtype, device=device), obs),
+            obs=obs_tensor(np.where(shown, seq.obs, np.zeros((), seq.obs.dtype)), device, pinned),
             prev_action=tensor(prev_action, i64),
             prev_reward=tensor(prev_reward, f32),
-            present=present,
+            present=tensor(present, torch.bool),
             state=tensor(seq.state, f32),
             burn=tensor(seq.burn, i64),
             action=tensor(np.where(mask, seq.action[:, learning], 0), i64),

@@ -108,11 +108,11 @@ def _check_key(cfg: DictConfig, override: Override, text: str, targets: dict[str
         )
     if not isinstance(node, DictConfig):
         raise ConfigError(f"{key}: {where} is a value ({node!r}), not a mapping of keys")
-    if not path:
+    if not path:  # no run reads a new top-level key: no + form to suggest
         valid = [str(k) for k in node]
         raise ConfigError(
             f"{key}: unknown key '{missing}' at the top level{closest(missing, valid)};"
-            f" valid keys: {', '.join(valid)} (to add a new key: {add})"
+            f" valid keys: {', '.join(valid)}"
         )
     target_path = _node_target(node, where, targets)
     if target_path is not None:  # a component: what its class takes decides
@@ -232,6 +232,7 @@ class _Entry:
         if override.type is OverrideType.DEL:
             entry.composed = [text]
             return entry
+        source.refuse_outside(override, text)
         entry.group = name in source.catalog
         values = _check_group(override, source) if entry.group else _values(override)
         if values:  # none: a sweep the sweeper draws (Optuna's interval), not composed here

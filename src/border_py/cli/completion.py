@@ -23,7 +23,7 @@ from contextlib import redirect_stderr, suppress
 from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from border_py.cli.config_source import hide_bases
+from border_py.cli.config_source import hide_from_listings
 from border_py.cli.errors import fail
 from border_py.config import config_dir
 
@@ -105,7 +105,7 @@ def _hydra(request: str) -> None:
     program ``border`` (the name the install scripts register)."""
     argv0 = sys.argv[0]
     sys.argv[0] = "border"
-    hide_bases()  # trainer=<TAB> completes options, not the bases they compose
+    hide_from_listings()  # trainer=<TAB> completes options, not the bases they compose
     try:
         with initialize_config_dir(
             version_base="1.3", config_dir=str(config_dir()), job_name="train"

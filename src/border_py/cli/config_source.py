@@ -1,8 +1,10 @@
 """The configs ``border train`` composes: border's own plus a user's config dirs or packages,
 with the catalog of their config groups and options that the override checks
 (:mod:`border_py.cli.checks`) test group overrides against. A group's bases (``trainer/_loop``:
-keys its options share, :func:`~border_py.config.is_base`) are no options: the catalog leaves them
-out, and so do Hydra's own lists once :func:`hide_bases` ran."""
+keys its options share, :func:`~border_py.config.is_base`) are no options, and the groups shipped
+for another command (:data:`OTHER_COMMANDS`: ``tune/``) are no groups of ``border train``: the
+catalog leaves them out, and so do Hydra's own lists (``--help``, tab completion) once
+:func:`hide_from_listings` ran."""
 
 from __future__ import annotations
 
@@ -16,30 +18,43 @@ from hydra import compose, initialize_config_dir
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.object_type import ObjectType
-from hydra.core.override_parser.types import Override
+from hydra.core.override_parser.types import Override, OverrideType
 from hydra.errors import HydraException
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from border_py.cli.errors import hydra_error_line
-from border_py.config import config_dir, is_base
+from border_py.config import closest, config_dir, is_base
 from border_py.errors import ConfigError
 
-__all__ = ["ConfigSource", "hide_bases"]
+__all__ = ["OTHER_COMMANDS", "ConfigSource", "hide_from_listings"]
+
+# config groups shipped beside border train's for another command: group -> that command
+OTHER_COMMANDS = {"tune": "border tune"}
 
 
-def hide_bases() -> None:
-    """Leave the groups' bases out of every list of a group's options Hydra makes: ``--help``'s
-    config groups, shell completion, a ``group=glob(*)`` sweep (once per process; composing is
-    untouched, so an option's ``defaults:`` still loads its base)."""
+def hide_from_listings() -> None:
+    """Leave the groups' bases out of every list of a group's options Hydra makes (``--help``'s
+    config groups, shell completion, a ``group=glob(*)`` sweep), and the groups of
+    :data:`OTHER_COMMANDS` out of its lists of groups (once per process; composing is
+    untouched, so an option's ``defaults:`` still loads its base and ``border tune`` its
+    space)."""
     listing = ConfigLoaderImpl.get_group_options
-    if getattr(listing, "hides_bases", False):
+    if getattr(listing, "hides", False):
         return
 
-    def options(self: ConfigLoaderImpl, *args: Any, **kwargs: Any) -> list[str]:
-        return [o for o in listing(self, *args, **kwargs) if not is_base(o)]
+    def options(
+        self: ConfigLoaderImpl,
+        group_name: str,
+        results_filter: ObjectType | None = ObjectType.CONFIG,
+        *args: Any,
+        **kwargs: Any,
+    ) -> list[str]:
+        found = listing(self, group_name, results_filter, *args, **kwargs)
+        others = OTHER_COMMANDS if group_name == "" and results_filter != ObjectType.CONFIG else {}
+        return [o for o in found if not is_base(o) and o not in others]
 
-    options.hides_bases = True  # type: ignore[attr-defined]
+    options.hides = True  # type: ignore[attr-defined]
     ConfigLoaderImpl.get_group_options = options  # type: ignore[method-assign]
 
 
@@ -139,5 +154,45 @@ class ConfigSource:
                 found = repo.get_group_options(group, results_filter=kind)
                 return sorted(o for o in found if not is_base(o))
 
-            groups = [g for g in options("", ObjectType.GROUP) if g != "hydra"]
-            return {group: options(group, ObjectType.CONFIG) for group in groups}
+            groups = options("", ObjectType.GROUP)
+            return {
+                group: options(group, ObjectType.CONFIG)
+                for group in groups
+                if group != "hydra" and group not in OTHER_COMMANDS
+            }
+
+    @cached_property
+    def top_keys(self) -> list[str]:
+        """The keys of ``border train``'s primary config beside its groups (``seed``, ``run_dir``,
+        ...), in order."""
+        primary = OmegaConf.load(config_dir() / "train.yaml")
+        return [str(k) for k in primary if k not in ("defaults", "hydra")]
+
+    def refuse_outside(self, override: Override, text: str) -> None:
+        """Refuse an override (given as ``text``) of what is no part of ``border train``'s
+        config: a group of another command (``tune=dqn_cartpole``, ``+tune=...``), or ``+key``
+        under a top-level name that is neither a group nor a key of the config, which no run
+        reads (Hydra's ``+`` stays for keys inside a group: ``+env.kwargs.<name>=<value>``).
+
+        Raises:
+            ConfigError: one line naming the override and what is allowed instead.
+        """
+        top = override.key_or_group.replace("/", ".").split(".")[0]
+        command = OTHER_COMMANDS.get(top)
+        if command is not None:
+            value = (
+                "<name>" if override.is_sweep_override() else override.get_value_element_as_str()
+            )
+            raise ConfigError(
+                f"{text}: {top}/ holds the configs of {command}, not a border train group;"
+                f" run: {command} {value}"
+            )
+        groups, keys = list(self.catalog), self.top_keys
+        adding = override.type in (OverrideType.ADD, OverrideType.FORCE_ADD)
+        if not adding or top in groups or top in keys:
+            return
+        raise ConfigError(
+            f"{text}: unknown top-level key '{top}'{closest(top, [*groups, *keys])}; + adds keys"
+            f" inside a group (e.g. +env.kwargs.<name>=<value>); groups: {', '.join(groups)};"
+            f" keys: {', '.join(keys)}"
+        )

@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 
 from border_py._version import __version__
 from border_py.cli.checks import check_overrides
-from border_py.cli.config_source import ConfigSource, hide_bases
+from border_py.cli.config_source import ConfigSource, hide_from_listings
 from border_py.cli.errors import OneLineParser, fail
 from border_py.cli.hydra_callbacks import report_sweep
 from border_py.cli.recipes import lookup, recipes, searchpath_of
@@ -204,7 +204,7 @@ def _run_hydra(args: list[str]) -> int:
     """Run the Hydra app with ``args``; 0, or after a sweep its outcome (see
     :func:`~border_py.cli.hydra_callbacks.report_sweep`)."""
     sys.argv = ["border train", *args]  # Hydra's help names the command by sys.argv[0]
-    hide_bases()  # --help and glob(*) sweeps list options only
+    hide_from_listings()  # --help and glob(*) sweeps list options only
     _hydra_train()
     return report_sweep()
 

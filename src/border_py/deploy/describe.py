@@ -12,20 +12,26 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
-import numpy as np
-
 from border_py._version import __version__
 from border_py.agents.iqn import IQN
 from border_py.agents.networks import input_scale
 from border_py.agents.r2d2 import R2D2
 from border_py.agents.sac import SAC
+from border_py.deploy.env_recipe import env_interface, json_space
 from border_py.deploy.load import Policy
 from border_py.deploy.recurrent_graph import step_names
 from border_py.layout import CHECKPOINTS
 from border_py.secrets import redact
 
-__all__ = ["describe", "readme"]
+__all__ = ["EVAL_SEEDS", "describe", "readme"]
+
+EVAL_SEEDS = (
+    "border eval eval.seed=S plays episode i from env.reset(seed=S + i) (S by default: the run's"
+    " selection seed, recorded as eval.seed in its eval_*.json); with eval.epsilon > 0 (Atari's"
+    " default 0.001) each step of episode i first draws rng.random() < epsilon, then a random"
+    " action rng.integers(n), from rng = numpy.random.default_rng((S, i)); an episode also ends"
+    " at eval.max_steps steps"
+)
 
 
 def outputs(agent: object) -> str:
@@ -91,28 +97,6 @@ def state_contract(agent: R2D2, fmt: str) -> dict[str, Any]:
     return contract
 
 
-def _bounds(values: np.ndarray) -> Any:
-    """A space's bounds as JSON: one number when all are equal, else the nested list."""
-    flat = np.unique(values)
-    value = flat[0] if len(flat) == 1 else values
-    return np.asarray(value).tolist() if np.all(np.isfinite(flat)) else str(value.tolist())
-
-
-def space(space: gym.Space) -> dict[str, Any]:
-    """A gymnasium space as JSON."""
-    if isinstance(space, gym.spaces.Discrete):
-        return {"type": "Discrete", "n": int(space.n), "start": int(space.start)}
-    if isinstance(space, gym.spaces.Box):
-        return {
-            "type": "Box",
-            "shape": list(space.shape),
-            "dtype": np.dtype(space.dtype).name,
-            "low": _bounds(space.low),
-            "high": _bounds(space.high),
-        }
-    return {"type": type(space).__name__, "repr": str(space)}
-
-
 def _fraction(scale: float) -> str:
     """``1/255`` for a scale of 1/255: the factor as the 1/n it is."""
     return f"1/{round(1 / scale)}"
@@ -140,7 +124,7 @@ def describe(policy: Policy, fmt: str) -> dict[str, Any]:
         "opt_steps": policy.opt_steps,
         "env_id": policy.env_id,
         "env": redact(policy.config["env"]),
-        "observation": space(obs)
+        "observation": json_space(obs)
         | {
             "scaling": f"uint8 values scaled by {_fraction(scale)} inside the model: pass them"
             " unscaled"
@@ -148,8 +132,12 @@ def describe(policy: Policy, fmt: str) -> dict[str, Any]:
             else "none: pass the env's observations as they are",
             "input": "obs: a batch (B, *shape) of the dtype above",
         },
-        "action": space(policy.action_space),
+        "action": json_space(policy.action_space),
         "outputs": {"names": names, "meaning": outputs(policy.agent)},
+        "env_interface": env_interface(
+            policy.env_factory, str(policy.config["env"].get("_target_"))
+        ),
+        "eval_seeds": EVAL_SEEDS,
     }
     if isinstance(agent, R2D2):
         description["state"] = state_contract(agent, fmt)
@@ -161,19 +149,19 @@ def readme(description: dict[str, Any], name: str) -> str:
     how to run it with numpy alone, loading ``policy.py`` by its path (the dir is never put on
     ``sys.path``, where a file beside ``policy.py`` could stand in for a module it imports)."""
     env = description["env"]
-    wrappers = [w.get("_target_", "?") for w in env.get("wrappers") or []]
     obs, act = description["observation"], description["action"]
     lines = [
         f"A greedy {description['agent']} policy exported by border-py {description['border_py']}"
         f" from {description['checkpoint']} (opt step {description['opt_steps']}).",
         "",
-        f"Env: {description['env_id']} (factory {env.get('_target_')}, kwargs"
-        f" {env.get('kwargs') or {}}, wrappers in order: {', '.join(wrappers) or 'none'}).",
-        "Observations: what that env gives after those wrappers:"
-        f" shape {obs.get('shape')}, dtype {obs.get('dtype')}; scaling: {obs['scaling']}."
-        " Others (another layout, floats for uint8 frames) are refused.",
+        f"Env: {description['env_id']} (border-py's factory {env.get('_target_')}).",
+        *_env_lines(description["env_interface"]),
+        "Observations the network takes: shape"
+        f" {obs.get('shape')}, dtype {obs.get('dtype')}; scaling: {obs['scaling']}."
+        " Others (another shape or layout, floats for uint8 frames) are refused in one line.",
         f"Actions: {act}.",
         f"Outputs: {description['outputs']['meaning']}.",
+        f"Seeds: {description['eval_seeds']}.",
         *_state_lines(description.get("state")),
         "",
         "policy.py is Python: run it only from a source you trust. Run it with numpy alone (no"
@@ -186,6 +174,15 @@ def readme(description: dict[str, Any], name: str) -> str:
         "    spec.loader.exec_module(policy)",
         f"    net = policy.load({name!r})",
         *(
+            []
+            if "unsupported" in description["env_interface"]
+            else [
+                "    env = net.make_env()  # border eval's env: its observations are the network's",
+                "    obs, _ = env.reset(seed=0)  # (raw = net.make_env(raw=True) gives them before",
+                "    # the trailing observation steps: x, stack = net.preprocess(raw_obs, stack))",
+            ]
+        ),
+        *(
             [
                 "    state, start = None, np.ones(n_envs, dtype=bool)  # None: zeros",
                 "    action, state = net.predict(obs, state, start, deterministic=True)",
@@ -195,9 +192,28 @@ def readme(description: dict[str, Any], name: str) -> str:
             else ["    action, _ = net.predict(obs, deterministic=True)"]
         ),
         "",
-        "preprocessing.json says the same as data.",
+        "preprocessing.json says the same as data; env.py (numpy and gymnasium) builds the env from"
+        " it.",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _env_lines(interface: dict[str, Any]) -> list[str]:
+    """The README's lines on building the env without border-py."""
+    if "unsupported" in interface:
+        return [f"Building the env without border-py: not described ({interface['unsupported']})."]
+    register = "; ".join(entry["python"] for entry in interface["register"]) or "none"
+    steps = [
+        f"{step['op']}({', '.join(f'{k}={v!r}' for k, v in step.get('args', {}).items())})"
+        f" [{step['kind']}]"
+        for step in interface["steps"]
+    ]
+    return [
+        f"Build it without border-py: first {register}; then gymnasium.make({interface['id']!r},"
+        f" **{interface['kwargs']!r}); then in order: {', '.join(steps) or 'nothing'}.",
+        "preprocess(raw_obs) applies the trailing observation steps (env.py's make_env(raw=True)"
+        " gives the env before them; make_env() the env after them).",
+    ]
 
 
 def _state_lines(state: dict[str, Any] | None) -> list[str]:

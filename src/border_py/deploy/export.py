@@ -13,8 +13,11 @@ scaled twice) and in another layout (:func:`check_refusals`).
 - ``numpy``: a dir holding ``policy.py`` (numpy only: no torch, no border-py), ``network.json``,
   ``weights.npz`` and ``README.txt``.
 
-``preprocessing.json`` (:mod:`border_py.deploy.describe`) goes beside the model: into the numpy
-dir, and as ``<file name>.preprocessing.json`` beside a file. Nothing existing is replaced without
+``preprocessing.json`` (:mod:`border_py.deploy.describe`: the observations, and the env's
+interface: how to build it without border-py and the preprocessing from its raw observations) and
+``env.py`` (:mod:`border_py.deploy.plain_env`: numpy and gymnasium code that builds the env and
+preprocesses from that description) go beside the model: into the numpy dir, and as
+``<file name>.preprocessing.json`` and ``<file name>.env.py`` beside a file. Nothing existing is replaced without
 ``force``; a symlink at an output is refused, never written through; files are fsynced before the
 rename that publishes them (:func:`border_py.files.write_file`), and a numpy dir is published
 whole (:func:`border_py.publishing.publish_dir`).
@@ -41,11 +44,14 @@ from border_py.deploy.load import Policy, load_policy
 from border_py.deploy.recurrent_export import export_recurrent
 from border_py.deploy.written import (
     DESCRIPTION,
+    ENV_PY,
     NUMPY_FILES,
     Forward,
     check_outputs,
     check_refusals,
     description_path,
+    env_path,
+    env_source,
     load_numpy_export,
     numpy_files,
     onnx_model,
@@ -58,10 +64,13 @@ from border_py.errors import ConfigError, RunError
 
 __all__ = [
     "DESCRIPTION",
+    "ENV_PY",
     "FORMATS",
     "NUMPY_FILES",
     "check_refusals",
     "description_path",
+    "env_path",
+    "env_source",
     "export_policy",
     "numpy_files",
     "onnx_bytes",

@@ -1,42 +1,34 @@
 """A border-py policy exported to numpy (``border export --format numpy``): needs numpy only.
 
-This file is copied into the export's dir as ``policy.py``, beside ``network.json`` (the layers,
-in order), ``weights.npz`` (their arrays) and ``preprocessing.json`` (what the policy expects).
-Neither torch nor border-py is needed to run it; load it by its path (the export's dir is never
-put on ``sys.path``, where a file beside it could stand in for numpy)::
+Copied into the export's dir as ``policy.py``, beside ``network.json`` (the layers), ``weights.npz``
+(their arrays), ``preprocessing.json`` (what the policy expects) and ``env.py`` (the env, built
+without border-py). Load it by its path (the export's dir is never put on ``sys.path``, where a
+file beside it could stand in for numpy)::
 
     import importlib.util
     spec = importlib.util.spec_from_file_location("border_policy", "export/policy.py")
     policy = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(policy)
-    net = policy.load("export")         # reads network.json and weights.npz there
-    action, _ = net.predict(obs, deterministic=True)  # one observation, or a batch
-    actions, values = net.forward(batch)
+    net = policy.load("export")
+    env = net.make_env(raw=True)                 # the env as gymnasium.make gives it
+    x, stack = net.preprocess(raw_obs)           # the network's input (then pass stack back)
+    action, _ = net.predict(x, deterministic=True)
 
 ``predict`` is Stable-Baselines3's, ``predict(observation, state=None, episode_start=None,
 deterministic=False) -> (action, state)``; an export is greedy: pass ``deterministic=True``. A
-recurrent policy (R2D2) carries a :class:`RecurrentState` through each episode, as sb3-contrib's
-``RecurrentPPO`` does: pass back the state it returned (None at first: zeros) and
-``episode_start``, True where an env's episode begins (its state is zeroed there)::
-
-    action, state = net.predict(obs, state, episode_start, deterministic=True)
-
-``step`` is that step with the state as explicit arrays (the ONNX export's inputs and outputs).
-
-Observations go in as the env gives them: of the space's shape and a dtype of its kind (integers
-that fit an integer space: a uint8 one the model scales itself; numbers for a float space; bools
-for a bool space). Anything else, such as frames already scaled to floats in [0, 1], is refused in
-one line (:func:`as_batch`).
-
-``forward`` gives the greedy actions and the values they come from: Q-values (DQN; IQN: the
-mean over its fixed quantile levels) or the Gaussian mean before squashing (SAC). Convolutions
-run on strided views of the input (``numpy.lib.stride_tricks.as_strided``), a batch in chunks of
-:data:`CHUNK` rows to bound the views' copies.
+recurrent policy (R2D2) carries a :class:`RecurrentState` as sb3-contrib's ``RecurrentPPO`` does
+(zeroed where ``episode_start`` is True); ``step`` is that step with the state as explicit arrays
+(the ONNX export's inputs and outputs). ``forward`` gives a batch's greedy actions and values
+(Q-values; IQN: the mean over its quantile levels; SAC: the Gaussian mean before squashing).
+Observations of another shape or dtype are refused in one line (:func:`as_batch`). Convolutions
+run on strided views, a batch in chunks of :data:`CHUNK` rows to bound the views' copies.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
+from functools import cached_property
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -95,15 +87,10 @@ def sigmoid(x: np.ndarray) -> np.ndarray:
 
 
 def core_step(
-    core: dict[str, Any],
-    x: np.ndarray,
-    h: np.ndarray,
-    c: np.ndarray | None,
-    arrays: dict[str, np.ndarray],
+    core: dict[str, Any], x: np.ndarray, h: np.ndarray, c: Any, arrays: dict[str, np.ndarray]
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """One step of ``torch.nn.LSTM`` (gates i, f, g, o) or ``torch.nn.GRU`` (gates r, z, n) for
-    inputs ``x`` (B, in) and states ``h``, ``c`` (B, hidden): the next ``(h, c)`` (``c`` None
-    for a GRU)."""
+    inputs ``x`` (B, in) and states ``h``, ``c`` (B, hidden; ``c`` None for a GRU): ``(h, c)``."""
     w_ih, w_hh = arrays[core["w_ih"]], arrays[core["w_hh"]]
     gates_x = x @ w_ih.T + arrays[core["b_ih"]]
     gates_h = h @ w_hh.T + arrays[core["b_hh"]]
@@ -186,14 +173,11 @@ def as_batch(obs: Any, shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndar
     """``obs`` as a batch of ``dtype`` (one observation of ``shape``, or a batch of them), and
     whether it was one observation.
 
-    Every export takes what this takes: an integer space takes integers its dtype holds (a uint8
-    frame is scaled by the model: frames scaled already, or floats in [0, 255], would be scaled
-    twice or cast to zeros); a float space takes real numbers (integers or floats); a bool space
-    takes bools.
+    Every export takes what this takes: an integer space takes integers its dtype holds (the model
+    scales a uint8 frame itself), a float space real numbers, a bool space bools.
 
     Raises:
-        ValueError: another shape, or a dtype that would change the values (one line naming what
-            is expected).
+        ValueError: another shape, or a dtype that would change the values (one line).
     """
     array = np.asarray(obs)
     single = array.shape == shape
@@ -210,26 +194,46 @@ def as_batch(obs: Any, shape: tuple[int, ...], dtype: np.dtype) -> tuple[np.ndar
         raise ValueError(
             f"observations of shape {array.shape} and dtype {array.dtype}: expected"
             f" {want.name}{unscaled} of shape {shape} (one) or (B, *{shape}) (a batch), as the"
-            " env gives them"
+            " env gives them (an export's preprocess(raw_obs) turns the raw env's into these)"
         )
     return batch.astype(want, copy=False), single
 
 
 class NumpyPolicy:
-    """The exported greedy policy.
-
-    Args:
-        path: the export's dir (``network.json``, ``weights.npz``).
-    """
+    """The exported greedy policy in the dir ``path`` (``network.json``, ``weights.npz``)."""
 
     def __init__(self, path: str | Path = HERE) -> None:
-        path = Path(path)
+        path = Path(path).resolve()
         self.network = json.loads((path / "network.json").read_text())
         with np.load(path / "weights.npz", allow_pickle=False) as npz:
             self.arrays = {name: npz[name] for name in npz.files}
         self.obs_shape = tuple(self.network["observation"]["shape"])
         self.obs_dtype = np.dtype(self.network["observation"]["dtype"])
         self.recurrent = self.network["kind"] == "recurrent"
+        self.path = path
+
+    @cached_property
+    def env_py(self) -> Any:
+        """The export's ``env.py`` (numpy and gymnasium), imported from this dir by its path."""
+        spec = importlib.util.spec_from_file_location("border_policy_env", self.path / "env.py")
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        return module
+
+    @cached_property
+    def description(self) -> dict[str, Any]:
+        """The export's ``preprocessing.json``."""
+        return json.loads((self.path / "preprocessing.json").read_text())
+
+    def make_env(self, render_mode: str | None = None, raw: bool = False) -> Any:
+        """The env ``border eval`` plays, from the export alone: its observations are the
+        network's input; ``raw``: before the trailing steps :meth:`preprocess` applies."""
+        return self.env_py.make_env(self.description, render_mode, raw)
+
+    def preprocess(self, obs: Any, state: Any = None) -> tuple[np.ndarray, Any]:
+        """A raw env's observation as the network's input, and the frame stack's state after it
+        (None without one): pass None at an episode's first observation, then what it returned."""
+        return self.env_py.preprocess(self.description, obs, state)
 
     def forward(self, obs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Greedy actions and their values for a batch of observations (see :func:`as_batch`).
@@ -280,10 +284,9 @@ class NumpyPolicy:
         prev_reward: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         """One greedy step of a recurrent policy for ``B`` envs: ``(action, values, next_h,
-        next_c)`` from observations ``(B, *shape)`` (see :func:`as_batch`), the core's state
-        before this step ``h`` (and an LSTM's ``c``; None for a GRU) ``(1, B, hidden)``, zeros at
-        an episode's first step, the action taken before it ``(B,)`` (-1 at an episode's first)
-        and, for a policy that takes it, the reward that followed (0 at the first step).
+        next_c)`` from observations ``(B, *shape)``, the core's state ``h`` (an LSTM's ``c``;
+        None for a GRU) ``(1, B, hidden)`` (zeros at an episode's start), the previous action
+        ``(B,)`` (-1 at the start) and, for a policy that takes it, the reward that followed.
 
         Raises:
             ValueError: not a recurrent policy, or observations of another shape or dtype.
@@ -315,11 +318,9 @@ class NumpyPolicy:
         episode_start: Any = None,
         deterministic: bool = False,
     ) -> tuple[np.ndarray, Any]:
-        """``(action, state)`` as Stable-Baselines3's ``predict``: one observation gives one
-        action, a batch a batch. The policy is greedy: ``deterministic=True`` must be passed.
-        A feed-forward policy returns ``state`` as given; a recurrent one acts from ``state``
-        (None: zeros), zeroed where ``episode_start`` is True, and returns its next
-        :class:`RecurrentState` (see the module docstring).
+        """``(action, state)`` as Stable-Baselines3's ``predict`` (one observation: one action).
+        Greedy only: pass ``deterministic=True``. A feed-forward policy returns ``state`` as
+        given; a recurrent one returns its next :class:`RecurrentState`.
 
         Raises:
             ValueError: ``deterministic=False``, observations of another shape or dtype (see

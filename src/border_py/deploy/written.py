@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from border_py.deploy import numpy_policy
+from border_py.deploy import numpy_policy, plain_env
 from border_py.deploy.describe import readme
 from border_py.deploy.numpy_network import numpy_network
 from border_py.errors import ConfigError, RunError, first_line
@@ -32,11 +32,14 @@ from border_py.publishing import publish_dir
 
 __all__ = [
     "DESCRIPTION",
+    "ENV_PY",
     "NUMPY_FILES",
     "Forward",
     "check_outputs",
     "check_refusals",
     "description_path",
+    "env_path",
+    "env_source",
     "load_numpy_export",
     "numpy_files",
     "onnx_model",
@@ -47,7 +50,8 @@ __all__ = [
 ]
 
 DESCRIPTION = "preprocessing.json"
-NUMPY_FILES = {"policy.py", "network.json", "weights.npz", DESCRIPTION, "README.txt"}
+ENV_PY = "env.py"  # builds the env from the description without border-py (plain_env.py)
+NUMPY_FILES = {"policy.py", "network.json", "weights.npz", DESCRIPTION, ENV_PY, "README.txt"}
 Forward = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
 
@@ -59,6 +63,12 @@ def description_path(out: Path, fmt: str) -> Path:
     return out / DESCRIPTION if fmt == "numpy" else out.with_name(f"{out.name}.{DESCRIPTION}")
 
 
+def env_path(out: Path, fmt: str) -> Path:
+    """Where ``env.py`` goes for an export to ``out``: inside a numpy dir, else beside the file
+    as ``<file name>.env.py`` (as :func:`description_path`)."""
+    return out / ENV_PY if fmt == "numpy" else out.with_name(f"{out.name}.{ENV_PY}")
+
+
 def check_outputs(out: Path, fmt: str, force: bool) -> None:
     """Refuse outputs that exist (without ``force``), symlinks, and what ``force`` would not
     replace: a dir where a file goes, or a dir that is not a numpy export.
@@ -66,7 +76,7 @@ def check_outputs(out: Path, fmt: str, force: bool) -> None:
     Raises:
         ConfigError: one line naming the path.
     """
-    paths = [out] if fmt == "numpy" else [out, description_path(out, fmt)]
+    paths = [out] if fmt == "numpy" else [out, description_path(out, fmt), env_path(out, fmt)]
     for path in paths:
         if path.is_symlink():
             raise link_refusal(path)
@@ -114,6 +124,11 @@ def policy_source() -> bytes:
     return Path(numpy_policy.__file__).read_bytes()
 
 
+def env_source() -> bytes:
+    """Every export's ``env.py`` (:mod:`border_py.deploy.plain_env`), as this border-py writes it."""
+    return Path(plain_env.__file__).read_bytes()
+
+
 def numpy_files(
     module: nn.Module, observation_space: gym.Space, description: dict[str, Any], name: str
 ) -> dict[str, Any]:
@@ -124,6 +139,7 @@ def numpy_files(
         "network.json": json.dumps(network, indent=1).encode(),
         "weights.npz": lambda f: np.savez(f, **arrays),  # type: ignore[arg-type]
         DESCRIPTION: json.dumps(description, indent=2).encode(),
+        ENV_PY: env_source(),
         "README.txt": readme(description, name).encode(),
     }
 
@@ -189,10 +205,12 @@ def onnx_model(
 
 
 def write_model(out: Path, fmt: str, data: bytes, description: dict[str, Any]) -> None:
-    """Write a checked ONNX or TorchScript model to ``out`` and its description beside it."""
+    """Write a checked ONNX or TorchScript model to ``out``, its description and ``env.py``
+    beside it."""
     out.parent.mkdir(parents=True, exist_ok=True)
     write_file(out, data)
     write_file(description_path(out, fmt), json.dumps(description, indent=2).encode())
+    write_file(env_path(out, fmt), env_source())
 
 
 def write_error(exc: OSError, out: Path) -> RunError:

@@ -4,28 +4,38 @@
 The subprocesses are started with ``spawn`` (never the global start method), with SIGINT ignored
 (a Ctrl-C is the learner's to handle: the actor's staged stop closes them), and die with the
 thread that started them (Linux's parent-death signal): an actor killed with SIGKILL leaves none
-behind. ``AsyncVectorEnv`` runs in its ``SAME_STEP`` autoreset mode: the step that ends an episode
-returns the next episode's first observation and the final one in ``info["final_obs"]``, which is
-what :class:`~border_py.envs.vector.VectorStep` holds as ``next_obs``.
+behind. ``AsyncVectorEnv`` runs in its ``SAME_STEP`` autoreset mode and is stepped as any such
+vector env is (:class:`~border_py.envs.gym_vector.GymVector`).
 """
 
 from __future__ import annotations
 
 import signal
 from collections.abc import Callable
-from typing import Any
 
 import gymnasium as gym
-import numpy as np
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode
 
-from border_py.envs.vector import EpisodeTally, VectorStep
+from border_py.envs.gym_vector import GymVector
 from border_py.processes.children import die_with_parent, signals_ignored
 
-__all__ = ["AsyncVector"]
+__all__ = ["START_METHOD", "AsyncVector", "in_worker"]
 
 START_METHOD = "spawn"
 CLOSE_TIMEOUT = 10.0  # seconds close() waits for the subprocesses before terminating them
+
+
+def _detach() -> None:
+    """Make this (env) subprocess ignore SIGINT and die with its parent."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
+
+
+def in_worker(env: gym.Env) -> gym.Env:
+    """``env``, unchanged, once its subprocess ignores SIGINT and dies with its parent: a
+    "wrapper" for ``gymnasium.make_vec``'s async mode, which calls it in the subprocess."""
+    _detach()
+    return env
 
 
 class _InWorker:
@@ -39,12 +49,11 @@ class _InWorker:
         self.make = make
 
     def __call__(self) -> gym.Env:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        die_with_parent()
+        _detach()
         return self.make()
 
 
-class AsyncVector:
+class AsyncVector(GymVector):
     """``n_envs`` envs stepped in subprocesses, with the :class:`VectorEnv` contract.
 
     Args:
@@ -57,43 +66,15 @@ class AsyncVector:
 
     def __init__(self, make: Callable[[], gym.Env], n_envs: int, seed: int) -> None:
         with signals_ignored(signal.SIGINT):  # the subprocesses inherit it from their start on
-            self.env = AsyncVectorEnv(
+            env = AsyncVectorEnv(
                 [_InWorker(make) for _ in range(n_envs)],
                 context=START_METHOD,
                 autoreset_mode=AutoresetMode.SAME_STEP,
             )
-        self.num_envs = n_envs
-        self.observation_space = self.env.single_observation_space
-        self.action_space = self.env.single_action_space
-        self.action_space.seed(seed)
-        self.obs, _ = self.env.reset(seed=seed)
-        self.tally = EpisodeTally(n_envs)
-        self._closed = False
+        self._subprocesses = env
+        super().__init__(env, seed)
 
-    def step(self, actions: np.ndarray) -> VectorStep:
-        """Step every env once with ``actions`` (batched)."""
-        obs, rewards, terms, truncs, info = self.env.step(actions)
-        reward = np.asarray(rewards, dtype=np.float32)
-        terminated = np.asarray(terms, dtype=bool)
-        truncated = np.asarray(truncs, dtype=bool)
-        done = terminated | truncated
-        next_obs = obs
-        if done.any():  # the final observations of the ended episodes come in the info
-            next_obs = obs.copy()
-            for i in np.flatnonzero(done):
-                next_obs[i] = info["final_obs"][i]
-        returns, lengths = self.tally.add(reward, done)
-        self.obs = obs
-        return VectorStep(next_obs, obs, reward, terminated, truncated, returns, lengths)
-
-    def state(self) -> dict[str, Any]:
-        """Only the backend's name: subprocess envs are not checkpointed (a resume starts fresh
-        episodes)."""
-        return {"backend": self.backend}
-
-    def close(self) -> None:
+    def _close(self) -> None:
         """Close the subprocesses, terminating those that do not finish within
-        :data:`CLOSE_TIMEOUT` (idempotent)."""
-        if not self._closed:
-            self._closed = True
-            self.env.close(timeout=CLOSE_TIMEOUT)
+        :data:`CLOSE_TIMEOUT`."""
+        self._subprocesses.close(timeout=CLOSE_TIMEOUT)

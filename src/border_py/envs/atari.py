@@ -120,13 +120,16 @@ class AtariEnvFactory(GymEnvFactory):
         kwargs: extra keyword arguments for ``gymnasium.make`` (e.g. ``mode``, ``difficulty``).
         wrappers: the user's gymnasium wrappers, applied after the preprocessing and the frame
             stack (see :class:`~border_py.envs.factory.GymEnvFactory`).
-        backend: what steps the actors' envs: ``gymnasium``, ``gymnasium_async``, ``envpool`` or
-            ``ale_vector`` (C++ vector envs, :mod:`border_py.envs.batched`: no
+        backend: what steps the actors' envs: ``gymnasium``, ``gymnasium_async``, ``vector``,
+            ``envpool`` or ``ale_vector`` (C++ vector envs, :mod:`border_py.envs.batched`: no
             ``terminal_on_life_loss``, no training wrappers; envpool needs ``noop_max`` >= 1, ale-py's
             no ``kwargs``).
         num_threads: the C++ backends' threads per actor (the others ignore it). 1 suits the
             usual sizing of one actor per core: more threads than cores make the pools' workers
             wait on each other.
+        vector: with ``backend=vector``: ``_target_``, a function of yours that builds the
+            VectorEnv (``gymnasium.make_vec`` would skip this preprocessing: refused); see
+            :class:`~border_py.envs.factory.GymEnvFactory`.
 
     Attributes:
         eval_epsilon: the default probability of a random action in evaluation episodes: 0.001,
@@ -156,6 +159,7 @@ class AtariEnvFactory(GymEnvFactory):
         wrappers: list[dict[str, Any]] | None = None,
         backend: str = "gymnasium",
         num_threads: int = 1,
+        vector: dict[str, Any] | None = None,
     ) -> None:
         register_ale()
         positive("num_threads", num_threads, int)
@@ -176,7 +180,7 @@ class AtariEnvFactory(GymEnvFactory):
         extra = dict(kwargs or {})
         for key in ("frameskip", "repeat_action_probability", "full_action_space"):
             require(f"kwargs.{key}", key not in extra, "set by its own key, not in kwargs", key)
-        super().__init__(id, extra, wrappers=wrappers, backend=backend)
+        super().__init__(id, extra, wrappers=wrappers, backend=backend, vector=vector)
         self.max_episode_steps = max_episode_steps  # applied in agent steps, after frame skip
         if max_episode_steps is not None:
             positive("max_episode_steps", max_episode_steps, int)

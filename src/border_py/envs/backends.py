@@ -5,7 +5,9 @@
 - ``gymnasium_async``: one subprocess per env (gymnasium's ``AsyncVectorEnv``): for slow
   simulators, whose steps then overlap (:mod:`border_py.envs.async_vector`);
 - ``envpool``, ``ale_vector``: Atari in C++ vector envs, envpool's and ale-py's
-  (:mod:`border_py.envs.pools`, :mod:`border_py.envs.batched`).
+  (:mod:`border_py.envs.pools`, :mod:`border_py.envs.batched`);
+- ``vector``: a gymnasium ``VectorEnv`` of the user's, ``env.vector``
+  (:mod:`border_py.envs.user_vector`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from border_py.errors import ConfigError
 
 __all__ = ["ATARI_ONLY", "check_backend"]
 
-BACKENDS = ("gymnasium", "gymnasium_async", "envpool", "ale_vector")
+BACKENDS = ("gymnasium", "gymnasium_async", "vector", "envpool", "ale_vector")
 ATARI_ONLY = ("envpool", "ale_vector")
 PACKAGES = {
     "envpool": ("envpool", "border-py[envpool]"),
@@ -39,8 +41,8 @@ def check_backend(backend: object, atari: bool) -> str:
     assert isinstance(backend, str)
     if backend in ATARI_ONLY and not atari:
         raise ConfigError(
-            f"backend={backend}: Atari only (env=atari); this env can use gymnasium or"
-            " gymnasium_async"
+            f"backend={backend}: Atari only (env=atari); this env can use gymnasium,"
+            " gymnasium_async or vector"
         )
     if backend in PACKAGES:
         module, extra = PACKAGES[backend]

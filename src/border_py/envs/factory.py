@@ -19,6 +19,8 @@ import gymnasium as gym
 from border_py.config import build, closest, flag, require, resolve_target
 from border_py.envs.async_vector import AsyncVector
 from border_py.envs.backends import check_backend
+from border_py.envs.gym_vector import GymVector
+from border_py.envs.user_vector import build_vector, check_vector, vector_spec
 from border_py.envs.vector import BatchedEnv, EpisodeLog, VectorEnv
 from border_py.errors import ConfigError, first_line
 
@@ -121,8 +123,12 @@ class GymEnvFactory:
             true`` (actors' envs only) or ``evaluation_only: true`` (evaluation envs only).
         backend: what steps an actor's envs (:mod:`border_py.envs.backends`): ``gymnasium`` (one
             after another in the actor's process) or ``gymnasium_async`` (one subprocess each;
-            not checkpointed: a resumed serial run starts fresh episodes); Atari envs also
-            ``envpool`` and ``ale_vector``. Evaluation envs are always gymnasium's.
+            not checkpointed: a resumed serial run starts fresh episodes), ``vector`` (a
+            gymnasium ``VectorEnv`` of yours, ``vector``; not checkpointed either); Atari envs
+            also ``envpool`` and ``ale_vector``. Evaluation envs are always gymnasium's.
+        vector: with ``backend=vector``, the VectorEnv (:mod:`border_py.envs.user_vector`): a
+            ``_target_`` of yours called with ``num_envs`` and the other keys, or
+            ``gymnasium.make_vec``'s ``vectorization_mode`` and ``vector_kwargs`` (null: sync).
 
     Attributes:
         eval_epsilon: the probability of a random action in evaluation episodes that this kind of
@@ -143,8 +149,10 @@ class GymEnvFactory:
         max_episode_steps: int | None = None,
         wrappers: list[dict[str, Any]] | None = None,
         backend: str = "gymnasium",
+        vector: dict[str, Any] | None = None,
     ) -> None:
         self.backend = check_backend(backend, self.atari)
+        self.vector = vector_spec(vector, self.backend)
         require("id", isinstance(id, str), "a gymnasium id string", id)
         require("kwargs", kwargs is None or isinstance(kwargs, dict), "a mapping (or null)", kwargs)
         self.wrappers = wrapper_specs([] if wrappers is None else wrappers)
@@ -169,6 +177,25 @@ class GymEnvFactory:
             raise ConfigError(f"id={id!r}: not a registered gymnasium id{detail}") from None
         except ImportError as exc:
             raise ConfigError(f"id={id!r}: its module cannot be imported ({exc})") from None
+        if self.vector is not None:
+            self._check_vector_spec(self.vector)
+
+    def _check_vector_spec(self, spec: dict[str, Any]) -> None:
+        """Refuse what ``gymnasium.make_vec`` or the user's VectorEnv would silently leave out."""
+        own = "_target_" in spec or spec["vectorization_mode"] == "vector_entry_point"
+        if own and any(w.applies(training=True) for w in self.wrappers):
+            how = "a _target_" if "_target_" in spec else "vectorization_mode=vector_entry_point"
+            raise ConfigError(
+                f"wrappers: with vector {how}, the actors' envs are the VectorEnv as built (no"
+                " single env to wrap); wrap them where you build it, and mark these"
+                " evaluation_only: true"
+            )
+        if "_target_" not in spec and type(self).make_base is not GymEnvFactory.make_base:
+            raise ConfigError(
+                f"vector: gymnasium.make_vec builds {self.id} as gymnasium registers it, without"
+                f" {type(self).__name__}'s own preprocessing; give vector._target_, a function"
+                " of yours that builds the VectorEnv"
+            )
 
     def make(self, render_mode: str | None = None, training: bool = False) -> gym.Env:
         """One environment instance (seeded by the caller's first ``reset``), with the wrappers.
@@ -193,8 +220,9 @@ class GymEnvFactory:
         return gym.make(self.id, **kwargs)
 
     def make_vector(self, n_envs: int, seed: int, replayable: bool = False) -> BatchedEnv:
-        """``n_envs`` copies stepped together by ``backend``: :class:`VectorEnv` (``gymnasium``)
-        or :class:`~border_py.envs.async_vector.AsyncVector` (``gymnasium_async``).
+        """``n_envs`` copies stepped together by ``backend``: :class:`VectorEnv` (``gymnasium``),
+        :class:`~border_py.envs.async_vector.AsyncVector` (``gymnasium_async``) or the user's
+        VectorEnv, checked (``vector``, :meth:`vector_env`).
 
         ``replayable`` logs each episode (:class:`EpisodeLog`) so that :meth:`VectorEnv.state`
         can capture the envs for a checkpoint; actors, whose envs are not checkpointed, skip it
@@ -202,12 +230,34 @@ class GymEnvFactory:
         """
         if self.backend == "gymnasium_async":
             return AsyncVector(functools.partial(self.make, training=True), n_envs, seed)
+        if self.backend == "vector":
+            return GymVector(self.vector_env(n_envs), seed)
 
         def make() -> gym.Env:
             env = self.make(training=True)
             return EpisodeLog(env) if replayable else env
 
         return VectorEnv([make() for _ in range(n_envs)], seed)
+
+    def vector_env(self, n_envs: int) -> gym.vector.VectorEnv:
+        """With ``backend=vector``, the user's VectorEnv of ``n_envs`` envs, checked against the
+        evaluation env's spaces (:func:`~border_py.envs.user_vector.check_vector`); not reset.
+
+        The trainers build one and close it before anything starts, so that a mistake is one
+        line (exit 2), not an actor's failure.
+
+        Raises:
+            ConfigError: one line: it cannot be built, or the actors cannot step it.
+        """
+        assert self.vector is not None, "backend=vector only"
+        wrappers = [w.wrap for w in self.wrappers if w.applies(training=True)]
+        kwargs = dict(self.kwargs)
+        if self.max_episode_steps is not None:
+            kwargs["max_episode_steps"] = self.max_episode_steps
+        spaces = self._spaces(training=False)
+        return check_vector(
+            build_vector(self.vector, self.id, kwargs, wrappers, n_envs), n_envs, spaces
+        )
 
     def spaces(self) -> tuple[gym.Space, gym.Space]:
         """(observation_space, action_space) of one instance, after the wrappers.

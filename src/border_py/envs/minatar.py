@@ -77,7 +77,10 @@ class MinAtarEnvFactory(GymEnvFactory):
         max_episode_steps: a time limit in steps (null: none; MinAtar's games end by themselves).
         kwargs: more ``gymnasium.make`` keyword arguments.
         wrappers: gymnasium wrappers after the conversion (see :class:`GymEnvFactory`).
-        backend: ``gymnasium`` or ``gymnasium_async``.
+        backend: ``gymnasium``, ``gymnasium_async`` or ``vector``.
+        vector: with ``backend=vector``: ``_target_``, a function of yours that builds the
+            VectorEnv (``gymnasium.make_vec`` would skip this preprocessing: refused); see
+            :class:`~border_py.envs.factory.GymEnvFactory`.
     """
 
     def __init__(
@@ -91,6 +94,7 @@ class MinAtarEnvFactory(GymEnvFactory):
         kwargs: dict[str, Any] | None = None,
         wrappers: list[dict[str, Any]] | None = None,
         backend: str = "gymnasium",
+        vector: dict[str, Any] | None = None,
     ) -> None:
         games = ", ".join(f"MinAtar/{game}-v1" for game in GAMES)
         ok = isinstance(id, str) and any(
@@ -106,7 +110,7 @@ class MinAtarEnvFactory(GymEnvFactory):
         for key in ("sticky_action_prob", "difficulty_ramping"):
             require(f"kwargs.{key}", key not in extra, "set by its own key, not in kwargs", key)
         register_minatar()
-        super().__init__(id, extra, max_episode_steps, wrappers, backend)
+        super().__init__(id, extra, max_episode_steps, wrappers, backend, vector)
         self.kwargs |= {
             "sticky_action_prob": float(sticky_action_prob),
             "difficulty_ramping": bool(difficulty_ramping),

@@ -114,7 +114,10 @@ class PopGymEnvFactory(GymEnvFactory):
         max_episode_steps: a time limit in steps (null: none; POPGym's tasks end by themselves).
         kwargs: more ``gymnasium.make`` keyword arguments.
         wrappers: gymnasium wrappers after the one-hot encoding (see :class:`GymEnvFactory`).
-        backend: ``gymnasium`` or ``gymnasium_async``.
+        backend: ``gymnasium``, ``gymnasium_async`` or ``vector``.
+        vector: with ``backend=vector``: ``_target_``, a function of yours that builds the
+            VectorEnv (``gymnasium.make_vec`` would skip this preprocessing: refused); see
+            :class:`~border_py.envs.factory.GymEnvFactory`.
 
     Raises:
         ConfigError: popgym is not installed, or ``id`` is not one of its ids.
@@ -127,11 +130,12 @@ class PopGymEnvFactory(GymEnvFactory):
         kwargs: dict[str, Any] | None = None,
         wrappers: list[dict[str, Any]] | None = None,
         backend: str = "gymnasium",
+        vector: dict[str, Any] | None = None,
     ) -> None:
         register_popgym()
         ok = isinstance(id, str) and id.startswith("popgym-")
         require("id", ok, "a POPGym id: popgym-<Task><Easy|Medium|Hard>-v0", id)
-        super().__init__(id, kwargs, max_episode_steps, wrappers, backend)
+        super().__init__(id, kwargs, max_episode_steps, wrappers, backend, vector)
 
     def make_base(self, render_mode: str | None = None, training: bool = False) -> gym.Env:
         """The task with one-hot float32 observations, before ``env.wrappers``."""

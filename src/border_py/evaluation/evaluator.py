@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +16,7 @@ from border_py.agents.contract import check_actions
 from border_py.config import fraction
 from border_py.envs.factory import GymEnvFactory
 from border_py.errors import ConfigError
+from border_py.evaluation.video import render_offscreen
 
 __all__ = ["EvalResult", "EvaluationStopped", "Evaluator"]
 
@@ -44,6 +45,7 @@ class EvalResult:
     length_mean: float
     episode_returns: list[float]
     seeds: range = range(0)  # the episodes' reset seeds, in order (empty: not recorded)
+    episode_lengths: list[int] = field(default_factory=list)  # steps of each episode, in order
 
     def scalars(self) -> dict[str, float]:
         """The result as ``eval/`` scalars."""
@@ -75,7 +77,8 @@ class Evaluator:
         n_episodes: episodes per evaluation.
         seed: base reset seed (and seed of the epsilon draws).
         max_steps: step cap per episode (a greedy policy can loop forever).
-        video_dir: record every episode as an mp4 there (gymnasium's RecordVideo; needs moviepy).
+        video_dir: record every episode as an mp4 there (gymnasium's RecordVideo; needs moviepy;
+            SDL draws offscreen: :func:`~border_py.evaluation.video.render_offscreen`).
         epsilon: probability of a random action at each step (the env's default is the factory's
             ``eval_epsilon``).
 
@@ -96,6 +99,7 @@ class Evaluator:
         if video_dir is None:
             self.env = env_factory.make()
         else:
+            render_offscreen()
             self.env = RecordVideo(
                 env_factory.make(render_mode="rgb_array"),
                 str(video_dir),
@@ -167,6 +171,7 @@ class Evaluator:
             float(np.mean(lengths)),
             returns,
             seeds,
+            lengths,
         )
 
     def _act(self, agent: Agent | _Memory, obs: np.ndarray) -> Any:

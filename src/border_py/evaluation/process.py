@@ -143,6 +143,7 @@ def _evaluate(request: EvalRequest, agent: Any, evaluator: Evaluator, links: Eva
         return_max=result.return_max,
         length_mean=result.length_mean,
         returns=result.episode_returns,
+        lengths=result.episode_lengths,
         seeds=result.seeds,
     )
     try:

@@ -1,9 +1,11 @@
 """Whether an env's episodes can be recorded as videos (``border eval eval.video=true``, the
 replay of ``border push``): moviepy present, and an env that renders ``(H, W, 3)`` image frames
-with ``render_mode="rgb_array"``."""
+with ``render_mode="rgb_array"``; and the offscreen SDL settings every process that renders them
+takes (:func:`render_offscreen`)."""
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
@@ -11,7 +13,19 @@ import numpy as np
 from border_py.envs.factory import GymEnvFactory
 from border_py.errors import ConfigError, first_line
 
-__all__ = ["check_video"]
+__all__ = ["OFFSCREEN", "check_video", "render_offscreen"]
+
+# SDL (pygame, which gymnasium's classic-control and Box2D envs draw with) without a display or a
+# sound device: otherwise SDL looks for them and prints "error: XDG_RUNTIME_DIR is invalid or not
+# set in the environment." on stderr where there is no desktop session (a server, a container)
+OFFSCREEN = {"SDL_VIDEODRIVER": "dummy", "SDL_AUDIODRIVER": "dummy"}
+
+
+def render_offscreen() -> None:
+    """Have SDL draw frames offscreen in this process (:data:`OFFSCREEN`), before its first frame:
+    each variable the user has set is left as it is."""
+    for name, value in OFFSCREEN.items():
+        os.environ.setdefault(name, value)
 
 
 def check_video(env_factory: GymEnvFactory, key: str) -> None:
@@ -22,6 +36,7 @@ def check_video(env_factory: GymEnvFactory, key: str) -> None:
     Raises:
         ConfigError: why not (and, for a missing moviepy, the extra to install).
     """
+    render_offscreen()
     try:
         import moviepy  # noqa: F401
     except ImportError as exc:

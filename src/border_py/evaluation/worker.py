@@ -164,6 +164,7 @@ class EvalWorker:
                     message.length_mean,
                     list(message.returns),
                     message.seeds,
+                    list(message.lengths),
                 )
                 done.append(
                     EvalOutcome(

@@ -1,9 +1,9 @@
 """What a pulled folder holds: the files ``border push`` writes, by name and kind, and nothing else.
 
 A pull downloads the repo into a hidden dir and moves into the new folder only regular files at
-the paths of :data:`KEPT`, an ``export/policy.py`` only when it is byte for byte the one this
-border-py writes (:func:`keep`); everything else stays out and is named in one line. The folder
-then holds no Python file but border-py's own ``policy.py``: no ``__init__.py``, ``numpy.py`` or
+the paths of :data:`KEPT`, an ``export/policy.py`` or ``export/env.py`` only when it is byte for
+byte the one this border-py writes (:func:`keep`); everything else stays out and is named in one
+line. The folder then holds no Python file but border-py's own ``policy.py`` and ``env.py``: no ``__init__.py``, ``numpy.py`` or
 ``numpy/`` that Python, started in the folder or beside it, would import in place of a module
 (a dir on ``sys.path`` is searched first). Nor is the folder named after a module
 (:func:`check_not_a_module`): ``border pull attacker/numpy`` writes ``./numpy-policy``.
@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from border_py._version import __version__
-from border_py.deploy.export import DESCRIPTION, NUMPY_FILES, policy_source
+from border_py.deploy.export import DESCRIPTION, ENV_PY, NUMPY_FILES, env_source, policy_source
 from border_py.errors import ConfigError, printable
 from border_py.files import NotRegular, make_dir, present
 from border_py.runs.timeline import POLICY_FILES
@@ -46,6 +46,12 @@ RESULTS = "results.json"
 EXPORT_FILES = {"torchscript": "policy.torchscript.pt", "onnx": "policy.onnx"}  # numpy: a dir
 PULLED = "-policy"  # border pull's default dir: the repo's name with this, never a module's name
 POLICY_PY = f"{EXPORT}/policy.py"
+# the Python files a pull keeps, each only as this border-py writes it (byte for byte)
+SOURCES = {
+    POLICY_PY: policy_source,
+    f"{EXPORT}/{ENV_PY}": env_source,
+    **{f"{EXPORT}/{name}.{ENV_PY}": env_source for name in EXPORT_FILES.values()},
+}
 KEPT = frozenset(
     {
         CARD,
@@ -56,6 +62,7 @@ KEPT = frozenset(
         *(f"{EXPORT}/{name}" for name in NUMPY_FILES),
         *(f"{EXPORT}/{name}" for name in EXPORT_FILES.values()),
         *(f"{EXPORT}/{name}.{DESCRIPTION}" for name in EXPORT_FILES.values()),
+        *SOURCES,
     }
 )
 HUB_FILES = (".gitattributes",)  # the Hub writes it into every repo: left out without a word
@@ -96,11 +103,11 @@ def _refusal(rel: str, path: Path) -> str | None:
         regular = False
     if rel not in KEPT or not regular:
         return rel
-    if rel == POLICY_PY:
-        source = policy_source()
+    if rel in SOURCES:
+        source = SOURCES[rel]()
         same = path.stat().st_size == len(source) and path.read_bytes() == source
         if not same:
-            return f"{rel} (not the policy.py border-py {__version__} writes)"
+            return f"{rel} (not the {rel.rpartition('/')[2]} border-py {__version__} writes)"
     return None
 
 

@@ -36,7 +36,9 @@ class Recorder(Protocol):
 
     def close(self, status: str = "completed", final: dict[str, float] | None = None) -> None:
         """Record the run's end (``completed``, ``interrupted`` or ``failed``) and its ``final``
-        metrics (keys of :data:`FINAL_METRICS`), then release everything (idempotent)."""
+        metrics (keys of :data:`FINAL_METRICS`, and the scores of its final evaluations,
+        ``eval/final_*`` and ``eval/best_*``, when measured), then release everything
+        (idempotent)."""
 
 
 def hyperparameters(config: dict[str, Any]) -> dict[str, HParam]:

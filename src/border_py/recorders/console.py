@@ -124,9 +124,11 @@ SUMMARY_KEYS = {
     "stopped_by_callback",
     "accounting",
     "restarts",
+    "sample_unit",
 }
 
-# The actors' transition accounting (Actors.accounting) in words
+# The actors' accounting (Actors.accounting) in words: of transitions, or of a recurrent agent's
+# sequences (the summary's sample_unit)
 ACCOUNTING_LABELS = {
     "sent": "sent",
     "received": "received",
@@ -157,15 +159,35 @@ def _fresh(summary: Mapping[str, Any]) -> str:
     return " · ".join(parts) + f" ({_count(scores[0][1].get('episodes'))} fresh episodes)"
 
 
+def _steps(summary: Mapping[str, Any], unit: str) -> str:
+    """The steps row: opt steps with their rate, env steps, samples (a recurrent agent's run:
+    ``unit``, sequences); "" without any."""
+    steps = []
+    if "opt_steps" in summary:
+        rate = summary.get("opt_steps_per_sec")
+        steps.append(
+            f"{_count(summary['opt_steps'])} opt" + (f" ({format_number(rate)}/s)" if rate else "")
+        )
+    if "env_steps" in summary:
+        steps.append(f"{_count(summary['env_steps'])} env")
+    if "samples" in summary:
+        samples = "samples" if unit == "transitions" else unit
+        steps.append(f"{_count(summary['samples'])} {samples}")
+    return " · ".join(steps)
+
+
 def summary_table(summary: Mapping[str, Any]) -> str:
     """A run summary (what ``train`` returns) as a short aligned table for the log.
 
     Rows: returns of the selection evaluations (best, final, mean, the objective), the final
     evaluations on fresh episodes (``final_eval``, ``best_eval``), steps (opt with their rate, env, samples),
-    time and how the run ended, when the target was reached, the actors' transition accounting
-    and restarts; keys absent from ``summary`` (the serial trainer has no samples or actors) are
-    left out, and unknown keys get a row of their own.
+    time and how the run ended, when the target was reached, the actors' accounting and
+    restarts; keys absent from ``summary`` (the serial trainer has no samples or actors) are
+    left out, and unknown keys get a row of their own. The samples and the accounting are
+    transitions, or what ``sample_unit`` names (``sequences``: a recurrent agent's run), which
+    then names them.
     """
+    unit = summary.get("sample_unit", "transitions")
     rows: list[tuple[str, str]] = []
     returns = [
         f"{name} {format_number(summary.get(f'{name}_return'))}"
@@ -181,18 +203,9 @@ def summary_table(summary: Mapping[str, Any]) -> str:
     fresh = _fresh(summary)
     if fresh:
         rows.append(("fresh eval", fresh))
-    steps = []
-    if "opt_steps" in summary:
-        rate = summary.get("opt_steps_per_sec")
-        steps.append(
-            f"{_count(summary['opt_steps'])} opt" + (f" ({format_number(rate)}/s)" if rate else "")
-        )
-    if "env_steps" in summary:
-        steps.append(f"{_count(summary['env_steps'])} env")
-    if "samples" in summary:
-        steps.append(f"{_count(summary['samples'])} samples")
+    steps = _steps(summary, unit)
     if steps:
-        rows.append(("steps", " · ".join(steps)))
+        rows.append(("steps", steps))
     if summary.get("interrupted"):
         ended = "interrupted (final checkpoint saved)"
     elif summary.get("stopped_by_callback"):
@@ -211,7 +224,7 @@ def summary_table(summary: Mapping[str, Any]) -> str:
             at.append(_clock(solved["seconds"]))
         rows.append(("solved at", " · ".join(at)))
     if "accounting" in summary:
-        rows.append(("transitions", _accounting(summary["accounting"])))
+        rows.append((str(unit), _accounting(summary["accounting"])))
     if "restarts" in summary:
         rows.append(("restarts", _count(summary["restarts"])))
     rows += [(key, _inline(value)) for key, value in summary.items() if key not in SUMMARY_KEYS]

@@ -14,6 +14,7 @@ so ``w_i = (p_i / p_min) ** -beta <= 1``; ``beta`` grows linearly from ``beta_st
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ import numpy as np
 from border_py.config import flag, fraction, non_negative, positive
 from border_py.errors import RunError
 from border_py.replay.ring import copy_rows
-from border_py.replay.sum_tree import MinTree, SumTree, level_sizes
+from border_py.replay.sum_tree import MinTree, SumTree, ancestors, last_occurrences, level_sizes
 
 __all__ = ["Prioritization", "check_finite"]
 
@@ -90,14 +91,29 @@ class Prioritization:
 
     def set(self, idx: np.ndarray, p: np.ndarray) -> None:
         """Rows ``idx`` get priorities ``p`` (after the exponent; 0: never drawn)."""
-        self.sums.set(idx, p)
-        self.mins.set(idx, np.where(p > 0, p, np.inf))
+        idx = np.asarray(idx, dtype=np.int64).reshape(-1)
+        if idx.size == 0:
+            return
+        node, pick = last_occurrences(idx)  # a repeated row keeps its last priority
+        p = np.asarray(p, dtype=np.float64)
+        p = (p if p.shape == idx.shape else np.broadcast_to(p, idx.shape))[pick]
+        path = ancestors(node, len(self.sums.levels))  # the same nodes in both trees
+        self.sums.set_path(path, p)
+        self.mins.set_path(path, np.where(p > 0, p, np.inf))
 
-    def of_errors(self, errors: np.ndarray) -> np.ndarray:
+    def of_errors(self, errors: np.ndarray, what: str | None = None) -> np.ndarray:
         """The priorities ``(|e| + eps) ** alpha`` of ``errors``; :attr:`max_priority` rises to
-        their largest ``|e| + eps``."""
+        their largest ``|e| + eps``.
+
+        Raises:
+            RunError: ``what`` is named (errors checked here) and one is not finite; nothing is
+                changed.
+        """
         raw = np.abs(np.asarray(errors, np.float64)) + self.eps
-        self.max_priority = max(self.max_priority, float(raw.max(initial=0.0)))
+        top = float(raw.max(initial=0.0))  # NaN or inf when any error is
+        if what is not None and not math.isfinite(top):
+            check_finite(errors, what)
+        self.max_priority = max(self.max_priority, top)
         return raw**self.alpha
 
     def check_pushed(self, priority: np.ndarray | None) -> None:
@@ -126,8 +142,7 @@ class Prioritization:
         td = np.asarray(td_error, dtype=np.float64).reshape(-1)
         if td.shape != np.shape(index):
             raise ValueError(f"td_error has shape {td.shape}, the sampled rows {np.shape(index)}")
-        check_finite(td, "TD errors")
-        return self.of_errors(td)
+        return self.of_errors(td, "TD errors")
 
     def _total(self) -> float:
         total = self.sums.total
@@ -173,6 +188,11 @@ class Prioritization:
         :meth:`~border_py.replay.uniform.UniformReplayBuffer.load`) and its :meth:`state`."""
         leaves = np.zeros(self.capacity)
         copy_rows(leaves, priority, int(state["size"]), int(state["next"]), self.capacity)
+        self.restore(leaves, state)
+
+    def restore(self, leaves: np.ndarray, state: dict) -> None:
+        """Restore the ``capacity`` rows' priorities ``leaves`` (after the exponent; 0: never
+        drawn), placed by the buffer, and a checkpoint's :meth:`state`."""
         self.sums.rebuild(leaves)
         self.mins.rebuild(np.where(leaves > 0, leaves, np.inf))
         self.samples = int(state["samples"])

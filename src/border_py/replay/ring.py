@@ -1,5 +1,5 @@
 """A ring of preallocated rows, FIFO: what the transition buffer (:mod:`border_py.replay.uniform`)
-and the sequence buffer (:mod:`border_py.replay.sequence_replay`) store their rows in.
+and the sequence buffer's whole sequences (:mod:`border_py.replay.sequence_rows`) are stored in.
 
 Storage is one array per column, ``capacity`` rows each, allocated on the first write from the
 shapes and dtypes of that batch; a write past the last row wraps around to the first and

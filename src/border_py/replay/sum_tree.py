@@ -20,7 +20,7 @@ from itertools import pairwise
 
 import numpy as np
 
-__all__ = ["BRANCHING", "MinTree", "SumTree", "level_sizes"]
+__all__ = ["BRANCHING", "MinTree", "SumTree", "ancestors", "last_occurrences", "level_sizes"]
 
 BRANCHING = 32
 
@@ -36,6 +36,33 @@ def level_sizes(capacity: int) -> list[int]:
         n = padded // BRANCHING
         if n == 1:
             return [*sizes, 1]
+
+
+def ancestors(node: np.ndarray, levels: int) -> list[np.ndarray]:
+    """``node`` (leaves, sorted without repeats) and its ancestors at each of the ``levels - 1``
+    levels above, each sorted without repeats."""
+    path = [node]
+    for _ in range(levels - 1):
+        node = node // BRANCHING
+        if len(node) > 1:  # still sorted: drop repeats in O(B)
+            keep = np.empty(len(node), dtype=bool)
+            keep[0] = True
+            np.not_equal(node[1:], node[:-1], out=keep[1:])
+            node = node[keep]
+        path.append(node)
+    return path
+
+
+def last_occurrences(index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct entries of a non-empty ``index`` in ascending order, and the position of
+    each one's last occurrence in it (a stable sort: equal entries keep their order)."""
+    index = np.asarray(index, dtype=np.int64).reshape(-1)
+    order = np.argsort(index, kind="stable")
+    node = index[order]
+    last = np.empty(len(node), dtype=bool)
+    last[-1] = True
+    np.not_equal(node[1:], node[:-1], out=last[:-1])
+    return node[last], order[last]
 
 
 class _SegmentTree:
@@ -68,17 +95,18 @@ class _SegmentTree:
         index = np.asarray(index, dtype=np.int64).reshape(-1)
         if index.size == 0:
             return
-        values = np.broadcast_to(np.asarray(values, dtype=np.float64), index.shape)
-        # the last occurrence of each index wins: unique over the reversed batch (sorted)
-        node, first = np.unique(index[::-1], return_index=True)
-        self.levels[0][node] = values[::-1][first]
-        for child, parent in pairwise(self.levels):
-            node = node // BRANCHING
-            if len(node) > 1:  # still sorted: drop repeats in O(B)
-                keep = np.empty(len(node), dtype=bool)
-                keep[0] = True
-                np.not_equal(node[1:], node[:-1], out=keep[1:])
-                node = node[keep]
+        values = np.asarray(values, dtype=np.float64)
+        if values.shape != index.shape:
+            values = np.broadcast_to(values, index.shape)
+        node, pick = last_occurrences(index)
+        self.set_path(ancestors(node, len(self.levels)), values[pick])
+
+    def set_path(self, path: list[np.ndarray], values: np.ndarray) -> None:
+        """Set the leaves ``path[0]`` (sorted, without repeats) to ``values`` and recompute their
+        ancestors ``path[1:]`` (:func:`ancestors`: one tree's path serves any tree of the same
+        capacity)."""
+        self.levels[0][path[0]] = values
+        for (child, parent), node in zip(pairwise(self.levels), path[1:], strict=True):
             parent[node] = self._reduce(child.reshape(-1, BRANCHING)[node])
 
     def rebuild(self, values: np.ndarray) -> None:
@@ -121,14 +149,16 @@ class SumTree(_SegmentTree):
         value = np.array(values, dtype=np.float64).reshape(-1)
         node = np.zeros(value.shape, dtype=np.int64)
         rows = np.arange(len(value))
+        running = np.zeros((len(value), BRANCHING + 1))  # [:, j]: the first j children's sum
         for level in reversed(self.levels[:-1]):
             children = level.reshape(-1, BRANCHING)[node]  # (B, BRANCHING)
-            running = np.cumsum(children, axis=1)
-            # skip every child whose running total is <= v; descend into the first one above it,
-            # but never past the last child with mass
-            last = BRANCHING - 1 - np.argmax(children[:, ::-1] > 0, axis=1)
-            k = np.minimum(np.count_nonzero(running <= value[:, None], axis=1), last)
-            value -= np.where(k > 0, running[rows, k - 1], 0.0)
+            np.add.accumulate(children, axis=1, out=running[:, 1:])  # np.cumsum's sums
+            # skip every child whose running total is <= v: descend into the first one above it
+            k = (running[:, 1:] <= value[:, None]).sum(axis=1)
+            past = k == BRANCHING  # v at or past the children's sum: the last child with mass
+            if past.any():
+                k[past] = BRANCHING - 1 - np.argmax(children[past, ::-1] > 0, axis=1)
+            value -= running[rows, k]
             node = node * BRANCHING + k
         return node
 

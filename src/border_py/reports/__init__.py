@@ -1,7 +1,8 @@
 """What ``border report`` shows: runs found and read (:mod:`.collect`), grouped by seed and
 aggregated (:mod:`.aggregate`, with the intervals of :mod:`.intervals`) and across tasks
-(:mod:`.tasks`, normalised by :mod:`.references`), as tables and CSV (:mod:`.tables`), as one
-figure (:mod:`.plots`) and as arrays for rliable (:mod:`.export`);
+(:mod:`.tasks`, normalised by :mod:`.references`), named by what differs between them
+(:mod:`.labels`), as tables and CSV (:mod:`.tables`), as one figure (:mod:`.plots`, its bands
+clipped to the returns a task can reach: :mod:`.bounds`) and as arrays for rliable (:mod:`.export`);
 :func:`border_py.reports.report.report` puts them together.
 
 Runs are found under the given directory (a run dir, a sweep dir, or ``outputs/`` as a whole):

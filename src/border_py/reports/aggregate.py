@@ -184,6 +184,15 @@ class Group:
         """The runs with at least one evaluation (the seeds the aggregates are over)."""
         return [row for row in self.runs if row.final_return is not None]
 
+    @property
+    def return_range(self) -> tuple[float, float] | None:
+        """The returns every run of the group can reach (:mod:`border_py.reports.bounds`); None
+        when one run's are not known."""
+        ranges = [row.return_range for row in self.runs]
+        if not ranges or any(r is None for r in ranges):
+            return None
+        return min(r[0] for r in ranges if r), max(r[1] for r in ranges if r)
+
     def final(self) -> Estimate | None:
         """Aggregate of the runs' final ``eval/return_mean``."""
         scores = [row.final_return for row in self.runs if row.final_return is not None]

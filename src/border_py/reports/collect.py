@@ -25,6 +25,7 @@ from border_py.config import is_number
 from border_py.errors import ConfigError, number_text, printable
 from border_py.files import read_json, read_record
 from border_py.layout import BEST, CHECKPOINTS, CONFIG, HYDRA, HYDRA_CONFIG, RESULT, TENSORBOARD
+from border_py.reports.bounds import return_range
 from border_py.runs.compat import current_targets
 from border_py.runs.links import refuse_links
 from border_py.runs.results import read_result
@@ -132,6 +133,7 @@ class RunRow:
     evaluations: list[Evaluation] = field(default_factory=list)
     env_id: str = UNKNOWN
     agent: str = UNKNOWN
+    return_range: tuple[float, float] | None = None  # the task's, when known (reports.bounds)
 
     def curve(self, axis: str) -> list[tuple[float, float]]:
         """(x, eval/return_mean) points on ``axis``; evaluations without that x are left out."""
@@ -234,10 +236,9 @@ def _config(run_dir: Path) -> dict[str, Any]:
     return {}
 
 
-def task_of(run_dir: Path) -> tuple[str, str]:
-    """The run's env id and agent (the class name its ``agent._target_`` names), as text:
-    :data:`UNKNOWN` for what its config does not say (or holds as an interpolation)."""
-    config = _config(run_dir)
+def task_of(config: dict[str, Any]) -> tuple[str, str]:
+    """The env id and agent (the class name its ``agent._target_`` names) of a run's config, as
+    text: :data:`UNKNOWN` for what it does not say (or holds as an interpolation)."""
     found = []
     for group, key in (("env", "id"), ("agent", "_target_")):
         section = config.get(group)
@@ -261,7 +262,9 @@ def read_run(run_dir: Path, root: Path) -> RunRow:
         status=printable(str(result["status"])) if "status" in result else "unfinished",
         evaluations=evaluations(scalars, started),
     )
-    row.env_id, row.agent = task_of(run_dir)
+    config = _config(run_dir)
+    row.env_id, row.agent = task_of(config)
+    row.return_range = return_range(config)
     curve = row.curve("opt_steps")
     if "final_return" in summary:  # exact; TensorBoard keeps float32
         row.best_return = _real(summary.get("best_return"))

@@ -83,9 +83,7 @@ def report(
     Runs are compared by group of seeds when some group has several, unless ``per_run``.
     """
     root, rows = collect(path)
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=160)  # a file or pipe: no terminal width to respect
+    console = Console()  # the terminal's width (COLUMNS), else 80: a pipe or a file reads the same
     groups, common = group_runs(rows)
     by_group = not per_run and any(len(g.runs) > 1 for g in groups)
     console.print(group_table(root, groups, common) if by_group else table(root, rows))

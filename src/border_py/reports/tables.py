@@ -16,9 +16,12 @@ from border_py.errors import number_text, printable
 from border_py.files import write_file
 from border_py.reports.aggregate import Estimate, Group
 from border_py.reports.collect import RunRow, shared_overrides
+from border_py.reports.labels import SEPARATOR, group_keys, values_label
 from border_py.reports.tasks import FINAL_EVAL, SCORE_TEXT, STRATIFIED_BOOTSTRAP, TaskAggregate
 
 __all__ = ["group_table", "table", "task_table", "task_values", "write_csv"]
+
+WIDEST = 24  # a number column's most characters: on 80 columns, the label column keeps ~15
 
 
 def _fmt(value: Any, digits: int = 1) -> str:
@@ -30,39 +33,66 @@ def _title(root: Path, what: str) -> Text:
     return Text(f"{printable(str(root))} ({what})")
 
 
-def table(root: Path, rows: list[RunRow]) -> Table:
-    """The rich table of the runs; the overrides column shows what differs between them.
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
-    ``best return`` and ``final return`` are the selection evaluations' (the best and the last);
-    ``final eval`` and ``best eval`` the final weights and the best checkpoint played on fresh
+
+def _lines(*parts: Text | str) -> Text:
+    """``parts`` on their own lines, each as it is (never rich markup)."""
+    return Text("\n").join(Text(p) if isinstance(p, str) else p for p in parts)
+
+
+def _number_column(out: Table, name: str, cells: list[str]) -> None:
+    """A right-aligned column as wide as its longest cell of ``cells`` (or its name's longest
+    word) up to :data:`WIDEST`, never narrower when the table shrinks to fit the terminal (its
+    other columns wrap); a longer cell wraps at its spaces (an interval's bounds go on the next
+    line), and a number, at most :data:`~border_py.errors.NUMBER_WIDTH` characters, is never
+    cut."""
+    width = min(WIDEST, max(len(text) for text in [*cells, *name.split()]))
+    out.add_column(name, justify="right", overflow="fold", width=width)
+
+
+def table(root: Path, rows: list[RunRow]) -> Table:
+    """The rich table of the runs, one line per run on 80 columns: the run (its job, the
+    overrides that differ between runs, its status), its selection returns, its final
+    evaluations on fresh episodes and its counts.
+
+    ``best``/``final`` under ``selection return`` are the selection evaluations' (the best and
+    the last); under ``fresh eval``, the final weights and the best checkpoint played on fresh
     episodes at the run's end (``mean ± std (episodes)``, see ``result.json``'s ``final_eval``).
     """
     common = shared_overrides(rows)
     out = Table(
-        title=_title(root, f"{len(rows)} runs"),
+        title=_title(root, _plural(len(rows), "run")),
         caption=Text(f"every run: {' '.join(common)}") if common else None,
     )
-    out.add_column("job", overflow="fold")
-    out.add_column("overrides", overflow="fold", ratio=1)
-    # completed, failed, interrupted, unfinished: a crafted status is cut, not the other columns
-    out.add_column("status", no_wrap=True, max_width=12)
-    for name in ("best return", "final return", "final eval", "best eval"):
-        out.add_column(name, justify="right", no_wrap=True)
-    for name in ("env steps", "opt steps", "wall time"):
-        out.add_column(name, justify="right", no_wrap=True)
     style = {"completed": "green", "failed": "red", "interrupted": "yellow"}
+    cells = []
     for row in rows:
+        fresh = [
+            f"{name} {score.text()}"
+            for name, score in (("final", row.final_eval), ("best", row.best_eval))
+            if score is not None
+        ]
+        seconds = "-" if row.seconds is None else f"{number_text(row.seconds, 0)} s"
+        cells.append(
+            [
+                [f"best {_fmt(row.best_return)}", f"final {_fmt(row.final_return)}"],
+                fresh or ["-"],
+                [f"{_fmt(row.env_steps)} env", f"{_fmt(row.opt_steps)} opt", seconds],
+            ]
+        )
+    out.add_column("run", overflow="fold")
+    for i, name in enumerate(("selection return", "fresh eval", "steps, time")):
+        _number_column(out, name, [line for cell in cells for line in cell[i]])
+    for row, numbers in zip(rows, cells, strict=True):
         out.add_row(
-            Text(row.job),
-            Text(" ".join(o for o in row.overrides if o not in common) or "-"),
-            Text(row.status, style=style.get(row.status, "dim")),
-            _fmt(row.best_return),
-            _fmt(row.final_return),
-            row.final_eval.text() if row.final_eval else "-",
-            row.best_eval.text() if row.best_eval else "-",
-            _fmt(row.env_steps),
-            _fmt(row.opt_steps),
-            "-" if row.seconds is None else f"{number_text(row.seconds, 0)} s",
+            _lines(
+                Text(row.job, style="bold"),
+                " ".join(o for o in row.overrides if o not in common) or "-",
+                Text(row.status, style=style.get(row.status, "dim")),
+            ),
+            *(_lines(*lines) for lines in numbers),
         )
     return out
 
@@ -88,40 +118,53 @@ def _methods(groups: list[Group]) -> str:
     return f"mean [{means}] and IQM [{iqms}] over seeds"
 
 
+def _group_cell(group: Group, keys: list[str]) -> Text:
+    """A group's heading line: its values of ``keys`` (the column's header names them), then its
+    task, seeds and mean env steps, then its failed runs (in red)."""
+    values = group.values()
+    steps = values["env_steps_mean"]
+    counts = f"{group.env_id} · {_plural(values['seeds'], 'seed')}"
+    if steps is not None:
+        counts += f" · {number_text(steps, 0)} env steps"
+    parts = [Text(values_label(group, keys) if keys else "all runs", style="bold")]
+    parts.append(Text(counts, style="dim"))
+    if values["failed"]:
+        parts.append(Text(f"{values['failed']} failed", style="red"))
+    return _lines(*parts)
+
+
 def group_table(root: Path, groups: list[Group], common: list[str]) -> Table:
-    """One line per group: the final evaluation on fresh episodes (``final eval``), the last and
-    the best selection evaluations (``final return``, ``best return``), each as mean [interval]
-    and IQM [interval] over seeds; seeds, env steps; the caption names each interval's method."""
+    """Per group, a heading line and one line per score, to fit 80 columns: the final
+    evaluation on fresh episodes (``final eval``, when a run of the report has one), the last
+    and the best selection evaluations (``final return``, ``best return``), each as the mean
+    [its interval] and the IQM [its interval] over seeds. The first column is headed by the keys
+    that tell the groups apart (:func:`~border_py.reports.labels.group_keys`); a group's heading
+    holds its values of them, its task, seeds, mean env steps and failed runs. The caption names
+    each interval's method and the overrides every run shares (``common``; a single group's
+    own)."""
+    runs = sum(len(g.runs) for g in groups)
+    common = list(groups[0].overrides) if len(groups) == 1 else common
     out = Table(
-        title=_title(root, f"{len(groups)} groups, {sum(len(g.runs) for g in groups)} runs"),
+        title=_title(root, f"{_plural(len(groups), 'group')}, {_plural(runs, 'run')}"),
         caption=Text(  # text from the runs' files: never rich markup
             _methods(groups) + (f"; every run: {' '.join(common)}" if common else "")
         ),
     )
-    several = len({g.env_id for g in groups}) > 1
-    out.add_column("group", overflow="fold", ratio=1)
-    if several:
-        out.add_column("env id", overflow="fold")
-    names = ("seeds", "final eval", "final eval IQM", "final return", "final IQM")
-    for name in (*names, "best return", "best IQM", "env steps"):
-        out.add_column(name, justify="right", no_wrap=True)
-    out.add_column("failed", justify="right", no_wrap=True)
+    keys = group_keys(groups)
+    fresh = any(g.final_eval() is not None for g in groups)
+    lines = []
     for group in groups:
-        final, best, fresh = group.final(), group.best(), group.final_eval()
-        values = group.values()
-        out.add_row(
-            Text(group.label),
-            *([Text(group.env_id)] if several else []),
-            str(values["seeds"]),
-            _interval(fresh),
-            _interval(fresh, iqm=True),
-            _interval(final),
-            _interval(final, iqm=True),
-            _interval(best),
-            _interval(best, iqm=True),
-            _fmt(values["env_steps_mean"], 0),
-            Text(str(values["failed"]), style="red" if values["failed"] else "dim"),
-        )
+        scores = [("final return", group.final()), ("best return", group.best())]
+        if fresh:
+            scores.insert(0, ("final eval", group.final_eval()))
+        lines.append([(name, _interval(e), _interval(e, iqm=True)) for name, e in scores])
+    out.add_column(f"{SEPARATOR.join(keys) if keys else 'group'}: score", overflow="fold")
+    _number_column(out, "mean [95% interval]", [m for line in lines for _, m, _ in line])
+    _number_column(out, "IQM [95% interval]", [i for line in lines for _, _, i in line])
+    for group, line in zip(groups, lines, strict=True):
+        out.add_row(_group_cell(group, keys), "", "")
+        for i, (name, mean, iqm) in enumerate(line):
+            out.add_row(Text(f"  {name}"), mean, iqm, end_section=i == len(line) - 1)
     return out
 
 
@@ -146,17 +189,20 @@ def task_table(
         f" ({STRATIFIED_BOOTSTRAP} over runs x tasks)",
         caption=Text(scale_text),
     )
-    out.add_column("configuration", overflow="fold", ratio=1)
-    for name in ("tasks", "runs", "IQM", "mean"):
-        out.add_column(name, justify="right", no_wrap=True)
-    for agg in aggregates:
-        out.add_row(
-            Text(agg.label),
+    lines = [
+        [
             str(len(agg.tasks)),
             str(agg.runs),
             _bounds(agg.iqm, agg.iqm_low, agg.iqm_high),
             _bounds(agg.mean, agg.mean_low, agg.mean_high),
-        )
+        ]
+        for agg in aggregates
+    ]
+    out.add_column("configuration", overflow="fold")
+    for i, name in enumerate(("tasks", "runs", "IQM", "mean")):
+        _number_column(out, name, [line[i] for line in lines])
+    for agg, line in zip(aggregates, lines, strict=True):
+        out.add_row(Text(agg.label), *line)
     return out
 
 

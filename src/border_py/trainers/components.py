@@ -140,7 +140,9 @@ def replay_nbytes(
     elif isinstance(agent, RecurrentActing):  # rows shaped by the agent's sequences
         steps = agent.burn_in + agent.length + agent.n_step
         state_shape = agent.initial_state(1).shape[1:]
-        need = estimate(capacity, spaces[0], steps, agent.length, state_shape)
+        per_sequence = spec.get("steps_per_sequence")  # the step ring's (a bad one: refused)
+        per_sequence = per_sequence if is_int(per_sequence) and per_sequence > 0 else None
+        need = estimate(capacity, spaces[0], steps, agent.length, state_shape, per_sequence)
     else:
         return None  # check_replay_unit refuses it
     return None if need is None else (capacity, need)
@@ -276,6 +278,8 @@ def build_components(config: dict[str, Any], run: RunSettings, warmup_period: in
         "envs per actor (an actor makes and steps them one after another)",
         enforce,
     )
+    if isinstance(env_factory, GymEnvFactory) and env_factory.backend == "vector":
+        env_factory.vector_env(actors.n_envs_per_actor).close()  # its mistakes: one line, now
     buffer = build_replay(config["replay_buffer"], run, agent, spaces)
     capacity = buffer.capacity
     require(

@@ -29,7 +29,7 @@ from border_py.recorders.console import format_number
 from border_py.runs.checkpoint import load_checkpoint
 from border_py.runs.timeline import is_complete
 
-__all__ = ["PolicySnapshot", "best_snapshot", "final_scores", "final_seeds"]
+__all__ = ["PolicySnapshot", "best_snapshot", "final_scores", "final_seeds", "score_scalars"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,19 @@ def score_record(result: EvalResult, opt_steps: int) -> dict[str, Any]:
         "seeds": [seeds[0], seeds[-1]] if seeds else None,
         "opt_steps": opt_steps,
     }
+
+
+def score_scalars(scores: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """The final evaluations as the scalars a run's recorders get at its end:
+    ``eval/final_return_mean``, ``eval/final_return_std``, ``eval/final_episodes`` (and
+    ``eval/best_*`` the same) for each of ``final_eval`` and ``best_eval`` measured."""
+    scalars: dict[str, float] = {}
+    for name, score in scores.items():
+        prefix = f"eval/{name.removesuffix('_eval')}"
+        scalars[f"{prefix}_return_mean"] = score["return_mean"]
+        scalars[f"{prefix}_return_std"] = score["return_std"]
+        scalars[f"{prefix}_episodes"] = score["episodes"]
+    return scalars
 
 
 def play(

@@ -28,7 +28,7 @@ from border_py.replay.base import PrioritizedReplay, ReplayBuffer
 from border_py.runs.state import Owners, TrainerState
 from border_py.trainers.cadence import Cadence
 from border_py.trainers.components import Components
-from border_py.trainers.final import PolicySnapshot, best_snapshot, final_scores
+from border_py.trainers.final import PolicySnapshot, best_snapshot, final_scores, score_scalars
 from border_py.trainers.metrics import Window, training_scalars
 from border_py.trainers.prefetch import build_prefetcher
 from border_py.trainers.run_book import RunBook
@@ -181,6 +181,7 @@ class Learner:
             self.scores = final_scores(
                 self.evaluation, self.final_seeds, final, best, lambda: self.signals.requested
             )
+            self.book.final_scalars = score_scalars(self.scores)  # recorded at the run's end
         return interrupted
 
     def _finished(self) -> bool:

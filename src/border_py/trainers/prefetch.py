@@ -15,10 +15,14 @@ Staleness, the bounds the tests assert:
 - A batch used at opt step ``t`` was sampled after opt step ``t - depth - 1`` ended: at most
   ``depth`` opt steps early (a credit is returned when a batch is taken, so the thread samples
   the next one while the update runs).
-- The priorities of opt step ``t`` are written back during opt step ``t + 1``, right after its
-  update was queued (on a GPU the read waits only for step ``t``'s work, via an event): at most
-  one step late. So the batch of step ``t + depth + 2`` is the first one sampled with them, and
-  the last step's priorities are written when the loop stops or saves.
+- The priorities of opt step ``t`` are written back during opt step ``t + 1``: by the thread,
+  when step ``t + 1`` takes its batch and returns a credit, before it samples the next batch
+  (off the learner's critical path: the update of step ``t + 1`` runs meanwhile), or by the
+  learner after its update was queued if the thread has not got to them (on a GPU the read
+  waits only for step ``t``'s work, via an event): at most one step late, each step's once and
+  in order (the swap and the write hold the lock). So the batch of step ``t + depth + 1`` is
+  the first one sampled with them, and the last step's priorities are written when the loop
+  stops or saves.
 
 This is Ape-X's arrangement (Horgan et al. 2018): there the learner's priority updates reach the
 replay asynchronously too, while actors keep adding to it; priorities a few steps old change the
@@ -38,7 +42,8 @@ The thread never outlives the learner: it is a daemon, every wait has a timeout
 (:data:`WAIT_SECONDS`), and the loop closes it (stop, join with :data:`JOIN_TIMEOUT`) when it
 ends, on an exception and on Ctrl-C; a stop requested while the learner awaits a batch ends the
 wait at once, without an opt step. An exception in the thread is raised in the learner at its
-next batch as a :class:`PrefetchError` naming it. The thread does numpy work mostly (numpy
+next batch as a :class:`PrefetchError` naming it (a :class:`~border_py.errors.RunError` from a
+write-back, non-finite TD errors, as itself: the one line it is without prefetch). The thread does numpy work mostly (numpy
 releases the GIL in its large copies) and a few tensor conversions; torch's thread count stays
 the learner's.
 """
@@ -59,6 +64,7 @@ import torch
 from border_py.agents.base import Agent, TensorUpdate
 from border_py.agents.batch import TensorBatch
 from border_py.agents.sequence_batch import SequenceBatch
+from border_py.errors import RunError
 from border_py.replay.base import OverwriteTracking, PrioritizedReplay, ReplayBuffer
 from border_py.sequences import Sequences
 from border_py.transitions import Transitions
@@ -157,30 +163,38 @@ class Prefetcher:
         # a SequenceBatch goes to an agent that learns on sequences (its update_tensors takes it)
         metrics = self.agent.update_tensors(item.batch)  # type: ignore[arg-type]
         td_error = metrics.pop("td_error", None)
-        self.flush()
+        pending = None
         if item.index is not None:
             if td_error is None:
                 raise RuntimeError(
                     f"{type(self.agent).__name__}.update_tensors returned no 'td_error' for a"
                     " prioritized batch"
                 )
-            self._pending = self._keep(item.index, item.mark, td_error)
+            pending = self._keep(item.index, item.mark, td_error)
+        with self.lock:  # the previous step's, unless the thread has written them already
+            previous, self._pending = self._pending, pending
+            self._write_back(previous)
         self.early = self.taken - 1 - item.sampled_at
         return metrics
 
     def flush(self) -> None:
         """Write back the priorities still pending (the latest step's), skipping the rows
         overwritten since they were sampled."""
-        pending, self._pending = self._pending, None
+        with self.lock:
+            pending, self._pending = self._pending, None
+            self._write_back(pending)
+
+    def _write_back(self, pending: Pending | None) -> None:
+        """Write ``pending`` (taken from :attr:`_pending` under the lock, still held: each
+        step's priorities are written once, in the order of the steps)."""
         if pending is None:
             return
         if pending.ready is not None:
             pending.ready.synchronize()
         td_error = pending.td_error.numpy()
         buffer = cast(Tracked, self.buffer)  # build_prefetcher made sure
-        with self.lock:
-            keep = ~buffer.overwritten(pending.index, pending.mark)
-            buffer.update_priorities(pending.index[keep], td_error[keep])
+        keep = ~buffer.overwritten(pending.index, pending.mark)
+        buffer.update_priorities(pending.index[keep], td_error[keep])
 
     def close(self, flush: bool) -> None:
         """Stop and join the thread, drop the batches sampled ahead; ``flush``: write back the
@@ -209,6 +223,7 @@ class Prefetcher:
         try:
             while not self._stop.is_set():
                 if self._credits.acquire(timeout=WAIT_SECONDS):
+                    self.flush()  # the step before the one that returned this credit
                     self._queue.put(self._prepare(), timeout=WAIT_SECONDS)
         except BaseException as exc:  # raised in the learner at its next batch
             self._error = exc
@@ -259,6 +274,8 @@ class Prefetcher:
         return item
 
     def _check(self, deadline: float) -> None:
+        if isinstance(self._error, RunError):  # diverged priorities: as without prefetch
+            raise self._error
         if self._error is not None:
             raise PrefetchError(f"the prefetch thread failed: {self._error!r}") from self._error
         if self._thread is None or not self._thread.is_alive():

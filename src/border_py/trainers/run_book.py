@@ -19,8 +19,9 @@ from border_py._version import __version__
 from border_py.agents.base import Agent
 from border_py.callbacks import Callbacks
 from border_py.config import is_number
+from border_py.evaluation.history import Evaluations, read_evaluations
 from border_py.files import read_json
-from border_py.layout import BEST, CHECKPOINTS, META
+from border_py.layout import BEST, CHECKPOINTS, EVALUATIONS, META
 from border_py.recorders import Recorder
 from border_py.recorders.composite import build_recorders
 from border_py.recorders.console import format_number
@@ -101,6 +102,8 @@ class RunBook:
         self.capacity, self.n_actors = capacity, n_actors
         self.best_return = float("-inf")
         self.eval_returns: list[float] = []  # eval/return_mean of every evaluation, in order
+        self.evaluations = Evaluations()  # their episodes: evaluations.npz
+        self.final_scalars: dict[str, float] = {}  # the final evaluations' (trainers/final.py)
         self.seconds_before = 0.0
         self.resumed = False
         self.recorder: Recorder = build_recorders(config.get("recorder"))
@@ -120,11 +123,13 @@ class RunBook:
     def restore(self, saved: dict[str, Any]) -> None:
         """Continue from :meth:`state`: recording then continues after the resumed opt steps, the
         evaluation history carries over, and the best return is that of the ``best`` checkpoint
-        the run keeps (:func:`kept_best_return`)."""
+        the run keeps (:func:`kept_best_return`); ``evaluations.npz`` keeps the evaluations the
+        checkpoint counts (:func:`~border_py.evaluation.history.read_evaluations`)."""
         self.resumed = True
         self.best_return = kept_best_return(self.checkpoints, saved["best_return"])
         self._log_best_return(saved["best_return"])
         self.eval_returns = list(saved["eval_returns"])
+        self.evaluations = read_evaluations(self.run_dir / EVALUATIONS, len(self.eval_returns))
         self.seconds_before = float(saved["seconds"])
 
     def open(self, counters: RunState) -> None:
@@ -192,11 +197,19 @@ class RunBook:
         return self.seconds_before + time.perf_counter() - self.start
 
     def on_eval(self, outcome: EvalOutcome) -> None:
-        """Record an evaluation at the opt step of the weights it evaluated; save ``best`` if it
-        is a new best; note whether it ends the run (``target_return``, the callbacks)."""
+        """Record an evaluation at the opt step of the weights it evaluated (its episodes in
+        ``evaluations.npz`` too); save ``best`` if it is a new best; note whether it ends the run
+        (``target_return``, the callbacks)."""
         result, opt_steps, env_steps = outcome.result, outcome.opt_steps, outcome.env_steps
         self.record(result.scalars() | {"eval/env_steps": env_steps}, opt_steps, env_steps)
         self.eval_returns.append(result.return_mean)
+        self.evaluations.add(
+            self.run_dir / EVALUATIONS,
+            outcome.env_steps,
+            result.episode_returns,
+            result.episode_lengths,
+            self.loop.eval_episodes,
+        )
         new_best = result.return_mean > self.best_return
         if new_best:
             self.best_return = result.return_mean
@@ -297,17 +310,21 @@ class RunBook:
         }
 
     def close(self, status: str) -> None:
-        """End the run's recording with ``status`` (``completed``, ``interrupted``, ``failed``)
-        and its final returns; stop the progress view (idempotent)."""
+        """End the run's recording with ``status`` (``completed``, ``interrupted``, ``failed``),
+        its final returns and its final evaluations' scores (:attr:`final_scalars`:
+        ``eval/final_*``, ``eval/best_*``; every recorder gets them); stop the progress view
+        (idempotent)."""
         if self._progress is not None:
             self._progress.close()
         final = {
             f"hparams/{key}": value for key, value in self.returns().items() if value is not None
         }
-        self.recorder.close(status, final)
+        self.recorder.close(status, final | self.final_scalars)
 
     def log_actors(self, records: list[ActorRecord], summary: dict[str, Any], table: bool) -> None:
-        """Log a per-actor table (``table``) and the transition accounting of the run's end."""
+        """Log a per-actor table (``table``) and the accounting of the run's end, in what the
+        actors send: transitions, or sequences (``summary["sample_unit"]``, a recurrent agent's
+        run)."""
         if table:
             rows = Table(title="actors")
             for column in ("actor", "samples", "episodes", "mean return", "restarts"):
@@ -320,8 +337,9 @@ class RunBook:
             log.info("\n%s", console.file.getvalue().rstrip())  # type: ignore[attr-defined]
         acc = summary["accounting"]
         log.info(
-            "transitions this session: sent %d, received %d, dropped at stop %d; all sessions:"
+            "%s this session: sent %d, received %d, dropped at stop %d; all sessions:"
             " received %d (opt steps %d, env steps %d)",
+            summary.get("sample_unit", "transitions"),
             acc["sent"],
             acc["received"],
             acc["dropped"],

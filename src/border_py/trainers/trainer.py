@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from border_py.agents.base import RecurrentActing
 from border_py.callbacks import Callbacks
 from border_py.processes.signals import StopSignals
 from border_py.resources import MAX_EVAL_EPISODES, at_most
@@ -154,6 +155,8 @@ class Trainer:
             "accounting": wiring.actors.accounting(),
             "restarts": wiring.actors.restarts() + wiring.evaluation.restarts(),
         }
+        if isinstance(parts.agent, RecurrentActing):  # its actors send (and count) sequences
+            summary["sample_unit"] = "sequences"
         summary |= learner.scores  # final_eval and best_eval, when the run's end measured them
         shown = self.settings.actors_shown(parts) is not None
         book.log_actors(wiring.actors.records, summary, table=shown)

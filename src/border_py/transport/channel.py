@@ -86,7 +86,7 @@ class SlotRing:
 
         Raises:
             ValueError: the batch is not the kind the slot carries, does not fit it, or has no
-                priorities where the slot carries them.
+                priorities where the slot carries them (sequences: or no keys).
         """
         slot, n = self.slots[k], len(batch)
         if isinstance(batch, Sequences) != (self.layout.burn_in is not None):
@@ -104,6 +104,13 @@ class SlotRing:
                     f"the batch's {name} rows are {np.shape(array)[1:]}, the slot's"
                     f" {slot[name].shape[1:]}"
                 )
+        if isinstance(batch, Sequences):
+            if batch.key is None or np.shape(batch.key) != (n, 3):
+                raise ValueError(
+                    f"the sequences' keys are {None if batch.key is None else np.shape(batch.key)},"
+                    f" expected {(n, 3)} (a SequenceBuilder cuts them)"
+                )
+            arrays = arrays | {"key": batch.key}
         for name, array in arrays.items():
             slot[name][:n] = array
         if "priority" in slot:
@@ -128,7 +135,9 @@ class SlotRing:
         batch: Transitions | Sequences
         if self.layout.burn_in is not None:
             columns = {name: slot[name][:n] for name in STORED_SEQUENCE}
-            batch = Sequences(**columns, burn_in=self.layout.burn_in, priority=priority)
+            batch = Sequences(
+                **columns, burn_in=self.layout.burn_in, priority=priority, key=slot["key"][:n]
+            )
         else:
             obs, action, reward, next_obs, discount = (slot[name][:n] for name in STORED)
             batch = Transitions(obs, action, reward, next_obs, discount, priority=priority)

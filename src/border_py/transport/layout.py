@@ -141,7 +141,7 @@ class BatchLayout:
     ) -> BatchLayout:
         """The layout for batches of ``n_buffer`` sequences of ``shape`` from ``n_envs`` envs
         (every episode that ends finishes at least one sequence, so a batch's episodes fit its
-        rows)."""
+        rows), with each sequence's key (:attr:`~border_py.sequences.Sequences.key`)."""
         rows = n_buffer + n_envs * shape.per_env_step
         T, L = shape.steps, shape.length
         columns = (
@@ -159,6 +159,7 @@ class BatchLayout:
             Column("discount", rows, (L,), "float32"),
             Column("offset", rows, (L,), "int64"),
             Column("mask", rows, (L,), "bool"),
+            Column("key", rows, (3,), "int64"),
             *((Column("priority", rows, (), "float32"),) if priorities else ()),
             *_episodes(rows + n_envs),
         )

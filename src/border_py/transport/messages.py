@@ -112,7 +112,8 @@ class EvalRequest:
 @dataclass(frozen=True, kw_only=True)
 class EvalDone:
     """Evaluator to learner: the evaluation of the weights of ``opt_steps`` (its statistics, and
-    the episodes' returns: the first ones only, if there are too many for one message)."""
+    the episodes' returns and lengths: the first ones only, if there are too many for one
+    message)."""
 
     opt_steps: int
     env_steps: int
@@ -123,6 +124,7 @@ class EvalDone:
     length_mean: float
     returns: list[float]
     seeds: range  # the episodes' reset seeds
+    lengths: list[int] = field(default_factory=list)  # the episodes' steps, as many as returns
 
 
 Message = BatchReady | WorkerFailed | ActorDone | EvalRequest | EvalDone
@@ -139,7 +141,10 @@ def encode(message: Message) -> bytes:
         keep = TRACEBACK_CHARS if len(error) > TRACEBACK_CHARS + 4 else len(error) // 2
         return encode(replace(message, error="...\n" + error[-keep:]))
     if isinstance(message, EvalDone) and message.returns:
-        return encode(replace(message, returns=message.returns[: len(message.returns) // 2]))
+        half = len(message.returns) // 2
+        return encode(
+            replace(message, returns=message.returns[:half], lengths=message.lengths[:half])
+        )
     raise ValueError(f"{type(message).__name__} needs {len(data)} bytes, more than {MAX_NOTICE}")
 
 
