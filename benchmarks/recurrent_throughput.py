@@ -345,7 +345,7 @@ def machine() -> dict[str, Any]:
         "os": platform.system(),
         "torch": torch.__version__,
         "numpy": np.__version__,
-        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "load": [round(x, 2) for x in os.getloadavg()],
     }
 

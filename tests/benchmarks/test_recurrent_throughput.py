@@ -32,7 +32,7 @@ def test_recurrent_throughput_runs_at_its_tiny_size():
     machine = result["machine"]
     assert machine["cores"] >= 1 and len(machine["load"]) == 3 and machine["cpu"]
     when = datetime.datetime.strptime(machine["date"], "%Y-%m-%d %H:%M UTC")
-    now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    now = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
     assert abs(now - when) < datetime.timedelta(days=1)
     assert set(result["acting"]) == {"RepeatPreviousEasy", "CartPole-v1"}
     for env, figures in result["acting"].items():

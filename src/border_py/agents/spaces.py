@@ -86,6 +86,8 @@ def action_problem(name: str, accepts: Accepts, space: gym.Space) -> str | None:
     needs = f"_target_: {name} needs a {_names(accepts.action)} action space, the env has {space}"
     if gym.spaces.Discrete in accepts.action and isinstance(space, gym.spaces.Box):
         discretize = wrapper_hint("gymnasium.wrappers.DiscretizeAction", bins=5)
+        if not hasattr(gym.wrappers, "DiscretizeAction"):  # gymnasium 1.3 added it
+            discretize += "; gymnasium >= 1.3"
         if unbounded:
             return f"{needs}; its bounds are infinite: {_bounded_box_hint(space)}, then discretize it ({discretize})"
         return f"{needs}; discretize it ({discretize}: 5 bins per dimension) or use agent=sac"

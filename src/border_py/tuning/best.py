@@ -58,7 +58,9 @@ def param_importances(study: Any, completed: int) -> dict[str, float] | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ranked = optuna.importance.get_param_importances(study)
+            # PED-ANOVA, Optuna 5's default, named for Optuna 4, whose default (fANOVA) needs sklearn
+            evaluator = optuna.importance.PedAnovaImportanceEvaluator()
+            ranked = optuna.importance.get_param_importances(study, evaluator=evaluator)
     except (ValueError, RuntimeError, ZeroDivisionError):
         return None
     if not ranked or not all(math.isfinite(v) for v in ranked.values()):
