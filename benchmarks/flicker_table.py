@@ -28,21 +28,13 @@ import statistics
 from pathlib import Path
 
 from cli_args import parse_with_overrides
-from zoo_table import caption, train_run
-
-from border_py.reports.collect import FreshScore, read_run
-from border_py.runs.results import read_result
+from zoo_table import caption, seed_cells, train_run
 
 RECIPES = {
     "r2d2_minatar_flickering_breakout": "R2D2 (LSTM on the MinAtar torso)",
     "dqn_minatar_flickering_breakout_stacked": "DQN, 4-frame stack",
     "dqn_minatar_flickering_breakout": "DQN, single frames",
 }
-
-
-def _fresh(score: FreshScore | None) -> str:
-    """A fresh evaluation as ``mean ± std (episodes)``, or ``-``."""
-    return "-" if score is None else score.text()
 
 
 def _mean(values: list[float]) -> str:
@@ -63,22 +55,8 @@ def rows(out: Path, recipes: list[str], seeds: list[int]) -> tuple[list[str], di
     ]
     figures: dict[str, dict] = {}
     for recipe in recipes:
-        finals, bests, seconds = [], [], []
-        fresh: dict[str, list[float]] = {"final_eval": [], "best_eval": []}
-        for seed in seeds:
-            run_dir = out / recipe / f"seed_{seed}"
-            if read_result(run_dir) is None:
-                finals.append("(no run)")
-                bests.append("-")
-                seconds.append("-")
-                continue
-            row = read_run(run_dir, out)
-            finals.append(_fresh(row.final_eval))
-            bests.append(_fresh(row.best_eval))
-            for key, score in (("final_eval", row.final_eval), ("best_eval", row.best_eval)):
-                if score is not None:
-                    fresh[key].append(score.mean)
-            seconds.append("-" if row.seconds is None else f"{row.seconds:.0f}")
+        cells = seed_cells([out / recipe / f"seed_{seed}" for seed in seeds], out)
+        finals, bests, seconds, fresh = cells.finals, cells.bests, cells.seconds, cells.fresh
         lines.append(
             f"| `{recipe}` | {RECIPES[recipe]} | {' / '.join(finals)} | {' / '.join(bests)}"
             f" | {_mean(fresh['final_eval'])} / {_mean(fresh['best_eval'])}"

@@ -32,11 +32,9 @@ from pathlib import Path
 
 import yaml
 from cli_args import parse_with_overrides
-from zoo_table import caption, train_run
+from zoo_table import caption, seed_cells, train_run
 
 from border_py.config import config_dir
-from border_py.reports.collect import FreshScore, read_run
-from border_py.runs.results import read_result
 
 BAR = 0.9  # the issue's bar for the recurrent agent, on each seed
 
@@ -55,11 +53,6 @@ TASKS = {
     "PositionOnlyCartPoleEasy": Published("about 1.0", "not published"),
 }
 AGENTS = ("r2d2", "dqn")
-
-
-def _fresh(score: FreshScore | None) -> str:
-    """A fresh evaluation as ``mean ± std (episodes)``, or ``-``."""
-    return "-" if score is None else score.text()
 
 
 def recipe(task: str) -> dict:
@@ -104,24 +97,9 @@ def rows(
     figures: dict[str, dict] = {}
     for task in tasks:
         for agent in agents:
-            finals, bests, seconds, steps = [], [], [], set()
-            fresh: dict[str, list[float]] = {"final_eval": [], "best_eval": []}
-            for seed in seeds:
-                run_dir = out / task / agent / f"seed_{seed}"
-                if read_result(run_dir) is None:
-                    finals.append("(no run)")
-                    bests.append("-")
-                    seconds.append("-")
-                    continue
-                row = read_run(run_dir, out)
-                finals.append(_fresh(row.final_eval))
-                bests.append(_fresh(row.best_eval))
-                for key, score in (("final_eval", row.final_eval), ("best_eval", row.best_eval)):
-                    if score is not None:
-                        fresh[key].append(score.mean)
-                seconds.append("-" if row.seconds is None else f"{row.seconds:.0f}")
-                if row.env_steps is not None:
-                    steps.add(f"{row.env_steps / 1000:.0f}k")
+            cells = seed_cells([out / task / agent / f"seed_{seed}" for seed in seeds], out)
+            finals, bests, seconds, fresh = cells.finals, cells.bests, cells.seconds, cells.fresh
+            steps = {f"{n / 1000:.0f}k" for n in cells.env_steps}
             at_bar = {key: sum(v >= BAR for v in values) for key, values in fresh.items()}
             published = TASKS[task]
             lines.append(

@@ -113,6 +113,39 @@ def _fresh(score: FreshScore | None) -> str:
     return "-" if score is None else score.text()
 
 
+@dataclass
+class SeedCells:
+    """One table row's runs, seed by seed: the fresh final and best scores as text, the wall
+    seconds, and the fresh scores' means (``final_eval``, ``best_eval``) of the runs there are."""
+
+    finals: list[str]
+    bests: list[str]
+    seconds: list[str]
+    fresh: dict[str, list[float]]
+    env_steps: set[int]
+
+
+def seed_cells(run_dirs: list[Path], out: Path) -> SeedCells:
+    """The cells of ``run_dirs`` (one a seed; ``(no run)`` where one has no ``result.json``)."""
+    cells = SeedCells([], [], [], {"final_eval": [], "best_eval": []}, set())
+    for run_dir in run_dirs:
+        if read_result(run_dir) is None:
+            cells.finals.append("(no run)")
+            cells.bests.append("-")
+            cells.seconds.append("-")
+            continue
+        row = read_run(run_dir, out)
+        cells.finals.append(_fresh(row.final_eval))
+        cells.bests.append(_fresh(row.best_eval))
+        for key, score in (("final_eval", row.final_eval), ("best_eval", row.best_eval)):
+            if score is not None:
+                cells.fresh[key].append(score.mean)
+        cells.seconds.append("-" if row.seconds is None else f"{row.seconds:.0f}")
+        if row.env_steps is not None:
+            cells.env_steps.add(row.env_steps)
+    return cells
+
+
 def zoo_rows(out: Path, recipes: list[str], seeds: list[int]) -> tuple[list[str], dict]:
     """The recipes' table (Markdown lines) from the runs in ``out``: per seed, env steps to the
     Zoo's score, the best evaluation within the Zoo's budget (with the env steps trained when a

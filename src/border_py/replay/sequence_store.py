@@ -30,21 +30,14 @@ from typing import Any
 import numpy as np
 
 from border_py.replay.chunked import copy_ring
-from border_py.sequences import Sequences
+from border_py.sequences import STORED_SEQUENCE, Sequences
 
 __all__ = ["ROW_COLUMNS", "STEP_COLUMNS", "SequenceStore"]
 
 STEP_COLUMNS = ("obs", "action", "reward")  # stored once per env step
-ROW_COLUMNS = (  # stored per sequence, beside its step ids
-    "state",
-    "burn",
-    "first_prev_action",
-    "first_prev_reward",
-    "ret",
-    "discount",
-    "offset",
-    "mask",
-)
+# stored per sequence, beside its step ids: the rest of a stored sequence but ``present`` (which the
+# step ids stand for)
+ROW_COLUMNS = tuple(c for c in STORED_SEQUENCE if c not in (*STEP_COLUMNS, "present"))
 
 
 class SequenceStore:
