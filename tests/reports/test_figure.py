@@ -122,6 +122,8 @@ def test_a_band_is_clipped_to_the_tasks_returns_and_the_bound_drawn(tmp_path):
     dashed = [line for line in ax.get_lines() if line.get_linestyle() == "--"]
     assert [tuple(line.get_ydata()) for line in dashed] == [(500.0, 500.0)]
     assert "clipped to CartPole-v1's returns, 0 to 500 (dashed)" in _note(fig)
+    # a group of seeds with no override of its own is named by its size, not by a run's dir
+    assert "3 seeds" in _texts(fig) and not any("3 seeds:" in text for text in _texts(fig))
     plot_groups([group], tmp_path / "clipped.png")  # and it saves
     assert (tmp_path / "clipped.png").read_bytes()[:4] == b"\x89PNG"
 

@@ -120,8 +120,10 @@ def _subtitle(groups: list[Group]) -> str:
     """What every run shown shares: the group's or run's overrides, else the common ones."""
     if len(groups) == 1:
         group = groups[0]
-        named = " ".join(group.overrides) or group.runs[0].job
-        return f"run: {named}" if len(group.runs) == 1 else f"{len(group.runs)} seeds: {named}"
+        named = " ".join(group.overrides)
+        if len(group.runs) == 1:
+            return f"run: {named or group.runs[0].job}"
+        return f"{len(group.runs)} seeds: {named}" if named else f"{len(group.runs)} seeds"
     common = shared(g.overrides for g in groups)
     return f"every run: {' '.join(common)}" if common else f"{len(groups)} groups"
 
