@@ -59,6 +59,16 @@ def make_config(tmp_path: Path, *overrides: str):
 
 
 @pytest.fixture
+def one_torch_thread():
+    """One torch thread for the test, as in the trainers' processes (small networks' threads
+    fight on a busy 2-core CPU); tests take it with ``pytest.mark.usefixtures``."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture
 def tiny_config(tmp_path: Path):
     """``tiny_config(*overrides)``: the composed ``train`` config at the :data:`TINY` budget with
     the test's own overrides on top, its run dir ``tmp_path / 'run'``."""

@@ -10,7 +10,6 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
-import torch
 
 from border_py.agents import AgentCheckError, check_agent
 from border_py.agents.check_sequences import collect_sequences, garbled, padded
@@ -49,13 +48,7 @@ CHECKED = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """One torch thread, as in the trainers' processes (an LSTM's threads fight on a busy CPU)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 def cartpole() -> gym.Env:

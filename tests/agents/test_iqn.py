@@ -22,14 +22,7 @@ from border_py.transitions import Transitions
 
 from ..conftest import FEW_FRESH_EVALS, make_config, run_border, scalar_tags
 
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """One torch thread, as in the trainers' processes."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 BOX, TWO = gym.spaces.Box(-1, 1, (3,)), gym.spaces.Discrete(2)

@@ -26,13 +26,7 @@ BURN_IN, LENGTH = 2, 3
 UPDATES = 400
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """One torch thread, as in the trainers' processes."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 def _observations(cue: int) -> np.ndarray:

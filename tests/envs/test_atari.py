@@ -21,14 +21,7 @@ from border_py.runs.checkpoint import load_checkpoint
 
 from ..conftest import FEW_FRESH_EVALS, run_border, scalar_tags
 
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """One torch thread, as in the trainers' processes (CNN forward passes on a shared CPU)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 FIRE = 1  # SpaceInvaders: a constant FIRE scores 5, 10, ..., 30 points per invader

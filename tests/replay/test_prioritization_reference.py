@@ -135,15 +135,6 @@ def test_a_non_finite_error_is_refused_as_before_and_changes_nothing(bad):
     assert prio.max_priority == 1.0
 
 
-@pytest.fixture
-def one_torch_thread():
-    """One torch thread, as in the trainers' processes (and fast on a loaded machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.mark.usefixtures("one_torch_thread")
 def test_a_fed_r2d2_learner_samples_and_learns_as_before():
     """Pushes and prioritized learn steps on two identical learners, one with the reference
