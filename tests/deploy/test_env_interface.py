@@ -233,3 +233,65 @@ def _numpy_policy(out):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.load(out)
+
+
+def _described(**interface) -> dict:
+    """An export's description of CartPole-v1 with ``interface``'s entries in place."""
+    return {
+        "env_interface": {"register": [], "id": "CartPole-v1", "kwargs": {}, "steps": []}
+        | {"register": [], **interface}
+    }
+
+
+def test_a_crafted_description_imports_and_calls_nothing_env_py_does_not_write(tmp_path):
+    """``preprocessing.json`` is data (a pulled export's too): a wrapper step naming another
+    callable, a registration border-py does not write, or a ``module:Env`` id is refused in one
+    line before anything is imported or called; trust lets the user's own through."""
+    from border_py.deploy import plain_env
+
+    victim = tmp_path / "victim"
+    victim.write_text("kept")
+    planted = {"_target_": "logging.basicConfig", "filename": str(victim), "filemode": "w"}
+    crafted = [
+        _described(steps=[{"kind": "env", "op": "wrapper", "args": {**planted, "force": True}}]),
+        _described(id="Unregistered-v0", register=[{"module": "os", "call": "getppid"}]),
+        _described(id="Unregistered-v0", register=[{"module": "minatar.gym", "call": "exit"}]),
+        _described(id="os:Plant-v0"),
+        _described(
+            steps=[
+                {
+                    "kind": "env",
+                    "op": "wrapper",
+                    "args": {
+                        "_target_": "gymnasium.wrappers.RecordVideo",
+                        "video_folder": str(tmp_path / "v"),
+                    },
+                }
+            ]
+        ),
+    ]
+    for described in crafted:
+        with pytest.raises(ValueError, match=r"trust|RecordVideo") as refused:
+            plain_env.make_env(described)
+        assert "\n" not in str(refused.value)
+    assert victim.read_text() == "kept" and not (tmp_path / "v").exists()
+    # gymnasium's own wrappers run without trust; a trusted package's wrapper with it
+    clip = {
+        "kind": "env",
+        "op": "wrapper",
+        "args": {"_target_": "gymnasium.wrappers.ClipReward", "min_reward": 0.0, "max_reward": 0.5},
+    }
+    env = plain_env.make_env(_described(steps=[clip]))
+    env.reset(seed=0)
+    assert env.step(0)[1] == 0.5
+    log = tmp_path / "seeds"
+    own = {
+        "kind": "env",
+        "op": "wrapper",
+        "args": {"_target_": "tests.seed_log.SeedLog", "path": str(log)},
+    }
+    with pytest.raises(ValueError, match="trust"):
+        plain_env.make_env(_described(steps=[own]))
+    assert not log.exists()
+    plain_env.make_env(_described(steps=[own]), trust=("tests",)).reset(seed=7)
+    assert log.read_text() == "7\n"

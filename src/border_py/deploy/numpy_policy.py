@@ -225,10 +225,10 @@ class NumpyPolicy:
         """The export's ``preprocessing.json``."""
         return json.loads((self.path / "preprocessing.json").read_text())
 
-    def make_env(self, render_mode: str | None = None, raw: bool = False) -> Any:
-        """The env ``border eval`` plays, from the export alone: its observations are the
-        network's input; ``raw``: before the trailing steps :meth:`preprocess` applies."""
-        return self.env_py.make_env(self.description, render_mode, raw)
+    def make_env(self, render_mode: str | None = None, raw: bool = False, trust: Any = ()) -> Any:
+        """The env ``border eval`` plays, from the export alone (``raw``: before the steps
+        :meth:`preprocess` applies; ``trust``: packages ``env.py`` may import beyond its own)."""
+        return self.env_py.make_env(self.description, render_mode, raw, tuple(trust))
 
     def preprocess(self, obs: Any, state: Any = None) -> tuple[np.ndarray, Any]:
         """A raw env's observation as the network's input, and the frame stack's state after it

@@ -119,12 +119,54 @@ def preprocess(described: dict[str, Any], obs: Any, state: Any = None) -> tuple[
     return np.asarray(x), state
 
 
-def _register(interface: dict[str, Any]) -> None:
-    """Import the env's package (and call its registration function) as the export says."""
+# What border-py's exports register: each package and the function of it they call (None: its
+# import registers). preprocessing.json is data: anything else it names is imported only when the
+# caller trusts its package (``make_env(..., trust=("my_pkg",))``).
+REGISTRATIONS = {"ale_py": None, "minatar.gym": "register_envs", "popgym": None}
+WRITING_WRAPPERS = ("RecordVideo",)  # gymnasium wrappers that write files where their args say
+
+
+def _trusted(name: str, trust: tuple[str, ...]) -> bool:
+    """Whether the dotted ``name`` lies in a package of ``trust``."""
+    return any(name == t or name.startswith(t + ".") for t in trust)
+
+
+def _register(interface: dict[str, Any], trust: tuple[str, ...]) -> None:
+    """Import the env's package (and call its registration function) as the export says.
+
+    Raises:
+        ValueError: a registration border-py does not write, from a package not trusted.
+    """
     for entry in interface["register"]:
-        module = importlib.import_module(entry["module"])
-        if entry.get("call"):
-            getattr(module, entry["call"])()
+        name, call = str(entry["module"]), entry.get("call")
+        if REGISTRATIONS.get(name, False) != call and not _trusted(name, trust):
+            raise ValueError(
+                f"registration {name}.{call or ''}: not one border-py writes"
+                f" ({sorted(REGISTRATIONS)}); pass trust=('{name.split('.')[0]}',) to run it"
+            )
+        module = importlib.import_module(name)
+        if call:
+            getattr(module, call)()
+
+
+def _wrapper_class(target: str, trust: tuple[str, ...]) -> type:
+    """The wrapper class a ``wrapper`` step names: one of gymnasium's (but those that write
+    files), or one in a trusted package.
+
+    Raises:
+        ValueError: another target, or one that is not a ``gymnasium.Wrapper``.
+    """
+    module, _, name = target.rpartition(".")
+    gymnasium_own = module == "gymnasium.wrappers" and name not in WRITING_WRAPPERS
+    if not (gymnasium_own or _trusted(target, trust)):
+        raise ValueError(
+            f"wrapper {target}: only gymnasium.wrappers.* (but {', '.join(WRITING_WRAPPERS)}) run"
+            f" without trust; pass trust=('{target.split('.')[0]}',) to run it"
+        )
+    cls = getattr(importlib.import_module(module), name)
+    if not (isinstance(cls, type) and issubclass(cls, gym.Wrapper)):
+        raise ValueError(f"wrapper {target}: not a gymnasium.Wrapper")
+    return cls
 
 
 def _box(space: dict[str, Any]) -> gym.spaces.Box:
@@ -196,7 +238,7 @@ class Preprocessed(gym.Wrapper):
         return x, reward, terminated, truncated, info
 
 
-def _wrap(env: gym.Env, step: dict[str, Any]) -> gym.Env:
+def _wrap(env: gym.Env, step: dict[str, Any], trust: tuple[str, ...]) -> gym.Env:
     """``env`` inside one step that is not trailing."""
     op, args = step["op"], dict(step.get("args", {}))
     if op == "atari_preprocessing":
@@ -208,8 +250,7 @@ def _wrap(env: gym.Env, step: dict[str, Any]) -> gym.Env:
     if op == "flicker":
         return Flicker(env, **args)
     if op == "wrapper":
-        module, _, name = args.pop("_target_").rpartition(".")
-        return getattr(importlib.import_module(module), name)(env=env, **args)
+        return _wrapper_class(str(args.pop("_target_")), trust)(env=env, **args)
     if step["kind"] == "observation" and op != "frame_stack":
         space = _box(step["space"])
         return gym.wrappers.TransformObservation(env, lambda obs: _transform(step, obs), space)
@@ -217,23 +258,32 @@ def _wrap(env: gym.Env, step: dict[str, Any]) -> gym.Env:
 
 
 def make_env(
-    described: dict[str, Any], render_mode: str | None = None, raw: bool = False
+    described: dict[str, Any],
+    render_mode: str | None = None,
+    raw: bool = False,
+    trust: tuple[str, ...] = (),
 ) -> gym.Env:
     """The env ``border eval`` plays (its evaluation env), from the export's description alone:
     its observations are the network's input; ``raw``: before the trailing observation steps
-    (:func:`preprocess` applies them).
+    (:func:`preprocess` applies them). The description is data: it imports only the packages
+    border-py registers envs from and gymnasium's own wrappers, unless ``trust`` names more
+    packages (your env's, your wrappers').
 
     Raises:
-        ValueError: an env the export cannot describe (a factory not border-py's own).
+        ValueError: an env the export cannot describe (a factory not border-py's own), or a
+            registration, env id or wrapper from a package not trusted (one line).
     """
     interface = _interface(described)
-    if interface["id"] not in gym.registry:
-        _register(interface)
+    env_id = str(interface["id"])
+    if ":" in env_id and not _trusted(env_id.partition(":")[0], trust):
+        raise ValueError(f"env id {env_id}: imports {env_id.partition(':')[0]}; pass trust=(...)")
+    if env_id not in gym.registry:
+        _register(interface, trust)
     kwargs = dict(interface["kwargs"])
     if render_mode is not None:
         kwargs["render_mode"] = render_mode
     env = gym.make(interface["id"], **kwargs)
     steps, ending = interface["steps"], trailing(described)
     for step in steps[: len(steps) - len(ending)]:
-        env = _wrap(env, step)
+        env = _wrap(env, step, trust)
     return env if raw or not ending else Preprocessed(env, described)
