@@ -97,7 +97,22 @@ def _shapes(path):
     )
 
 
-@pytest.mark.parametrize("plant", [_pickled, _compressed, _huge, _shapes])
+def _declares_terabytes(path):
+    """A small stored archive whose ``timesteps.npy`` header declares 10**13 int64 (73 TiB):
+    numpy allocates what a header says before it reads the data."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<i8", "fortran_order": False, "shape": (10**13,)}
+    )
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr("timesteps.npy", header.getvalue())  # the magic, the header, no data
+        for key, value in (("results", np.zeros((1, 1))), ("ep_lengths", np.zeros((1, 1), int))):
+            member = io.BytesIO()
+            np.save(member, value)
+            archive.writestr(f"{key}.npy", member.getvalue())
+
+
+@pytest.mark.parametrize("plant", [_pickled, _compressed, _huge, _shapes, _declares_terabytes])
 def test_an_unreadable_or_crafted_file_is_not_loaded_and_the_run_goes_on(tmp_path, caplog, plant):
     path = tmp_path / "evaluations.npz"
     plant(path)

@@ -120,7 +120,7 @@ def read_evaluations(path: Path, keep: int) -> Evaluations:
         evaluations = _read(path, keep)
     except FileNotFoundError:
         evaluations = Evaluations()
-    except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+    except (OSError, ValueError, KeyError, MemoryError, zipfile.BadZipFile) as exc:
         log.warning(
             "%s: unreadable (%s); it is written anew from this session's evaluations", path, exc
         )
@@ -151,6 +151,7 @@ def _read(path: Path, keep: int) -> Evaluations:
         with np.load(handle, allow_pickle=False) as npz:
             if any(info.compress_type != zipfile.ZIP_STORED for info in npz.zip.infolist()):
                 raise ValueError("compressed members (border writes them stored)")
+            _check_declared_sizes(npz.zip)
             timesteps, results, lengths = (npz[key] for key in KEYS)
     rows = len(timesteps)
     if not (
@@ -170,3 +171,23 @@ def _read(path: Path, keep: int) -> Evaluations:
             int(timesteps[i]), results[i][played].tolist(), lengths[i][played].tolist()
         )
     return evaluations
+
+
+def _check_declared_sizes(archive: zipfile.ZipFile) -> None:
+    """Refuse a member whose ``.npy`` header declares more data than the member holds (numpy
+    allocates what the header says before it reads: a small file could ask for terabytes).
+
+    Raises:
+        ValueError: a header of another format version, or larger than its member.
+    """
+    for info in archive.infolist():
+        with archive.open(info) as member:
+            version = np.lib.format.read_magic(member)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(member)
+            elif version == (2, 0):
+                shape, _, dtype = np.lib.format.read_array_header_2_0(member)
+            else:
+                raise ValueError(f"{info.filename}: .npy format {version}, not 1.0 or 2.0")
+        if int(np.prod(shape, dtype=object)) * dtype.itemsize > info.file_size:
+            raise ValueError(f"{info.filename}: its header declares {shape}, more than it holds")
