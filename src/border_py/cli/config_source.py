@@ -180,9 +180,8 @@ class ConfigSource:
         top = override.key_or_group.replace("/", ".").split(".")[0]
         command = OTHER_COMMANDS.get(top)
         if command is not None:
-            value = (
-                "<name>" if override.is_sweep_override() else override.get_value_element_as_str()
-            )
+            whole_group = override.key_or_group == top and not override.is_sweep_override()
+            value = override.get_value_element_as_str() if whole_group else "<name>"
             raise ConfigError(
                 f"{text}: {top}/ holds the configs of {command}, not a border train group;"
                 f" run: {command} {value}"
