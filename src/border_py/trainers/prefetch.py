@@ -171,6 +171,7 @@ class Prefetcher:
                     " prioritized batch"
                 )
             pending = self._keep(item.index, item.mark, td_error)
+        self._settle()
         with self.lock:  # the previous step's, unless the thread has written them already
             previous, self._pending = self._pending, pending
             self._write_back(previous)
@@ -180,9 +181,18 @@ class Prefetcher:
     def flush(self) -> None:
         """Write back the priorities still pending (the latest step's), skipping the rows
         overwritten since they were sampled."""
+        self._settle()
         with self.lock:
             pending, self._pending = self._pending, None
             self._write_back(pending)
+
+    def _settle(self) -> None:
+        """Wait for the pending step's TD errors (on CUDA) before the buffer's lock is taken, so
+        that the write-back under it does not hold the learner's pushes while kernels run (a
+        step the other side writes meanwhile has been waited for all the same)."""
+        pending = self._pending
+        if pending is not None and pending.ready is not None:
+            pending.ready.synchronize()
 
     def _write_back(self, pending: Pending | None) -> None:
         """Write ``pending`` (taken from :attr:`_pending` under the lock, still held: each
