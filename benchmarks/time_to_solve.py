@@ -1,18 +1,25 @@
 """Time to solve CartPole-v1 with plain ``border train`` (the looked-up ``dqn_cartpole`` recipe), per
-seed, optionally back to back with Stable-Baselines3's tuned DQN.
+seed, optionally back to back with Stable-Baselines3's DQN; MinAtar Breakout's recipe too.
 
 Each seed runs ``border train seed=<k>`` as a whole process, as a user types it, and reports its
 wall time (start-up, training, the final evaluation and checkpoint, the exit) and, from its
-``result.json``, the env steps and seconds of training to the first 10-episode greedy evaluation
-with ``eval/return_mean >= 475``. With ``--sb3`` (this Python: ``pip install -e ".[bench]"``) or
-``--sb3-python PYTHON`` (a venv of its own) each seed is followed at once by
-``benchmarks/sb3_dqn_cartpole.py`` (RL Zoo's tuned CartPole DQN, stopped at the first evaluation >=
-475), and the last line is the ratio of the median whole-process times. This machine's speed
-drifts: only figures taken in one invocation compare.
+``result.json``, the env steps and seconds of training to the first greedy evaluation with
+``eval/return_mean`` at the target (CartPole's recipe: 10 episodes, 475). With ``--sb3`` (this
+Python: ``pip install -e ".[bench]"``) or ``--sb3-python PYTHON`` (a venv of its own) each seed is
+followed at once by SB3's run as a whole process: ``benchmarks/sb3_dqn_cartpole.py`` (RL Zoo's
+tuned CartPole DQN, stopped at the first evaluation >= 475) by default, and for
+``experiment=dqn_minatar_breakout`` ``benchmarks/sb3_dqn_minatar.py``, SB3's DQN given the recipe
+as composed with the same overrides (its network, batch, replay, warm-up, update and target
+periods, exploration, optimizer, evaluation, target and budget; that Python needs border-py and
+its ``[minatar]`` extra too), whose settings are printed first. Each seed's whole-process ratio,
+border / SB3, follows its two rows (where both reached the target); the last lines are the
+largest of them and the ratio of the median whole-process times. This machine's speed drifts:
+only figures taken in one invocation compare.
 
     python benchmarks/time_to_solve.py --seeds 0 1 2 3 4 --sb3
     python benchmarks/time_to_solve.py --seeds 0 1 2 trainer=serial   # extra Hydra overrides
     python benchmarks/time_to_solve.py --seeds 0 1 2 --target -200 agent=sac env=pendulum
+    python benchmarks/time_to_solve.py --seeds 3 4 5 --sb3 --target 5 experiment=dqn_minatar_breakout
 """
 
 from __future__ import annotations
@@ -48,18 +55,56 @@ def run_border(seed: int, overrides: list[str], tmp: Path) -> dict:
     }
 
 
-def run_sb3(seed: int, python: str) -> dict:
+# The recipes (experiment=, none: CartPole's looked up) of each SB3 baseline: RL Zoo's CartPole DQN,
+# or one that reads the recipe (``--prepare`` it once, ``--config`` each seed)
+CARTPOLE_RECIPES = (None, "dqn_cartpole", "iqn_cartpole")
+RECIPE_BASELINES = {"dqn_minatar_breakout": "sb3_dqn_minatar.py"}
+
+
+def sb3_command(python: str, overrides: list[str], tmp: Path) -> list[str]:
+    """The SB3 baseline's command, less the seed: RL Zoo's CartPole DQN for the CartPole recipes
+    (:data:`CARTPOLE_RECIPES`), else the recipe's own (:data:`RECIPE_BASELINES`) given the recipe
+    as ``overrides`` compose it, prepared here once (its SB3 settings printed).
+
+    Raises:
+        SystemExit: no baseline for the experiment (2), or the baseline refused the recipe (its
+            one-line error, its exit status).
+    """
+    name = next((w.partition("=")[2] for w in overrides if w.startswith("experiment=")), None)
+    if name in CARTPOLE_RECIPES:
+        return [python, str(HERE / "sb3_dqn_cartpole.py")]
+    if name not in RECIPE_BASELINES:
+        known = ", ".join([*CARTPOLE_RECIPES[1:], *RECIPE_BASELINES])
+        print(
+            f"--sb3: no SB3 baseline for experiment={name} (only for none, {known})",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+    script, config = str(HERE / RECIPE_BASELINES[name]), str(tmp / "sb3_recipe.json")
+    done = subprocess.run(
+        [python, script, "--prepare", config, *overrides], capture_output=True, text=True
+    )
+    if done.returncode:
+        print((done.stderr.strip().splitlines() or ["failed"])[-1], file=sys.stderr)
+        raise SystemExit(done.returncode)
+    print(done.stdout.strip().splitlines()[-1], flush=True)
+    return [python, script, "--config", config]
+
+
+def run_sb3(seed: int, command: list[str]) -> dict:
     """One whole SB3 process: its wall time and the JSON line it printed."""
     start = time.perf_counter()
-    out = subprocess.run(
-        [python, str(HERE / "sb3_dqn_cartpole.py"), str(seed)],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+    out = subprocess.run([*command, str(seed)], check=True, capture_output=True, text=True)
     wall = time.perf_counter() - start
     last = out.stdout.strip().splitlines()[-1]
     return {"wall": wall, **json.loads(last.removeprefix("RESULT "))}
+
+
+def wall_ratio(ours: dict, theirs: dict) -> float | None:
+    """border's whole-process time over SB3's for one seed, where both reached the target."""
+    if ours["seconds"] is None or theirs["seconds"] is None:
+        return None
+    return ours["wall"] / theirs["wall"]
 
 
 def _row(name: str, seed: int, r: dict) -> str:
@@ -85,14 +130,19 @@ def main() -> None:
         args.overrides.append(f"trainer.target_return={args.target}")
     ours: list[dict] = []
     theirs: list[dict] = []
+    ratios: dict[str, float | None] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        sb3 = sb3_command(args.sb3_python, args.overrides, Path(tmp)) if args.sb3_python else None
         for seed in args.seeds:
             ours.append(run_border(seed, args.overrides, Path(tmp)))
             print(_row("border", seed, ours[-1]), flush=True)
-            if args.sb3_python:
-                theirs.append(run_sb3(seed, args.sb3_python))
+            if sb3:
+                theirs.append(run_sb3(seed, sb3))
                 print(_row("SB3", seed, theirs[-1]), flush=True)
-    result: dict[str, float | int] = {}
+                ratio = ratios[str(seed)] = wall_ratio(ours[-1], theirs[-1])
+                shown = "not both solved" if ratio is None else f"{ratio:.2f}x"
+                print(f"seed {seed}: whole process, border / SB3: {shown}", flush=True)
+    result: dict[str, object] = {}
     for name, rows in (("border", ours), ("SB3", theirs)):
         if rows:
             solved = sum(r["seconds"] is not None for r in rows)
@@ -101,6 +151,12 @@ def main() -> None:
             result[f"{name.lower()}_median_wall_s"] = round(wall, 2)
             print(f"{name}: solved {solved}/{len(rows)}, median whole process {wall:.1f} s")
     if theirs:
+        both = [round(r, 3) for r in ratios.values() if r is not None]
+        largest = max(both) if len(both) == len(ratios) else None
+        result["wall_ratio_by_seed"] = {k: r and round(r, 3) for k, r in ratios.items()}
+        result["wall_ratio_max"] = largest
+        shown = "a seed not solved by both" if largest is None else f"{largest:.2f}x"
+        print(f"largest per-seed whole-process ratio, border / SB3: {shown}")
         ratio = statistics.median(r["wall"] for r in ours) / statistics.median(
             r["wall"] for r in theirs
         )
