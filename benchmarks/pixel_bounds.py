@@ -9,22 +9,24 @@ the recipe's own components (``build_components``), for ``--seconds``:
 
 - bare learner: opt/s of ``agent.update_tensors`` on one batch of the recipe's size, converted
   beforehand: the update alone;
-- learner: opt/s of ``learn_step`` on the recipe's replay buffer filled with ``--fill`` synthetic
-  transitions of the env's shapes (frames stored once and priorities as the recipe's buffer does):
-  what the learner does per opt step, sampling and priorities included;
+- learner: opt/s of ``learn_step`` on the recipe's replay buffer (prioritized, frames stored once,
+  as the recipe says) filled with ``--fill`` synthetic transitions of the env's shapes: what the
+  learner does per opt step, sampling and priority updates included (not the actors' batches'
+  ingestion: a few transitions per opt step);
 - raw env: env steps/s of the vector env an actor steps (the recipe's backend and preprocessing,
   ``n_envs_per_actor`` envs), random actions, no policy;
 - actor: microseconds per env step of an actor's parts (``async_throughput.actor_breakdown``): the
   policy call on ``n_envs_per_actor`` rows in the layout's ``policy_dtype``, exploration, the vector
-  env's step, the n-step windows.
+  env's step, the n-step windows (not the frame encoding, the actor's priorities or the transport).
 
 Both trainers' gates run ``batch_size / replay_ratio`` env steps per opt step, so the learner
 bounds the env rate at its opt/s times that. The actors bound it at the actor cores over an actor's
 cost per step: with ``trainer=async`` one core per actor, up to every core but the learner's
 (``os.sched_getaffinity``, at least one); with ``trainer=serial`` one process does both, so the
 run's bound is 1 / (1 / learner bound + 1 / actor bound). Then ``border train`` runs the recipe for
-``--env-steps`` (no final evaluation, the recipe's evaluation cadence) and ``pixel_run`` measures its
-steady env and opt steps/s and each process's CPU.
+``--env-steps`` (the warm-up ``--warmup``: the recipe's, 2,000 env steps for Atari), with the
+recipe's evaluation cadence, no final evaluation and at least ``--records`` training records, and
+``pixel_run`` measures its steady env and opt steps/s and each process's CPU.
 
     python benchmarks/pixel_bounds.py --recipe minatar [--seconds 5] [--env-steps 30000] [overrides...]
     python benchmarks/pixel_bounds.py --recipe atari env.backend=envpool actor_manager.policy_dtype=bfloat16
@@ -265,7 +267,7 @@ def report(f: dict[str, Any]) -> None:
     print(
         f"binds: {f['binding']} (learner bound {f['learner_bound_env_steps_per_sec']:,.0f},"
         f" actor bound {f['actor_bound_env_steps_per_sec']:,.0f} env steps/s); {what}:"
-        f" {f['criterion_value']:.2f}x"
+        f" {f['criterion_value']:.2f}x (issue 41 asks >= 0.85x)"
     )
     if f["trainer"] == "serial":
         print(
