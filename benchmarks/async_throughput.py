@@ -19,16 +19,18 @@ Prints three tables:
 
 With ``--atari`` it prints the Atari table instead: frames/s (env steps x frame skip) reaching the
 learner with 1, 2 and 4 actors of ``experiment=dqn_pong_async`` (Nature-CNN policy, preprocessing,
-``--atari-envs-per-actor`` envs per actor), next to one process stepping the same preprocessed
-env with random actions and no policy:
+the recipe's envs per actor and acting precision), next to one process stepping the same
+preprocessed env with random actions and no policy:
 
     python benchmarks/async_throughput.py --atari [--seconds 10] [--atari-envs-per-actor 4] [overrides...]
 
 ``--backend envpool`` (or ``ale_vector``, ``gymnasium_async``) steps the actors' envs with that
-``env.backend``; the raw process stays gymnasium's. ``actor_manager.policy_dtype=bfloat16`` (an
-override) has the actors act in bfloat16. The Atari table ends with one line ``RESULT {json}``:
-``ratio_2_actors_vs_raw`` is the frames/s reaching the learner with 2 actors over the raw
-gymnasium process.
+``env.backend``; the raw process stays gymnasium's. ``--atari-envs-per-actor`` overrides the
+recipe's ``actor_manager.n_envs_per_actor``; the actors act in what the recipe's
+``actor_manager.policy_dtype`` resolves to on this machine (``auto``: bfloat16 on a CPU with AMX;
+an override such as ``actor_manager.policy_dtype=float32`` sets it). The Atari table ends with one
+line ``RESULT {json}``: ``ratio_2_actors_vs_raw`` is the frames/s reaching the learner with 2
+actors over the raw gymnasium process.
 """
 
 from __future__ import annotations
@@ -50,10 +52,13 @@ from border_py.actors.clock import LocalClock
 from border_py.actors.process import ActorSpec, build_sampler
 from border_py.actors.runtime import Launch
 from border_py.agents.dqn import DQN
+from border_py.agents.factory import build_agent
+from border_py.agents.precision import offered_dtypes, resolve_here
 from border_py.config import build, config_dir
 from border_py.overrides import to_plain
 from border_py.runs.settings import RunSettings
 from border_py.trainers.components import build_components
+from border_py.trainers.serial import SerialSettings
 from border_py.transitions import Transitions
 from border_py.transport.batch import ReceivedBatch
 
@@ -150,9 +155,12 @@ def actor_breakdown(config: dict, n_envs: int, steps: int = 3000) -> dict[str, f
     """Microseconds per transition of each part of an actor's vector step, as the sampler runs
     them one after the other (a part's cost includes the cache misses the others leave it): the
     n-step part adds every step and takes once per ``n_buffer`` transitions, as an actor does;
-    None for an agent other than DQN (whose parts these are)."""
+    None for an agent other than DQN (whose parts these are). The policy acts in the run's
+    ``actor_manager.policy_dtype`` as its actors would (``auto`` resolved on this CPU; the serial
+    trainer's actor: float32)."""
     n_buffer = config["actor_manager"]["n_buffer"]
-    dtype = config["actor_manager"]["policy_dtype"]
+    serial = isinstance(build("trainer", config["trainer"]), SerialSettings)
+    dtype = "float32" if serial else config["actor_manager"]["policy_dtype"]
     spec = ActorSpec(0, 0, n_envs, n_buffer, None, dtype, seed=RunSettings.of(config).seed)
     sampler = build_sampler(spec, config, LocalClock())
     agent, env, processor = sampler.agent, sampler.env, sampler.processor
@@ -251,20 +259,23 @@ def atari_section(args: argparse.Namespace) -> None:
     """Atari sampling throughput in frames/s (env steps x frame skip) with 1, 2, 4 actors."""
     backend = [f"env.backend={args.backend}"] if args.backend else []
     config = load_config(["experiment=dqn_pong_async", *backend, *args.overrides])
-    n_envs = args.atari_envs_per_actor
+    n_envs = args.atari_envs_per_actor or config["actor_manager"]["n_envs_per_actor"]
     skip = config["env"]["frame_skip"]
+    factory = build("env", config["env"])
+    setting = config["actor_manager"]["policy_dtype"]
+    dtype = resolve_here(setting, offered_dtypes(build_agent(config, factory.spaces(), "cpu", 0)))
     raw = raw_atari_frames(config, args.seconds)
     print(
         f"\nAtari sampling, {config['env']['id']}, {n_envs} envs per actor, env.backend="
-        f"{config['env'].get('backend', 'gymnasium')}, actors act in"
-        f" {config['actor_manager']['policy_dtype']} (learner only drains)"
+        f"{config['env'].get('backend', 'gymnasium')}, actors act in {dtype}"
+        f" (actor_manager.policy_dtype={setting}; learner only drains)"
     )
     print(f"   raw frames/s, random actions, 1 process, no policy: {raw:,.0f}")
     print(f"   {'n_actors':>8} {'frames/s':>10} {'x raw 1-proc':>13} {'publish->actor ms':>18}")
     result: dict[str, object] = {
         "backend": config["env"].get("backend", "gymnasium"),
         "envs_per_actor": n_envs,
-        "policy_dtype": config["actor_manager"]["policy_dtype"],
+        "policy_dtype": dtype,
         "raw_frames_per_sec": round(raw),
     }
     for n in args.atari_actors:
@@ -283,7 +294,11 @@ def main() -> None:
     parser.add_argument("--opts", type=int, default=3000)
     parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--atari", action="store_true", help="the Atari table (needs [atari])")
-    parser.add_argument("--atari-envs-per-actor", type=int, default=4)
+    parser.add_argument(
+        "--atari-envs-per-actor",
+        type=int,
+        help="envs per actor (default: the recipe's actor_manager.n_envs_per_actor)",
+    )
     parser.add_argument("--atari-actors", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument(
         "--backend",

@@ -8,17 +8,19 @@ import time
 
 import psutil
 import pytest
+import torch
 
 from border_py import train
 from border_py.actors.ray.session import LOCAL, leave, start_local_ray
 from border_py.actors.runtime import Actors
+from border_py.agents.inference import native_bfloat16
 from border_py.config import build
 from border_py.errors import ConfigError
 from border_py.overrides import to_plain
 from border_py.runs.settings import RunSettings
 from border_py.trainers.components import build_components
 
-from ..conftest import FEW_FRESH_EVALS, make_config
+from ..conftest import FEW_FRESH_EVALS, make_config, scalar_tags
 from .test_ray_cli import beyond_loopback, listening
 
 ray = pytest.importorskip("ray", reason="the [ray] extra is not installed")
@@ -234,3 +236,32 @@ def test_actors_beyond_eight_per_cluster_cpu_are_refused_before_any_starts(tmp_p
     assert backend._remote is None and backend.alive() == 0  # no actor was started
     backend.stop()
     assert ray.is_initialized()  # the caller's Ray is left as it was
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_policy_dtype_auto_is_decided_by_each_ray_actors_own_cpu(tmp_path, monkeypatch):
+    pytest.importorskip("minatar")
+    native = native_bfloat16()  # the node's CPU: this machine's, in the Ray workers
+    # the learner's CPU says the opposite: the actors act as their own CPU says, not as it does
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {} if native else {"amx_bf16": True})
+    cfg = make_config(
+        tmp_path,
+        *SMALL,
+        "env=minatar",
+        "agent._target_=tests.actors.test_policy_dtype.ReportingDQN",
+        "actor_manager.n_actors=1",
+        "trainer.max_opts=100",
+        "trainer.eval_interval=100",
+        "trainer.record_interval=25",
+    )
+    summary = train(cfg)
+    expected = "bfloat16" if native else "float32"
+    assert summary["policy_dtype"] == expected
+    run = tmp_path / "run"
+    acted = [value for _, value in scalar_tags(run)["test/acting_bfloat16"]]
+    assert acted and set(acted) == {float(native)}  # the actor's own word, with every batch
+    log = (run / "train.log").read_text()
+    assert "acting in bfloat16 on nodes whose CPU has AMX bfloat16 units, float32 on the" in log
+    assert "actor 0 (incarnation 0) runs on node" in log
+    assert f"), acting in {expected}\n" in log

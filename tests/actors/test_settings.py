@@ -37,7 +37,8 @@ def test_an_incarnation_continues_its_slot_with_its_own_epsilons():
     assert spec.policy_dtype == "bfloat16"  # what build_sampler applies (local and Ray actors)
     default = actor_settings().spec(0, ActorRecord(), seed=0)
     assert default.epsilons is None  # the agent's own schedule
-    assert default.policy_dtype == "float32"
+    assert default.policy_dtype == "auto"  # as set: a runtime passes what it resolved
+    assert settings.spec(1, record, seed=7, policy_dtype="float32").policy_dtype == "float32"
 
 
 def test_a_resumed_start_continues_the_saved_slots_and_starts_an_added_one_afresh():

@@ -46,6 +46,7 @@ class InlineActors:
     def start(self, launch: Launch) -> None:
         """Build the envs (a resumed run's replay their saved episodes: :meth:`restore`)."""
         config, agent = launch.config, launch.agent
+        self.records[0].policy_dtype = "float32"  # it acts with the learner's own network
         epsilons = self.settings.epsilons(n_actors=1)[0]
         if epsilons is not None:
             if not isinstance(agent, FixedEpsilon):  # refused earlier, in build_components

@@ -28,6 +28,7 @@ from border_py.actors.runtime import Deliver, Launch, accounting_of, slots_state
 from border_py.actors.sampler import sampler_options
 from border_py.actors.settings import ActorSettings
 from border_py.agents.base import Agent, RecurrentActing
+from border_py.agents.precision import for_local_actors
 from border_py.config import is_int, require
 from border_py.processes.children import (
     Context,
@@ -162,6 +163,7 @@ class LocalActors:
         settings, n = self.settings, self.settings.n_actors
         ctx = self._ctx = settings.context()
         self._config, self._seed = launch.config, launch.seed
+        self._dtype, acting = for_local_actors(settings.policy_dtype, launch.agent)
         if n > (cores := usable_cores()):
             log.warning(
                 "%d actors on %d CPU cores: actors, learner and evaluator share them (the actors"
@@ -183,13 +185,14 @@ class LocalActors:
         self._running = [None] * n
         for index in range(n):
             self._spawn(index)
-        log.info("started %d actors x %d envs", n, settings.n_envs_per_actor)
+        log.info("started %d actors x %d envs, acting in %s", n, settings.n_envs_per_actor, acting)
 
     def _spawn(self, index: int) -> None:
         assert self._ctx is not None
         record = self.records[index]
         record.begin_incarnation()
-        spec = self.settings.spec(index, record, self._seed)
+        spec = self.settings.spec(index, record, self._seed, self._dtype)
+        record.policy_dtype = spec.policy_dtype
         notices_r, notices_w = self._ctx.Pipe(duplex=False)
         credits_r, credits_w = self._ctx.Pipe(duplex=False)
         shared = (self.weights, self.heartbeats, self.stopping, self.clock.slot(index))

@@ -28,6 +28,7 @@ from border_py.actors.sampler import Sampler, SampleStats, sampler_options
 from border_py.agents.base import ActingPrecision, Agent, FixedEpsilon
 from border_py.agents.contract import failure_report
 from border_py.agents.factory import build_agent
+from border_py.agents.precision import offered_dtypes, resolve_here
 from border_py.envs.factory import build_env_factory
 from border_py.processes.children import init_child
 from border_py.processes.supervision import Heartbeats
@@ -55,7 +56,8 @@ class ActorSpec:
         epsilons: a fixed exploration epsilon per env (Ape-X), None: the agent's own schedule
             (at the run's env steps: :mod:`border_py.actors.clock`).
         policy_dtype: the precision the actor acts in (:class:`~border_py.agents.base.
-            ActingPrecision`).
+            ActingPrecision`): ``float32``, ``bfloat16``, or ``auto``, which the actor resolves
+            on its own CPU (:func:`~border_py.agents.precision.resolve_here`).
         seed: the run's root seed (the actor's agent and envs derive theirs from it).
     """
 
@@ -201,10 +203,11 @@ def build_sampler(spec: ActorSpec, config: dict[str, Any], clock: RunClock) -> S
         if not isinstance(agent, FixedEpsilon):
             raise TypeError(f"{type(agent).__name__} cannot fix its epsilon (set_epsilon)")
         agent.set_epsilon(np.asarray(spec.epsilons))
-    if spec.policy_dtype != "float32":
+    dtype = resolve_here(spec.policy_dtype, offered_dtypes(agent))
+    if dtype != "float32":
         if not isinstance(agent, ActingPrecision):  # refused earlier, in build_components
-            raise TypeError(f"{type(agent).__name__} cannot act in {spec.policy_dtype}")
-        agent.set_acting_dtype(spec.policy_dtype)
+            raise TypeError(f"{type(agent).__name__} cannot act in {dtype}")
+        agent.set_acting_dtype(dtype)
     return Sampler(
         env_factory,
         agent,

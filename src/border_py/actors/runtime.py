@@ -34,6 +34,7 @@ __all__ = [
     "Launch",
     "accounting_of",
     "env_steps_per_batch",
+    "policy_dtype_of",
     "slots_state",
 ]
 
@@ -63,6 +64,7 @@ class ActorRecord:
     env_steps: int = 0  # env steps received from this slot (all incarnations and sessions)
     said_bye: bool = False
     incarnation_error: str | None = None  # the exception the current incarnation reported
+    policy_dtype: str | None = None  # what the current incarnation acts in (None: not known yet)
 
     def state(self) -> dict[str, Any]:
         """What a resumed run carries over (plain data)."""
@@ -230,6 +232,16 @@ def accounting_of(
         "dropped": sum(r.dropped for r in records),
         "received_total": sum(r.received for r in [*records, *kept]),
     }
+
+
+def policy_dtype_of(records: Sequence[ActorRecord]) -> str | None:
+    """The precision a session's actors acted in (``result.json``'s ``policy_dtype``): float32 or
+    bfloat16 when every actor that said acted in it, ``mixed`` when they differ (Ray actors on
+    nodes with and without AMX: the log's line of each says which), None when none said."""
+    found = {r.policy_dtype for r in records if r.policy_dtype is not None}
+    if not found:
+        return None
+    return found.pop() if len(found) == 1 else "mixed"
 
 
 def slots_state(records: Sequence[ActorRecord], kept: Sequence[ActorRecord]) -> dict[str, Any]:

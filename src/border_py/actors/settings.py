@@ -21,7 +21,7 @@ import gymnasium as gym
 from border_py.actors.process import ActorSpec
 from border_py.actors.runtime import ActorRecord, Actors
 from border_py.agents.base import Agent
-from border_py.agents.inference import ACTING_DTYPES
+from border_py.agents.precision import POLICY_DTYPES
 from border_py.config import fraction, non_negative, positive, require
 from border_py.errors import ConfigError
 from border_py.processes.children import Context, forkserver_context
@@ -63,10 +63,12 @@ class ActorSettings:
         max_restarts: restarts allowed per actor (and for the evaluator) before the run aborts.
         heartbeat_timeout: seconds an actor (or the evaluator) may stay silent (an env whose
             ``step`` never returns, a deadlock) before it is killed and restarted.
-        policy_dtype: the precision actors act in: ``float32``, or ``bfloat16`` for agents that
-            offer it (DQN with a CNN torso: :class:`~border_py.agents.inference.ConvInference`):
-            on CPUs with AMX, 2.4x faster for Pong's Nature CNN and 1.4x for MinAtar's network.
-            The learner, its updates and the evaluator stay float32.
+        policy_dtype: the precision actors act in: ``auto`` (bfloat16 where the agent offers it
+            and the actors' CPU has AMX bfloat16 units, float32 elsewhere and in the serial
+            trainer: :mod:`border_py.agents.precision`), ``float32``, or ``bfloat16`` for agents
+            that offer it (DQN with a CNN torso: :class:`~border_py.agents.inference.
+            ConvInference`): on CPUs with AMX, 2.4x faster for Pong's Nature CNN and 1.4x for
+            MinAtar's network. The learner, its updates and the evaluator stay float32.
     """
 
     n_actors: int
@@ -98,8 +100,8 @@ class ActorSettings:
         self.heartbeat_timeout = float(self.heartbeat_timeout)
         require(
             "policy_dtype",
-            self.policy_dtype in ACTING_DTYPES,
-            " or ".join(repr(d) for d in ACTING_DTYPES),
+            self.policy_dtype in POLICY_DTYPES,
+            f"one of {', '.join(POLICY_DTYPES)}",
             self.policy_dtype,
         )
 
@@ -113,16 +115,20 @@ class ActorSettings:
         flat = apex_epsilons(n * k, self.apex_eps, self.apex_alpha)
         return [flat[i * k : (i + 1) * k] for i in range(n)]
 
-    def spec(self, index: int, record: ActorRecord, seed: int) -> ActorSpec:
+    def spec(
+        self, index: int, record: ActorRecord, seed: int, policy_dtype: str | None = None
+    ) -> ActorSpec:
         """What starts the current incarnation of actor ``index`` (``record``: the slot's
-        counters; ``seed``: the run's root seed): its envs, batch size and exploration."""
+        counters; ``seed``: the run's root seed): its envs, batch size and exploration, and the
+        precision it acts in (``policy_dtype``, the setting resolved by the runtime: see
+        :mod:`border_py.agents.precision`; None: the setting as it is)."""
         return ActorSpec(
             index=index,
             incarnation=record.incarnation,
             n_envs=self.n_envs_per_actor,
             n_buffer=self.n_buffer,
             epsilons=self.epsilons()[index],
-            policy_dtype=self.policy_dtype,
+            policy_dtype=self.policy_dtype if policy_dtype is None else policy_dtype,
             seed=seed,
         )
 

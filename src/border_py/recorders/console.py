@@ -125,6 +125,7 @@ SUMMARY_KEYS = {
     "accounting",
     "restarts",
     "sample_unit",
+    "policy_dtype",
 }
 
 # The actors' accounting (Actors.accounting) in words: of transitions, or of a recurrent agent's
@@ -180,10 +181,11 @@ def summary_table(summary: Mapping[str, Any]) -> str:
     """A run summary (what ``train`` returns) as a short aligned table for the log.
 
     Rows: returns of the selection evaluations (best, final, mean, the objective), the final
-    evaluations on fresh episodes (``final_eval``, ``best_eval``), steps (opt with their rate, env, samples),
-    time and how the run ended, when the target was reached, the actors' accounting and
-    restarts; keys absent from ``summary`` (the serial trainer has no samples or actors) are
-    left out, and unknown keys get a row of their own. The samples and the accounting are
+    evaluations on fresh episodes (``final_eval``, ``best_eval``), steps (opt with their rate,
+    env, samples), time and how the run ended, when the target was reached, the actors'
+    accounting, restarts and the precision they acted in (``policy_dtype``); keys absent from
+    ``summary`` (the serial trainer has no samples or actors) are left out, and unknown keys get
+    a row of their own. The samples and the accounting are
     transitions, or what ``sample_unit`` names (``sequences``: a recurrent agent's run), which
     then names them.
     """
@@ -227,6 +229,8 @@ def summary_table(summary: Mapping[str, Any]) -> str:
         rows.append((str(unit), _accounting(summary["accounting"])))
     if "restarts" in summary:
         rows.append(("restarts", _count(summary["restarts"])))
+    if summary.get("policy_dtype"):
+        rows.append(("acted in", str(summary["policy_dtype"])))
     rows += [(key, _inline(value)) for key, value in summary.items() if key not in SUMMARY_KEYS]
     width = max(len(label) for label, _ in rows)
     return "\n".join(f"{label:<{width}}  {value}" for label, value in rows)

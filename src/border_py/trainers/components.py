@@ -14,7 +14,6 @@ import gymnasium as gym
 from border_py.actors.runtime import Launch
 from border_py.actors.settings import ActorSettings
 from border_py.agents.base import (
-    ActingPrecision,
     Agent,
     FixedEpsilon,
     RecurrentActing,
@@ -24,6 +23,7 @@ from border_py.agents.base import (
 from border_py.agents.factory import build_agent
 from border_py.agents.footprint import Footprint, check_agent_memory
 from border_py.agents.inference import native_bfloat16
+from border_py.agents.precision import offered_dtypes
 from border_py.config import build, coerce_counts, is_int, require, resolve_target
 from border_py.envs.factory import GymEnvFactory, build_env_factory
 from border_py.errors import ConfigError
@@ -214,8 +214,11 @@ def reclaimed_nbytes(run: RunSettings, kept: int, each: int, best: int) -> int:
 
 def check_policy_dtype(agent: Agent, dtype: str) -> None:
     """Refuse an acting precision the agent cannot act in; warn of bfloat16 on a CPU without AMX
-    (where local actors would be no faster, or slower, than in float32)."""
-    dtypes = agent.acting_dtypes() if isinstance(agent, ActingPrecision) else ("float32",)
+    (where local actors would be no faster, or slower, than in float32). ``auto`` fits every
+    agent (the actors' runtime resolves it: :mod:`border_py.agents.precision`)."""
+    if dtype == "auto":
+        return
+    dtypes = offered_dtypes(agent)
     require(
         "actor_manager.policy_dtype",
         dtype in dtypes,

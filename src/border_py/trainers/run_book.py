@@ -327,11 +327,12 @@ class RunBook:
         run)."""
         if table:
             rows = Table(title="actors")
-            for column in ("actor", "samples", "episodes", "mean return", "restarts"):
+            for column in ("actor", "samples", "episodes", "mean return", "restarts", "acted in"):
                 rows.add_column(column, justify="right")
             for i, r in enumerate(records):
                 mean = format_number(r.return_sum / r.episodes) if r.episodes else "-"
-                rows.add_row(str(i), str(r.received), str(r.episodes), mean, str(r.restarts))
+                dtype = r.policy_dtype or "-"
+                rows.add_row(str(i), str(r.received), str(r.episodes), mean, str(r.restarts), dtype)
             console = Console(file=io.StringIO(), width=80)
             console.print(rows)
             log.info("\n%s", console.file.getvalue().rstrip())  # type: ignore[attr-defined]

@@ -124,8 +124,9 @@ class SerialSettings(LoopSettings):
         return batch_size / self.replay_ratio
 
     def check_components(self, parts: Components) -> None:
-        """Refuse another acting precision: the in-process actor acts with the learner's agent."""
-        if parts.actors.policy_dtype != "float32":
+        """Refuse another acting precision: the in-process actor acts with the learner's agent
+        (``auto`` is float32 here)."""
+        if parts.actors.policy_dtype not in ("auto", "float32"):
             raise ConfigError(
                 f"actor_manager.policy_dtype={parts.actors.policy_dtype!r}: only actor processes"
                 " (trainer=async) act in another precision; the serial trainer acts with the"

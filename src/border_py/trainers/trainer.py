@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from border_py.actors.runtime import policy_dtype_of
 from border_py.agents.base import RecurrentActing
 from border_py.callbacks import Callbacks
 from border_py.processes.signals import StopSignals
@@ -154,6 +155,7 @@ class Trainer:
             "interrupted": status == "interrupted",
             "accounting": wiring.actors.accounting(),
             "restarts": wiring.actors.restarts() + wiring.evaluation.restarts(),
+            "policy_dtype": policy_dtype_of(wiring.actors.records),
         }
         if isinstance(parts.agent, RecurrentActing):  # its actors send (and count) sequences
             summary["sample_unit"] = "sequences"

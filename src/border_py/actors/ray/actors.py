@@ -27,6 +27,7 @@ from border_py.actors.ray.session import check_address, connect, leave
 from border_py.actors.ray.worker import SamplerActor
 from border_py.actors.runtime import Deliver, Launch, accounting_of, slots_state
 from border_py.actors.settings import ActorSettings
+from border_py.agents.precision import for_ray_actors
 from border_py.config import positive, require
 from border_py.resources import actors_per_core, usable_cores
 from border_py.transport.weights import RayWeights
@@ -136,6 +137,7 @@ class RayActors:
 
         settings, n = self.settings, self.settings.n_actors
         self._config, self._seed = launch.config, launch.seed
+        self._dtype, acting = for_ray_actors(settings.policy_dtype, launch.agent)
         self._env_steps = launch.env_steps  # the run's, received: where new calls explore from
         self._calls = Calls(n, launch.env_steps_per_batch(settings.n_buffer))
         self.nodes = [None] * n
@@ -148,11 +150,12 @@ class RayActors:
             self._spawn(index)
         self._top_up()
         log.info(
-            "started %d Ray actors x %d envs (%g CPU each, %s)",
+            "started %d Ray actors x %d envs (%g CPU each, %s), acting in %s",
             n,
             settings.n_envs_per_actor,
             cpu,
             strategy,
+            acting,
         )
 
     def _spawn(self, index: int) -> None:
@@ -161,7 +164,7 @@ class RayActors:
 
         record = self.records[index]
         record.begin_incarnation()
-        spec = self.settings.spec(index, record, self._seed)
+        spec = self.settings.spec(index, record, self._seed, self._dtype)
         handle = self._remote.options(
             num_cpus=self.settings.num_cpus_per_actor,
             scheduling_strategy=PlacementGroupSchedulingStrategy(
@@ -219,15 +222,10 @@ class RayActors:
         delivered = 0
         for call, result in self._calls.results(index, here):
             if not call.sample:
-                node_id, ip = result
+                node_id, ip, record.policy_dtype = result  # auto: as the node's CPU decided
                 self.nodes[index] = node_id
-                log.info(
-                    "actor %d (incarnation %d) runs on node %s (%s)",
-                    index,
-                    record.incarnation,
-                    node_id[:12],
-                    ip,
-                )
+                where = f"node {node_id[:12]} ({ip}), acting in {record.policy_dtype}"
+                log.info("actor %d (incarnation %d) runs on %s", index, record.incarnation, where)
                 continue
             record.count(result)
             self._env_steps += result.env_steps

@@ -15,6 +15,7 @@ from typing import Any
 from border_py.actors.clock import LocalClock
 from border_py.actors.process import ActorSpec, build_sampler
 from border_py.actors.sampler import Sampler, SampleStats
+from border_py.agents.precision import resolve_on_cpu
 from border_py.processes.children import one_thread_each
 from border_py.transport.batch import ReceivedBatch
 from border_py.transport.weights import PolicyWeights
@@ -47,11 +48,14 @@ class SamplerActor:
         self.sent = 0
         self.idle_since: float | None = None
 
-    def node(self) -> tuple[str, str]:
-        """(node id, node IP address) of the Ray node this actor runs on."""
+    def node(self) -> tuple[str, str, str]:
+        """(node id, node IP address, the precision this actor acts in) of the Ray node this
+        actor runs on: ``policy_dtype=auto`` is decided by this node's CPU, as the sampler
+        decides it (:func:`~border_py.actors.process.build_sampler`)."""
         import ray
 
-        return ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
+        node_id, ip = ray.get_runtime_context().get_node_id(), ray.util.get_node_ip_address()
+        return node_id, ip, resolve_on_cpu(self.spec.policy_dtype)
 
     def sample(self, weights: PolicyWeights | None, position: int) -> ReceivedBatch:
         """Load ``weights`` (None: keep the current ones), sample one batch exploring from the
