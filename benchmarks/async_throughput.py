@@ -151,6 +151,17 @@ def sampling_rate(config: dict, n_actors: int, n_envs: int, seconds: float) -> t
     return rate, 1000 * statistics.median(latencies) if latencies else float("nan")
 
 
+def acting_dtype(config: dict) -> str:
+    """The precision this machine's actors of ``config`` act in: ``actor_manager.policy_dtype``
+    resolved for its agent and this CPU (``auto``: bfloat16 with AMX); float32 in the serial
+    trainer, whose actor acts with the learner's network."""
+    if isinstance(build("trainer", config["trainer"]), SerialSettings):
+        return "float32"
+    factory = build("env", config["env"])
+    agent = build_agent(config, factory.spaces(), "cpu", 0)
+    return resolve_here(config["actor_manager"]["policy_dtype"], offered_dtypes(agent))
+
+
 def actor_breakdown(config: dict, n_envs: int, steps: int = 3000) -> dict[str, float] | None:
     """Microseconds per transition of each part of an actor's vector step, as the sampler runs
     them one after the other (a part's cost includes the cache misses the others leave it): the
@@ -261,9 +272,8 @@ def atari_section(args: argparse.Namespace) -> None:
     config = load_config(["experiment=dqn_pong_async", *backend, *args.overrides])
     n_envs = args.atari_envs_per_actor or config["actor_manager"]["n_envs_per_actor"]
     skip = config["env"]["frame_skip"]
-    factory = build("env", config["env"])
     setting = config["actor_manager"]["policy_dtype"]
-    dtype = resolve_here(setting, offered_dtypes(build_agent(config, factory.spaces(), "cpu", 0)))
+    dtype = acting_dtype(config)
     raw = raw_atari_frames(config, args.seconds)
     print(
         f"\nAtari sampling, {config['env']['id']}, {n_envs} envs per actor, env.backend="

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from async_throughput import actor_breakdown, load_config, random_actions
+from async_throughput import acting_dtype, actor_breakdown, load_config, random_actions
 from cli_args import parse_with_overrides
 from learner_pipeline import opts_per_second
 from pixel_run import ROLES, RunFigures, run_train, steady_figures
@@ -152,7 +152,7 @@ def stages(config: dict, args: argparse.Namespace) -> dict[str, Any]:
         "trainer": "serial" if serial else "async",
         "n_actors": 1 if serial else layout["n_actors"],
         "n_envs_per_actor": n_envs,
-        "policy_dtype": layout["policy_dtype"],
+        "policy_dtype": acting_dtype(config),
         "backend": config["env"].get("backend", "gymnasium"),
         "cores": cores,
         "actor_cores": actor_cores,

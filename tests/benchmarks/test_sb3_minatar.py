@@ -43,17 +43,17 @@ def test_sb3_is_given_the_recipes_numbers(baseline):
     settings = baseline.sb3_settings(config)
     envs = build_env_factory(config)
     model = baseline.build_model(settings, envs.make(training=True), seed=0)
-    # the recipe: lr 2.5e-4, batch 32, replay 100k, warm-up 5000, batch / replay_ratio = 32 / 8 = 4
-    # env steps per opt step, a target copy every 250 opt steps = 1000 env steps, epsilon 1 -> 0.1
-    # over 100k of the 200k env steps, 3-step returns, clip 10, Adam's eps 1e-8
+    # the recipe: lr 2.5e-4, batch 32, replay 100k, warm-up 5000, batch / replay_ratio = 32 / 2 =
+    # 16 env steps per opt step, a target copy every 250 opt steps = 4000 env steps, epsilon 1 ->
+    # 0.1 over 100k of the 500k env steps, 3-step returns, clip 10, Adam's eps 1e-8
     assert (model.learning_rate, model.batch_size, model.buffer_size) == (2.5e-4, 32, 100_000)
     assert (model.learning_starts, model.gamma, model.n_steps) == (5000, 0.99, 3)
-    assert model.train_freq == TrainFreq(4, TrainFrequencyUnit.STEP)
-    assert (model.gradient_steps, model.target_update_interval) == (1, 1000)
+    assert model.train_freq == TrainFreq(16, TrainFrequencyUnit.STEP)
+    assert (model.gradient_steps, model.target_update_interval) == (1, 4000)
     assert isinstance(model.replay_buffer, NStepReplayBuffer)
     assert (model.replay_buffer.n_steps, model.replay_buffer.gamma) == (3, 0.99)
     epsilon = model.exploration_schedule  # of the run's remaining share
-    assert [epsilon(1 - steps / 200_000) for steps in (0, 50_000, 100_000, 150_000)] == (
+    assert [epsilon(1 - steps / 500_000) for steps in (0, 50_000, 100_000, 150_000)] == (
         pytest.approx([1.0, 0.55, 0.1, 0.1])
     )
     assert model.max_grad_norm == 10.0 and not model.policy.normalize_images
@@ -63,7 +63,7 @@ def test_sb3_is_given_the_recipes_numbers(baseline):
     assert {
         k: settings[k] for k in ("total_timesteps", "eval_every", "eval_episodes", "target")
     } == {
-        "total_timesteps": 200_000,
+        "total_timesteps": 500_000,
         "eval_every": 10_000,
         "eval_episodes": 20,
         "target": 5,
@@ -89,7 +89,7 @@ def test_sb3_is_given_the_recipes_numbers(baseline):
     [
         (["trainer.replay_ratio=16"], 2, 1, 500),  # 2 env steps per opt step
         (["trainer.replay_ratio=64"], 1, 2, 125),  # 2 opt steps per env step
-        (["trainer.replay_ratio=null", "trainer.opt_interval=1"], 1, 1, 250),
+        (["trainer=serial", "trainer.replay_ratio=null", "trainer.opt_interval=1"], 1, 1, 250),
     ],
 )
 def test_the_update_and_target_periods_follow_the_recipe(
