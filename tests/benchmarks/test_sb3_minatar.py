@@ -43,13 +43,13 @@ def test_sb3_is_given_the_recipes_numbers(baseline):
     settings = baseline.sb3_settings(config)
     envs = build_env_factory(config)
     model = baseline.build_model(settings, envs.make(training=True), seed=0)
-    # the recipe: lr 2.5e-4, batch 32, replay 100k, warm-up 5000, batch / replay_ratio = 32 / 2 =
-    # 16 env steps per opt step, a target copy every 250 opt steps = 4000 env steps, epsilon 1 ->
+    # the recipe: lr 2.5e-4, batch 64, replay 100k, warm-up 5000, batch / replay_ratio = 64 / 2 =
+    # 32 env steps per opt step, a target copy every 250 opt steps = 8000 env steps, epsilon 1 ->
     # 0.1 over 100k of the 500k env steps, 3-step returns, clip 10, Adam's eps 1e-8
-    assert (model.learning_rate, model.batch_size, model.buffer_size) == (2.5e-4, 32, 100_000)
+    assert (model.learning_rate, model.batch_size, model.buffer_size) == (2.5e-4, 64, 100_000)
     assert (model.learning_starts, model.gamma, model.n_steps) == (5000, 0.99, 3)
-    assert model.train_freq == TrainFreq(16, TrainFrequencyUnit.STEP)
-    assert (model.gradient_steps, model.target_update_interval) == (1, 4000)
+    assert model.train_freq == TrainFreq(32, TrainFrequencyUnit.STEP)
+    assert (model.gradient_steps, model.target_update_interval) == (1, 8000)
     assert isinstance(model.replay_buffer, NStepReplayBuffer)
     assert (model.replay_buffer.n_steps, model.replay_buffer.gamma) == (3, 0.99)
     epsilon = model.exploration_schedule  # of the run's remaining share
@@ -87,8 +87,8 @@ def test_sb3_is_given_the_recipes_numbers(baseline):
 @pytest.mark.parametrize(
     ("overrides", "train_freq", "gradient_steps", "target_period"),
     [
-        (["trainer.replay_ratio=16"], 2, 1, 500),  # 2 env steps per opt step
-        (["trainer.replay_ratio=64"], 1, 2, 125),  # 2 opt steps per env step
+        (["trainer.replay_ratio=16"], 4, 1, 1000),  # batch 64: 4 env steps per opt step
+        (["trainer.replay_ratio=128"], 1, 2, 125),  # 2 opt steps per env step
         (["trainer=serial", "trainer.replay_ratio=null", "trainer.opt_interval=1"], 1, 1, 250),
     ],
 )
@@ -104,8 +104,8 @@ def test_the_update_and_target_periods_follow_the_recipe(
 @pytest.mark.parametrize(
     ("overrides", "key"),
     [
-        (["trainer.replay_ratio=10"], "trainer.replay_ratio"),  # 3.2 env steps per opt step
-        (["trainer.replay_ratio=64", "agent.target_update_interval=3"], "agent.target_update"),
+        (["trainer.replay_ratio=10"], "trainer.replay_ratio"),  # 6.4 env steps per opt step
+        (["trainer.replay_ratio=128", "agent.target_update_interval=3"], "agent.target_update"),
         (["agent.dueling=true"], "agent.dueling"),
         (["agent.loss=mse"], "agent.loss"),
         (["agent.tau=0.005"], "agent.tau"),
