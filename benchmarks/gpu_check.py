@@ -19,6 +19,11 @@ Five parts, printed as they finish and written to ``--out`` (JSON), then one ``R
    ``--minutes``, then a Ctrl-C: frames/s (4 per env step), opt/s and the evaluation returns over
    time. The actors act in ``--policy-dtype`` (``auto``: bfloat16 where the CPU has AMX, else
    float32; ``actor_manager.policy_dtype``).
+6. **bounds**: part 5's layout taken apart as ``benchmarks/pixel_bounds.py`` does it, with the
+   learner on ``--device``: the bare and the fed (``learn_step``) learner's opt/s, one actor's
+   microseconds per env step on the CPU (policy, exploration, env, n-step) and the raw env rate,
+   the learner-bound and actor-bound env steps/s they imply, which binds, and part 5's figures
+   against them: where the time of the first run on a GPU machine goes.
 
 Exit status 1 when a gpu test fails or the training run fails.
 """
@@ -220,18 +225,30 @@ TINY_PONG = [  # a smoke run on CPU: the same code path at a size CI can afford
 ]
 
 
+def pong_actors(tiny: bool) -> int:
+    """Part 5's actor processes: all cores but two (one when tiny)."""
+    return 1 if tiny else max(1, (os.cpu_count() or 4) - 2)
+
+
+def pong_layout(device: str, tiny: bool, policy_dtype: str) -> list[str]:
+    """Part 5's overrides: the Pong recipe on ``device`` with :func:`pong_actors` actors acting in
+    ``policy_dtype``."""
+    actors = pong_actors(tiny)
+    return [
+        *("experiment=dqn_pong_async", f"device={device}", f"actor_manager.n_actors={actors}"),
+        f"actor_manager.policy_dtype={policy_dtype}",
+        *(TINY_PONG if tiny else []),
+    ]
+
+
 def pong(
     device: str, seconds: float, tiny: bool, run_dir: Path, policy_dtype: str
 ) -> dict[str, Any]:
     """Part 5 (with part 4): train ``experiment=dqn_pong_async`` for ``seconds`` with actors
     acting in ``policy_dtype``, then stop it as a Ctrl-C does; its throughput, evaluations and
     GPU utilisation."""
-    actors = 1 if tiny else max(1, (os.cpu_count() or 4) - 2)
-    args = [
-        *("experiment=dqn_pong_async", f"device={device}", f"actor_manager.n_actors={actors}"),
-        f"actor_manager.policy_dtype={policy_dtype}",
-        *(f"run_dir={run_dir}", "progress=false", *(TINY_PONG if tiny else [])),
-    ]
+    actors = pong_actors(tiny)
+    args = [*pong_layout(device, tiny, policy_dtype), f"run_dir={run_dir}", "progress=false"]
     command = [sys.executable, "-m", "border_py.cli", "train", *args]
     log = (run_dir.parent / "pong.log").open("w")
     gpu = (torch.device(device).index or 0) if device.startswith("cuda") else 0
@@ -290,6 +307,41 @@ def _median(values: list[float]) -> float | None:
     return float(np.median(values)) if values else None
 
 
+# -- 6. bounds ---------------------------------------------------------------------------------
+
+
+def bounds(device: str, tiny: bool, policy_dtype: str, run: dict[str, Any]) -> dict[str, Any]:
+    """Part 6: part 5's layout taken apart by :func:`pixel_bounds.stages` (the learner on
+    ``device``, the actors' parts on this CPU), and part 5's ``run`` against those bounds."""
+    from async_throughput import load_config  # benchmarks/: this script's folder
+    from pixel_bounds import stages
+
+    config = load_config(pong_layout(device, tiny, policy_dtype))
+    sizes = argparse.Namespace(seconds=0.3 if tiny else 5.0, fill=2000 if tiny else 20_000)
+    f = stages(config, sizes)
+    figures = {
+        k: f[k]
+        for k in (
+            "actor_cores",
+            "n_envs_per_actor",
+            "policy_dtype",
+            "bare_opt_per_sec",
+            "learner_opt_per_sec",
+            "raw_env_steps_per_sec",
+            "actor_us_per_step",
+            "learner_bound_env_steps_per_sec",
+            "actor_bound_env_steps_per_sec",
+            "binding",
+        )
+    }
+    frames, opts = run.get("frames_per_sec"), run.get("opt_per_sec")
+    env = None if frames is None else frames / FRAME_SKIP
+    figures["run_env_steps_per_sec"], figures["run_opt_per_sec"] = env, opts
+    figures["run_opt_vs_bare"] = None if opts is None else opts / f["bare_opt_per_sec"]
+    figures["run_env_vs_bound"] = None if env is None else env / f["bound_env_steps_per_sec"]
+    return figures
+
+
 # -- the command -------------------------------------------------------------------------------
 
 
@@ -325,6 +377,7 @@ def main() -> int:
         seconds = 90.0 if args.tiny else args.minutes * 60  # tiny: its own budget ends it
         run_dir = Path(tmp) / "run"
         part("pong", lambda: pong(args.device, seconds, args.tiny, run_dir, args.policy_dtype))
+    part("bounds", lambda: bounds(args.device, args.tiny, args.policy_dtype, figures["pong"]))
     figures["gpu_tests_ok"] = figures["gpu_tests"]["exit_code"] == 0
     figures["pong_ok"] = figures["pong"]["exit_code"] in (0, 130) and bool(
         figures["pong"]["opt_per_sec"]

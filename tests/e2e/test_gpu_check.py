@@ -45,3 +45,12 @@ def test_gpu_check_runs_on_cpu_at_its_tiny_size(tmp_path):
     assert pong["policy_dtype"] == ("bfloat16" if native_bfloat16() else "float32")
     assert [e["opt_steps"] for e in pong["evaluations"]][:2] == [100, 200]
     assert pong["gpu_utilisation"]["samples"] == 0  # no nvidia-smi here
+    bounds = figures["bounds"]  # part 5's layout taken apart (pixel_bounds' stages)
+    assert bounds["binding"] in ("learner", "actors") and bounds["actor_cores"] == 1
+    assert bounds["policy_dtype"] == pong["policy_dtype"]
+    for key in ("bare_opt_per_sec", "learner_opt_per_sec", "raw_env_steps_per_sec"):
+        assert bounds[key] > 0
+    assert bounds["run_env_steps_per_sec"] == pytest.approx(pong["frames_per_sec"] / 4)
+    assert bounds["run_opt_vs_bare"] == pytest.approx(
+        pong["opt_per_sec"] / bounds["bare_opt_per_sec"]
+    )
