@@ -61,7 +61,7 @@ def test_pixel_bounds_runs_at_its_tiny_size():
     result = json.loads(lines[-1].removeprefix("RESULT "))
     assert {k: result[k] for k in POSITIVE if not result[k] > 0} == {}
     assert result["experiment"] == "dqn_minatar_breakout" and result["trainer"] == "async"
-    assert result["env_steps_per_opt"] == 4  # batch 32 / replay ratio 8
+    assert result["env_steps_per_opt"] == 32  # batch 64 / replay ratio 2
     learner, actors = (result[f"{k}_bound_env_steps_per_sec"] for k in ("learner", "actor"))
     assert result["bound_env_steps_per_sec"] == pytest.approx(min(learner, actors), rel=1e-3)
     assert result["binding"] == ("learner" if learner < actors else "actors")

@@ -151,7 +151,7 @@ def test_the_driver_refuses_before_any_run(words, expected):
 @pytest.mark.slow
 def test_the_driver_runs_both_to_per_seed_ratios():
     tiny = [
-        "trainer.max_env_steps=500",
+        "trainer.max_env_steps=2000",  # room for the evaluation at 500 to come back (async)
         "trainer.warmup_period=100",
         "trainer.eval_env_interval=500",
         "trainer.eval_episodes=1",
@@ -168,9 +168,10 @@ def test_the_driver_runs_both_to_per_seed_ratios():
     lines = done.stdout.strip().splitlines()
     settings = json.loads(lines[0].removeprefix("SETTINGS "))  # the overrides reached SB3
     budget = (settings["total_timesteps"], settings["eval_every"], settings["eval_episodes"])
-    assert budget == (500, 500, 1) and settings["target"] == 0
+    assert budget == (2000, 500, 1) and settings["target"] == 0
     assert settings["dqn"]["learning_starts"] == 100
-    assert lines[1].startswith("border seed 3:     500 env steps")
+    border_row = lines[1].split()  # its first evaluation's, at or after 500 (async: in flight)
+    assert border_row[:3] == ["border", "seed", "3:"] and int(border_row[3]) >= 500
     assert lines[2].startswith("SB3    seed 3:     500 env steps")
     result = json.loads(lines[-1].removeprefix("RESULT "))
     ratio = result["wall_ratio_by_seed"]["3"]
