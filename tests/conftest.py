@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psutil
@@ -85,6 +86,16 @@ def run_border(args: list[str], cwd: Path, timeout: float = 240, env: dict | Non
     return subprocess.run(
         [*BORDER, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env
     )
+
+
+def run_borders(
+    calls: list[list[str]], cwd: Path, timeout: float = 240, env: dict | None = None
+) -> list[subprocess.CompletedProcess]:
+    """:func:`run_border` of each of ``calls``, two at a time, the results in the calls' order.
+    Each call is mostly one core's work (its imports and checks, or a serial run) and CI's machine
+    has two: for calls that neither write nor lock what another one reads."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(lambda args: run_border(args, cwd, timeout, env), calls))
 
 
 def scalar_tags(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
