@@ -166,16 +166,46 @@ def in_one_process(items: list[dict], cwd: Path, env: dict[str, str]) -> list[di
     return json.loads(out.stdout)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("chain", RUN, ids=lambda chain: chain[0].name)
-def test_a_run_block_runs_at_a_tiny_budget(chain: list[Block], tmp_path):
-    cwd = a_block_dir(tmp_path / "block")
-    with BorderLines(cwd, tmp_path / "border.log") as lines:
-        for block in chain:  # a block and the blocks that continue it, in one directory
+def run_chain(chain: list[Block], root: Path) -> None:
+    """Run a block and the blocks that continue it in one directory under ``root``."""
+    cwd = a_block_dir(root / "block")
+    with BorderLines(cwd, root / "border.log") as lines:
+        for block in chain:
             if block.lang == "python":
                 run_python(block, cwd)
             else:
                 run_bash(block, cwd, lines)
+
+
+@pytest.fixture(scope="module")
+def ran_chains(request, tmp_path_factory) -> dict[str, Exception | None]:
+    """The chains of the run blocks this session selected, run two at a time (a chain is mostly
+    one process's work at its tiny budget, and CI's machine has two cores), each in a dir of its
+    own: the name of its first block -> what it raised (its test raises it again), or None."""
+    selected = {
+        item.callspec.id
+        for item in request.session.items
+        if getattr(item, "originalname", None) == "test_a_run_block_runs_at_a_tiny_budget"
+    }
+    chains = [chain for chain in RUN if chain[0].name in selected]
+
+    def run(chain: list[Block]) -> Exception | None:
+        try:
+            run_chain(chain, tmp_path_factory.mktemp("chain"))
+        except Exception as exc:  # raised again by the chain's own test
+            return exc
+        return None
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip((chain[0].name for chain in chains), pool.map(run, chains), strict=True))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chain", RUN, ids=lambda chain: chain[0].name)
+def test_a_run_block_runs_at_a_tiny_budget(chain: list[Block], ran_chains):
+    error = ran_chains[chain[0].name]
+    if error is not None:
+        raise error
 
 
 def test_a_block_that_continues_runs_after_the_one_before_it(tmp_path):
