@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import FEW_FRESH_EVALS, run_border
+from ..conftest import FEW_FRESH_EVALS, run_border, selected_cases, two_at_a_time
 
 AGENT = '''
 """LinearQ: a linear Q-function learned by semi-gradient TD, epsilon-greedy."""
@@ -165,10 +165,31 @@ def records(folder: Path) -> list[dict]:
     return found
 
 
+@pytest.fixture(scope="module")
+def written_from_scratch(request, tmp_path_factory) -> dict[tuple[str, str], Exception | None]:
+    """:func:`train_resume_eval` of every selected (way, trainer), two at a time: what each
+    raised."""
+    test = "test_an_agent_written_from_scratch_trains_resumes_and_evaluates"
+    cases = [(case["way"], case["trainer"]) for case in selected_cases(request, test)]
+    errors = two_at_a_time(
+        lambda case: train_resume_eval(tmp_path_factory.mktemp("from_scratch"), *case), cases
+    )
+    return dict(zip(cases, errors, strict=True))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("trainer", list(TRAINERS))
 @pytest.mark.parametrize("way", list(WAYS))
-def test_an_agent_written_from_scratch_trains_resumes_and_evaluates(tmp_path, way, trainer):
+def test_an_agent_written_from_scratch_trains_resumes_and_evaluates(
+    written_from_scratch, way, trainer
+):
+    if (error := written_from_scratch[(way, trainer)]) is not None:
+        raise error
+
+
+def train_resume_eval(tmp_path: Path, way: str, trainer: str) -> None:
+    """Train the user's agent chosen ``way`` in ``trainer``, resume it with a changed key, and
+    evaluate it, in ``tmp_path``: each process builds it with exactly the keys it was given."""
     record = tmp_path / "records"
     record.mkdir()
     env = {"PYTHONPATH": on_path(user_package(tmp_path / "src")), "LINEAR_Q_RECORD": str(record)}
@@ -249,12 +270,31 @@ BROKEN = {  # how act breaks, the line that says so (the agent's class, what it 
 }
 
 
+@pytest.fixture(scope="module")
+def broken_acts(request, tmp_path_factory) -> dict[tuple[str, str], Exception | None]:
+    """:func:`train_a_broken_act` of every selected (trainer, breaks), two at a time: what each
+    raised."""
+    test = "test_an_act_that_breaks_the_protocol_fails_in_one_line_naming_the_agent"
+    cases = [(case["trainer"], case["breaks"]) for case in selected_cases(request, test)]
+    errors = two_at_a_time(
+        lambda case: train_a_broken_act(tmp_path_factory.mktemp("broken"), *case), cases
+    )
+    return dict(zip(cases, errors, strict=True))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("trainer", list(TRAINERS))
 @pytest.mark.parametrize("breaks", list(BROKEN))
 def test_an_act_that_breaks_the_protocol_fails_in_one_line_naming_the_agent(
-    tmp_path, trainer, breaks
+    broken_acts, trainer, breaks
 ):
+    if (error := broken_acts[(trainer, breaks)]) is not None:
+        raise error
+
+
+def train_a_broken_act(tmp_path: Path, trainer: str, breaks: str) -> None:
+    """Train an agent whose act ``breaks`` the protocol in ``trainer``, in ``tmp_path``: the run
+    fails in one line that names the agent and what it returned."""
     env = {"PYTHONPATH": on_path(user_package(tmp_path / "src"))}
     choose = ["agent=custom", "agent._target_=my_agents.BadActions", f"+agent.breaks={breaks}"]
     run_dir = tmp_path / "run"

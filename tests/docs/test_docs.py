@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ..conftest import run_border
+from ..conftest import run_border, selected_cases, two_at_a_time
 from .blocks import (
     REPO,
     TINY,
@@ -179,25 +179,13 @@ def run_chain(chain: list[Block], root: Path) -> None:
 
 @pytest.fixture(scope="module")
 def ran_chains(request, tmp_path_factory) -> dict[str, Exception | None]:
-    """The chains of the run blocks this session selected, run two at a time (a chain is mostly
-    one process's work at its tiny budget, and CI's machine has two cores), each in a dir of its
-    own: the name of its first block -> what it raised (its test raises it again), or None."""
-    selected = {
-        item.callspec.id
-        for item in request.session.items
-        if getattr(item, "originalname", None) == "test_a_run_block_runs_at_a_tiny_budget"
-    }
-    chains = [chain for chain in RUN if chain[0].name in selected]
-
-    def run(chain: list[Block]) -> Exception | None:
-        try:
-            run_chain(chain, tmp_path_factory.mktemp("chain"))
-        except Exception as exc:  # raised again by the chain's own test
-            return exc
-        return None
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(zip((chain[0].name for chain in chains), pool.map(run, chains), strict=True))
+    """The chains of the run blocks this session selected, run two at a time (tests/conftest.py
+    ``two_at_a_time``), each in a dir of its own: the name of its first block -> what it raised."""
+    chains = [
+        case["chain"] for case in selected_cases(request, "test_a_run_block_runs_at_a_tiny_budget")
+    ]
+    errors = two_at_a_time(lambda chain: run_chain(chain, tmp_path_factory.mktemp("chain")), chains)
+    return dict(zip((chain[0].name for chain in chains), errors, strict=True))
 
 
 @pytest.mark.slow
