@@ -54,9 +54,10 @@ SHORT = [
 )
 def test_a_stopped_and_resumed_r2d2_run_continues_as_the_uninterrupted_one(tmp_path, replay):
     full = tmp_path / "full"
-    train(make_config(full, *SHORT, *replay, "trainer.max_opts=450"))
+    train(make_config(full, *SHORT, *replay, "trainer.max_opts=300"))
     part = tmp_path / "part"
-    train(make_config(part, *SHORT, *replay, "trainer.max_opts=300"))  # mid-episode
+    # mid-episode: 850 env steps, 425 on each of the 2 envs, whose episodes last 51 steps
+    train(make_config(part, *SHORT, *replay, "trainer.max_opts=150"))
     saved = load_checkpoint(part / "run")
     sampler = saved.state.actors["sampler"]
     assert set(sampler["sequences"]) == {"memory", "prev_action", "prev_reward", "windows"}
@@ -66,9 +67,9 @@ def test_a_stopped_and_resumed_r2d2_run_continues_as_the_uninterrupted_one(tmp_p
     if ring:  # fewer steps than the sequences' present indices: shared by key
         assert len(stored["step_obs"]) < int(stored["row_at"].size)
     resumed = train(
-        make_config(part, "resume=" + str(part / "run")), overrides=["trainer.max_opts=450"]
+        make_config(part, "resume=" + str(part / "run")), overrides=["trainer.max_opts=300"]
     )
-    assert resumed["opt_steps"] == 450
+    assert resumed["opt_steps"] == 300
     policy = load_policy(part / "run")  # its predict carries the state (tests/deploy)
     assert policy.predict(policy.make_env().reset(seed=0)[0], deterministic=True)[1].h.shape[0] == 1
     for tag in ("train/loss", "train/q_mean", "eval/return_mean", "train/epsilon"):
