@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import FEW_FRESH_EVALS, run_border, selected_cases, two_at_a_time
+from ..conftest import FEW_FRESH_EVALS, run_border, run_borders, selected_cases, two_at_a_time
 
 AGENT = '''
 """LinearQ: a linear Q-function learned by semi-gradient TD, epsilon-greedy."""
@@ -252,16 +252,16 @@ def test_a_target_override_of_dqn_fails_in_one_line_and_writes_nothing(tmp_path)
 def test_a_config_dir_is_validated_like_the_shipped_configs(tmp_path):
     conf = user_package(tmp_path / "src") / "my_agents" / "conf"
     env = {"PYTHONPATH": on_path(tmp_path / "src")}
-    out = run_border(["train", "--config-dir", str(conf), "agent=linear_qq"], tmp_path, env=env)
+    given = ["train", "--config-dir", str(conf)]
+    out, shown = run_borders(
+        [[*given, "agent=linear_qq"], [*given, "agent=linear_q", "--cfg", "job"]], tmp_path, env=env
+    )
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
         "border: error: agent=linear_qq: unknown option of config group 'agent' (did you mean"
         " 'linear_q'?); choose from: custom, dqn, iqn, linear_q, r2d2, sac"
     ]
-    out = run_border(
-        ["train", "--config-dir", str(conf), "agent=linear_q", "--cfg", "job"], tmp_path, env=env
-    )
-    assert out.returncode == 0 and "_target_: my_agents.LinearQ" in out.stdout, out.stderr
+    assert shown.returncode == 0 and "_target_: my_agents.LinearQ" in shown.stdout, shown.stderr
 
 
 BROKEN = {  # how act breaks, the line that says so (the agent's class, what it returned, expected)
