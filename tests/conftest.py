@@ -6,7 +6,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -85,6 +88,45 @@ def run_border(args: list[str], cwd: Path, timeout: float = 240, env: dict | Non
     return subprocess.run(
         [*BORDER, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env
     )
+
+
+def run_borders(
+    calls: list[list[str]], cwd: Path, timeout: float = 240, env: dict | None = None
+) -> list[subprocess.CompletedProcess]:
+    """:func:`run_border` of each of ``calls``, two at a time, the results in the calls' order.
+    Each call is mostly one core's work (its imports and checks, or a serial run) and CI's machine
+    has two: for calls that neither write nor lock what another one reads."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(lambda args: run_border(args, cwd, timeout, env), calls))
+
+
+def selected_cases(request: pytest.FixtureRequest, test: str) -> list[dict]:
+    """The parameters of the items of the test function ``test`` (in the requesting fixture's
+    module) that this session runs, in their order."""
+    return [
+        item.callspec.params
+        for item in request.session.items
+        if isinstance(item, pytest.Function)
+        and item.module is request.module
+        and item.originalname == test
+    ]
+
+
+def two_at_a_time(work: Callable[[Any], object], cases: list) -> list[Exception | None]:
+    """``work(case)`` for each of ``cases``, two at a time, and what each raised (None: nothing),
+    in the cases' order. For a parametrized test whose cases are each mostly one process's work
+    (its imports, a serial run at a tiny budget; CI's machine has two cores) and share nothing: a
+    module fixture runs them, and each case's test raises what its own work raised."""
+
+    def attempt(case: object) -> Exception | None:
+        try:
+            work(case)
+        except Exception as exc:  # raised again by the case's own test
+            return exc
+        return None
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(attempt, cases))
 
 
 def scalar_tags(run_dir: Path) -> dict[str, list[tuple[int, float]]]:

@@ -1,6 +1,7 @@
 """``border train actor_manager=ray`` as a user runs it: one-line errors for bad keys and a missing
-cluster, Ctrl-C with a local Ray (final checkpoint, nothing left), a crashing env (restarts, then
-a one-line abort). Each run starts and stops its own local Ray."""
+cluster, Ctrl-C and SIGTERM with a local Ray (final checkpoint, nothing left; until then every
+socket of the run listens on the loopback interface only), a crashing env (restarts, then a
+one-line abort). Each run starts and stops its own local Ray."""
 
 from __future__ import annotations
 
@@ -243,9 +244,14 @@ def test_a_stop_signal_stops_gracefully_with_a_final_checkpoint_and_no_ray_proce
     """Ctrl-C (SIGINT to the process group), SIGTERM to border alone (``kill``: ``ray.init``
     replaces the SIGTERM handler, border must have its own back) and SIGTERM to border then its
     group (``timeout``, a scheduler: the local Ray's processes, in sessions of their own, must not
-    end under the graceful stop)."""
+    end under the graceful stop). Until the signal, every TCP socket that a process of the run
+    (border, the local Ray's GCS, raylet, agents, workers, the actors) listens on, looked at every
+    half second from the start until at least three looks after the actors were seen, is on
+    127.0.0.1."""
     marker, ray_tmp = ray_run
     run = tmp_path / "run"
+    seen: set[tuple[str, str]] = set()
+    looks_with_actors = 0  # a worker's title (ray::IDLE, then ray::SamplerActor...) read anew
     proc = _start(
         [
             "train",
@@ -265,12 +271,21 @@ def test_a_stop_signal_stops_gracefully_with_a_final_checkpoint_and_no_ray_proce
         ray_up = False
         while time.monotonic() < deadline:
             log = run / "train.log"
-            names = [" ".join(p.cmdline()) for p in left_behind(marker, ray_tmp)]
-            ray_up = any("raylet" in n for n in names) and any("SamplerActor" in n for n in names)
-            if ray_up and log.is_file() and "opt 100 |" in log.read_text():
+            running = left_behind(marker, ray_tmp)
+            seen |= set(listening(running))
+            names = []
+            for process in running:
+                with contextlib.suppress(psutil.Error):
+                    names.append(" ".join(process.cmdline()))
+            actors = any("SamplerActor" in n for n in names)
+            looks_with_actors += actors
+            ray_up = any("raylet" in n for n in names) and actors
+            opt_100 = log.is_file() and "opt 100 |" in log.read_text()
+            if ray_up and looks_with_actors >= 3 and opt_100:
                 break
             time.sleep(0.5)
         assert ray_up, "the local Ray and its actors never ran"
+        assert looks_with_actors >= 3, looks_with_actors
         if stop == "ctrl-c":
             os.killpg(proc.pid, signal.SIGINT)  # the terminal signals the whole group
         else:
@@ -293,6 +308,8 @@ def test_a_stop_signal_stops_gracefully_with_a_final_checkpoint_and_no_ray_proce
     acc = result["summary"]["accounting"]
     assert acc["sent"] == acc["received"] > 0 and result["summary"]["restarts"] == 0
     assert "stopped the local Ray" in (run / "train.log").read_text()
+    assert {"gcs_server", "raylet"} <= {name for name, _ in seen}, seen  # seen listening
+    assert beyond_loopback(sorted(seen)) == []
     _gone(marker, ray_tmp, 10)
 
 
@@ -338,41 +355,4 @@ def test_a_crashing_env_restarts_its_actor_then_aborts_in_one_line(tmp_path, ray
         " traceback"
     ), output[-3000:]
     assert "stopped the local Ray" in log
-    _gone(marker, ray_tmp, 10)
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(150)
-def test_a_local_ray_listens_on_the_loopback_interface_only(tmp_path, ray_run):
-    """Every TCP socket that a process of the run (border, the local Ray's GCS, raylet, agents,
-    workers, the actors) listens on, looked at every half second from the start until three
-    looks after the actors were seen: 127.0.0.1. Then Ctrl-C."""
-    marker, ray_tmp = ray_run
-    run = tmp_path / "run"
-    proc = _start(
-        ["train", *LOCAL, "trainer.max_opts=1000000", f"run_dir={run}"], tmp_path, marker, ray_tmp
-    )
-    seen: set[tuple[str, str]] = set()
-    looks_with_actors = 0  # a worker's title (ray::IDLE, then ray::SamplerActor...) read anew
-    try:
-        deadline = time.monotonic() + 100
-        while proc.poll() is None and looks_with_actors < 3 and time.monotonic() < deadline:
-            running = left_behind(marker, ray_tmp)
-            seen |= set(listening(running))
-            titles = []
-            for process in running:
-                with contextlib.suppress(psutil.Error):
-                    titles.append(" ".join(process.cmdline()))
-            looks_with_actors += any("SamplerActor" in title for title in titles)
-            time.sleep(0.5)
-        os.killpg(proc.pid, signal.SIGINT)
-        output, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-    assert looks_with_actors == 3, output
-    assert proc.returncode == 130, output
-    assert {"gcs_server", "raylet"} <= {name for name, _ in seen}, seen  # seen listening
-    assert beyond_loopback(sorted(seen)) == []
     _gone(marker, ray_tmp, 10)

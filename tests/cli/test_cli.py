@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from ..conftest import FEW_FRESH_EVALS, run_border, scalar_tags
+from ..conftest import FEW_FRESH_EVALS, run_border, run_borders, scalar_tags
 
 SHORT = [
     "experiment=none",  # the command line under test, not the recipe the lookup would add
@@ -124,7 +124,7 @@ def test_multirun_runs_every_job_in_the_sweep_dir(tmp_path):
 
 @pytest.mark.slow
 def test_bad_input_fails_fast_with_one_line_and_writes_nothing(tmp_path):
-    for args, key in (
+    cases = [
         (["agent=nope"], "agent=nope"),
         (["agent.lr=-1"], "agent.lr=-1"),
         (["env=gym", "env.id=NoSuchEnv-v0"], "env.id='NoSuchEnv-v0'"),
@@ -133,9 +133,10 @@ def test_bad_input_fails_fast_with_one_line_and_writes_nothing(tmp_path):
             ["trainer=serial", "trainer.max_env_steps=300", "trainer.warmup_period=1000"],
             "trainer.warmup_period=1000: must be below trainer.max_env_steps=300",
         ),
-    ):
-        out = run_border(["train", *args], tmp_path, timeout=60)
-        assert out.returncode == 2
+    ]
+    outs = run_borders([["train", *args] for args, _ in cases], tmp_path, timeout=60)
+    for (args, key), out in zip(cases, outs, strict=True):
+        assert out.returncode == 2, (args, out.stderr)
         lines = out.stderr.strip().splitlines()
         assert len(lines) == 1 and key in lines[0], out.stderr
     assert not (tmp_path / "outputs").exists()
@@ -158,21 +159,25 @@ def without_ale_py(tmp_path):
 
 @pytest.mark.slow
 def test_cfg_info_and_help_never_build_an_env(tmp_path):
-    env = without_ale_py(tmp_path)
-    out = run_border(["train", "experiment=dqn_pong_async"], tmp_path, env=env)
-    assert out.returncode == 2 and "Atari needs the atari extra" in out.stderr  # the shim works
-    out = run_border(["train", "experiment=dqn_pong_async", "--cfg", "job"], tmp_path, env=env)
-    assert out.returncode == 0, out.stderr
-    assert "id: ALE/Pong-v5" in out.stdout and "_target_: border_py.agents.dqn.DQN" in out.stdout
-    out = run_border(["train", "experiment=dqn_pong_async", "--info", "config"], tmp_path, env=env)
-    assert out.returncode == 0 and "id: ALE/Pong-v5" in out.stdout, out.stderr
-    out = run_border(["train", "experiment=dqn_pong_async", "--help"], tmp_path, env=env)
-    assert out.returncode == 0 and "id: ALE/Pong-v5" in out.stdout, out.stderr
-    out = run_border(  # keys and options are still checked
-        ["train", "--cfg", "job", "experiment=dqn_pong_async", "agent.lrr=1"], tmp_path, env=env
+    pong = ["train", "experiment=dqn_pong_async"]
+    trained, cfg, info, shown, checked = run_borders(
+        [
+            pong,
+            [*pong, "--cfg", "job"],
+            [*pong, "--info", "config"],
+            [*pong, "--help"],
+            ["train", "--cfg", "job", "experiment=dqn_pong_async", "agent.lrr=1"],  # still checked
+        ],
+        tmp_path,
+        env=without_ale_py(tmp_path),
     )
-    assert out.returncode == 2
-    assert out.stderr.strip().splitlines() == [
+    assert trained.returncode == 2 and "Atari needs the atari extra" in trained.stderr  # the shim
+    assert cfg.returncode == 0, cfg.stderr
+    assert "id: ALE/Pong-v5" in cfg.stdout and "_target_: border_py.agents.dqn.DQN" in cfg.stdout
+    assert info.returncode == 0 and "id: ALE/Pong-v5" in info.stdout, info.stderr
+    assert shown.returncode == 0 and "id: ALE/Pong-v5" in shown.stdout, shown.stderr
+    assert checked.returncode == 2
+    assert checked.stderr.strip().splitlines() == [
         "border: error: agent.lrr: unknown key 'lrr' in agent (did you mean 'lr'?);"
         " border_py.agents.dqn.DQN takes: hidden_sizes, network, dueling, lr, adam_eps, gamma, n_step,"
         " batch_size, double_dqn, loss, max_grad_norm, target_update_interval, tau, eps_start,"

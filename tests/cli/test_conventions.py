@@ -3,12 +3,15 @@ looked up), and the line that says a looked-up recipe is in what ``--help``/``--
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+
 import pytest
 import yaml
 
 from border_py import __version__
 
-from ..conftest import run_border
+from ..conftest import run_border, run_borders
 
 NOTE = (
     "border: recipe {} applied (looked up by agent={}, env.id={}); values below include it;"
@@ -30,8 +33,8 @@ def test_the_top_level_help_names_the_version_flag(tmp_path):
 
 @pytest.mark.slow
 def test_hydra_help_prints_hydras_help_with_the_completion_commands(tmp_path):
-    for args in (["--hydra-help"], ["--hydra-help", "agent=sac", "hydra.job.chdir=false"]):
-        out = run_border(["train", *args], tmp_path, timeout=120)
+    calls = [["--hydra-help"], ["--hydra-help", "agent=sac", "hydra.job.chdir=false"]]
+    for out in run_borders([["train", *args] for args in calls], tmp_path, timeout=120):
         assert out.returncode == 0, out.stderr
         assert out.stdout.startswith("Hydra (1.3.") and out.stderr == ""
         assert 'eval "$(border train -sc install=bash)"' in out.stdout
@@ -39,12 +42,23 @@ def test_hydra_help_prints_hydras_help_with_the_completion_commands(tmp_path):
     assert not (tmp_path / "outputs").exists()
 
 
+INFO = ["all", "config", "defaults", "defaults-tree", "plugins", "searchpath"]
+
+
+@pytest.fixture(scope="module")
+def info_shown(tmp_path_factory) -> tuple[Path, dict[str, subprocess.CompletedProcess]]:
+    """The dir of ``border train --info <what>`` of every ``what`` in :data:`INFO`, run two at a
+    time, and what each printed."""
+    cwd = tmp_path_factory.mktemp("info")
+    outs = run_borders([["train", "--info", what] for what in INFO], cwd, timeout=120)
+    return cwd, dict(zip(INFO, outs, strict=True))
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "what", ["all", "config", "defaults", "defaults-tree", "plugins", "searchpath"]
-)
-def test_info_works_beside_the_looked_up_recipe(tmp_path, what):
-    out = run_border(["train", "--info", what], tmp_path, timeout=120)
+@pytest.mark.parametrize("what", INFO)
+def test_info_works_beside_the_looked_up_recipe(info_shown, what):
+    cwd, shown = info_shown
+    out = shown[what]
     assert out.returncode == 0, out.stderr
     assert out.stderr.splitlines() == [NOTE.format("dqn_cartpole", "dqn", "CartPole-v1")]
     if what in ("all", "defaults"):
@@ -57,42 +71,55 @@ def test_info_works_beside_the_looked_up_recipe(tmp_path, what):
         assert "BashCompletion" in out.stdout
     if what == "searchpath":
         assert "pkg://hydra.conf" in out.stdout
-    assert not (tmp_path / "outputs").exists()
+    assert not (cwd / "outputs").exists()
 
 
 @pytest.mark.slow
 def test_info_with_a_recipe_named_looked_up_by_task_or_none(tmp_path):
-    out = run_border(["train", "--info"], tmp_path, timeout=120)  # --info alone: all
-    assert out.returncode == 0 and "experiment/dqn_cartpole" in out.stdout, out.stderr
-    out = run_border(["train", "--info", "experiment=dqn_acrobot"], tmp_path)  # all, too
-    assert out.returncode == 0 and out.stderr == "", out.stderr
-    assert "Defaults List" in out.stdout and "experiment/dqn_acrobot" in out.stdout
-    out = run_border(["train", "--info", "config", "experiment=dqn_cartpole"], tmp_path)
-    assert out.returncode == 0 and out.stderr == "", out.stderr  # named: nothing looked up
-    assert "max_env_steps: 50000" in out.stdout
-    out = run_border(["train", "--info", "defaults", "env=gym", "env.id=Acrobot-v1"], tmp_path)
-    assert out.returncode == 0, out.stderr
-    assert out.stderr.splitlines() == [NOTE.format("dqn_acrobot", "dqn", "Acrobot-v1")]
-    assert "experiment/dqn_acrobot" in out.stdout
-    out = run_border(["train", "--info", "defaults", "experiment=none"], tmp_path)
-    assert out.returncode == 0 and out.stderr == "", out.stderr
-    assert "experiment/none" in out.stdout and "dqn_cartpole" not in out.stdout
+    alone, acrobot, named, looked_up, none = run_borders(
+        [
+            ["train", "--info"],  # --info alone: all
+            ["train", "--info", "experiment=dqn_acrobot"],  # all, too
+            ["train", "--info", "config", "experiment=dqn_cartpole"],
+            ["train", "--info", "defaults", "env=gym", "env.id=Acrobot-v1"],
+            ["train", "--info", "defaults", "experiment=none"],
+        ],
+        tmp_path,
+        timeout=120,
+    )
+    assert alone.returncode == 0 and "experiment/dqn_cartpole" in alone.stdout, alone.stderr
+    assert acrobot.returncode == 0 and acrobot.stderr == "", acrobot.stderr
+    assert "Defaults List" in acrobot.stdout and "experiment/dqn_acrobot" in acrobot.stdout
+    assert named.returncode == 0 and named.stderr == "", named.stderr  # named: nothing looked up
+    assert "max_env_steps: 50000" in named.stdout
+    assert looked_up.returncode == 0, looked_up.stderr
+    assert looked_up.stderr.splitlines() == [NOTE.format("dqn_acrobot", "dqn", "Acrobot-v1")]
+    assert "experiment/dqn_acrobot" in looked_up.stdout
+    assert none.returncode == 0 and none.stderr == "", none.stderr
+    assert "experiment/none" in none.stdout and "dqn_cartpole" not in none.stdout
 
 
 @pytest.mark.slow
 def test_help_and_cfg_say_the_recipe_applied(tmp_path):
-    out = run_border(["train", "--cfg", "job", "agent=iqn"], tmp_path, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stderr.splitlines() == [NOTE.format("iqn_cartpole", "iqn", "CartPole-v1")]
-    cfg = yaml.safe_load(out.stdout)  # stdout stays YAML
+    iqn, shown, *named = run_borders(
+        [
+            ["train", "--cfg", "job", "agent=iqn"],
+            ["train", "--help"],
+            ["train", "--cfg", "job", "experiment=none"],
+            ["train", "--cfg", "job", "experiment=dqn_cartpole"],
+        ],
+        tmp_path,
+        timeout=120,
+    )
+    assert iqn.returncode == 0, iqn.stderr
+    assert iqn.stderr.splitlines() == [NOTE.format("iqn_cartpole", "iqn", "CartPole-v1")]
+    cfg = yaml.safe_load(iqn.stdout)  # stdout stays YAML
     assert cfg["agent"]["_target_"] == "border_py.agents.iqn.IQN"
     assert cfg["trainer"]["max_opts"] == 40000  # the recipe's budget
-    out = run_border(["train", "--help"], tmp_path, timeout=120)
-    assert out.returncode == 0, out.stderr
-    lines = out.stdout.splitlines()
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
     assert lines[0] == NOTE.format("dqn_cartpole", "dqn", "CartPole-v1")
     assert lines[1].startswith("border train: train an off-policy RL agent")
-    for args in (["experiment=none"], ["experiment=dqn_cartpole"]):
-        out = run_border(["train", "--cfg", "job", *args], tmp_path, timeout=120)
+    for out in named:
         assert out.returncode == 0 and out.stderr == "", out.stderr  # no recipe looked up
     assert not (tmp_path / "outputs").exists()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import FEW_FRESH_EVALS, run_border
+from ..conftest import FEW_FRESH_EVALS, run_border, run_borders, selected_cases, two_at_a_time
 
 AGENT = '''
 """LinearQ: a linear Q-function learned by semi-gradient TD, epsilon-greedy."""
@@ -165,10 +165,31 @@ def records(folder: Path) -> list[dict]:
     return found
 
 
+@pytest.fixture(scope="module")
+def written_from_scratch(request, tmp_path_factory) -> dict[tuple[str, str], Exception | None]:
+    """:func:`train_resume_eval` of every selected (way, trainer), two at a time: what each
+    raised."""
+    test = "test_an_agent_written_from_scratch_trains_resumes_and_evaluates"
+    cases = [(case["way"], case["trainer"]) for case in selected_cases(request, test)]
+    errors = two_at_a_time(
+        lambda case: train_resume_eval(tmp_path_factory.mktemp("from_scratch"), *case), cases
+    )
+    return dict(zip(cases, errors, strict=True))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("trainer", list(TRAINERS))
 @pytest.mark.parametrize("way", list(WAYS))
-def test_an_agent_written_from_scratch_trains_resumes_and_evaluates(tmp_path, way, trainer):
+def test_an_agent_written_from_scratch_trains_resumes_and_evaluates(
+    written_from_scratch, way, trainer
+):
+    if (error := written_from_scratch[(way, trainer)]) is not None:
+        raise error
+
+
+def train_resume_eval(tmp_path: Path, way: str, trainer: str) -> None:
+    """Train the user's agent chosen ``way`` in ``trainer``, resume it with a changed key, and
+    evaluate it, in ``tmp_path``: each process builds it with exactly the keys it was given."""
     record = tmp_path / "records"
     record.mkdir()
     env = {"PYTHONPATH": on_path(user_package(tmp_path / "src")), "LINEAR_Q_RECORD": str(record)}
@@ -231,16 +252,16 @@ def test_a_target_override_of_dqn_fails_in_one_line_and_writes_nothing(tmp_path)
 def test_a_config_dir_is_validated_like_the_shipped_configs(tmp_path):
     conf = user_package(tmp_path / "src") / "my_agents" / "conf"
     env = {"PYTHONPATH": on_path(tmp_path / "src")}
-    out = run_border(["train", "--config-dir", str(conf), "agent=linear_qq"], tmp_path, env=env)
+    given = ["train", "--config-dir", str(conf)]
+    out, shown = run_borders(
+        [[*given, "agent=linear_qq"], [*given, "agent=linear_q", "--cfg", "job"]], tmp_path, env=env
+    )
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [
         "border: error: agent=linear_qq: unknown option of config group 'agent' (did you mean"
         " 'linear_q'?); choose from: custom, dqn, iqn, linear_q, r2d2, sac"
     ]
-    out = run_border(
-        ["train", "--config-dir", str(conf), "agent=linear_q", "--cfg", "job"], tmp_path, env=env
-    )
-    assert out.returncode == 0 and "_target_: my_agents.LinearQ" in out.stdout, out.stderr
+    assert shown.returncode == 0 and "_target_: my_agents.LinearQ" in shown.stdout, shown.stderr
 
 
 BROKEN = {  # how act breaks, the line that says so (the agent's class, what it returned, expected)
@@ -249,12 +270,31 @@ BROKEN = {  # how act breaks, the line that says so (the agent's class, what it 
 }
 
 
+@pytest.fixture(scope="module")
+def broken_acts(request, tmp_path_factory) -> dict[tuple[str, str], Exception | None]:
+    """:func:`train_a_broken_act` of every selected (trainer, breaks), two at a time: what each
+    raised."""
+    test = "test_an_act_that_breaks_the_protocol_fails_in_one_line_naming_the_agent"
+    cases = [(case["trainer"], case["breaks"]) for case in selected_cases(request, test)]
+    errors = two_at_a_time(
+        lambda case: train_a_broken_act(tmp_path_factory.mktemp("broken"), *case), cases
+    )
+    return dict(zip(cases, errors, strict=True))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("trainer", list(TRAINERS))
 @pytest.mark.parametrize("breaks", list(BROKEN))
 def test_an_act_that_breaks_the_protocol_fails_in_one_line_naming_the_agent(
-    tmp_path, trainer, breaks
+    broken_acts, trainer, breaks
 ):
+    if (error := broken_acts[(trainer, breaks)]) is not None:
+        raise error
+
+
+def train_a_broken_act(tmp_path: Path, trainer: str, breaks: str) -> None:
+    """Train an agent whose act ``breaks`` the protocol in ``trainer``, in ``tmp_path``: the run
+    fails in one line that names the agent and what it returned."""
     env = {"PYTHONPATH": on_path(user_package(tmp_path / "src"))}
     choose = ["agent=custom", "agent._target_=my_agents.BadActions", f"+agent.breaks={breaks}"]
     run_dir = tmp_path / "run"

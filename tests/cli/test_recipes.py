@@ -13,7 +13,7 @@ from border_py import train
 from border_py.cli.recipes import lookup, recipes
 from border_py.cli.train import check_overrides
 
-from ..conftest import FEW_FRESH_EVALS, make_config, run_border
+from ..conftest import FEW_FRESH_EVALS, make_config, run_border, run_borders
 
 HAS_BOX2D = importlib.util.find_spec("Box2D") is not None
 NEEDS_BOX2D = pytest.mark.skipif(
@@ -110,8 +110,9 @@ def test_the_runs_log_names_the_recipe_it_looked_up_and_experiment_none_opts_out
     short += [FEW_FRESH_EVALS]  # an untrained Acrobot policy plays all 500 steps of an episode
     looked_up, plain = tmp_path / "looked_up", tmp_path / "plain"
     args = ["train", "env=gym", "env.id=Acrobot-v1", "progress=false", *short]
-    assert run_border([*args, f"run_dir={looked_up}"], tmp_path).returncode == 0
-    assert run_border([*args, "experiment=none", f"run_dir={plain}"], tmp_path).returncode == 0
+    calls = [[*args, f"run_dir={looked_up}"], [*args, "experiment=none", f"run_dir={plain}"]]
+    for out in run_borders(calls, tmp_path):
+        assert out.returncode == 0, out.stderr
     assert "recipe experiment=dqn_acrobot, looked up" in (looked_up / "train.log").read_text()
     assert "recipe experiment=" not in (plain / "train.log").read_text()
     # the recipe's network in the one, the agent's default in the other

@@ -12,7 +12,7 @@ import pytest
 from border_py.reports.aggregate import aggregate_curves, estimate, group_runs
 from border_py.reports.collect import collect
 
-from ..conftest import TINY, run_border, scalar_tags
+from ..conftest import TINY, run_border, run_borders, scalar_tags
 
 
 def test_estimate_on_hand_checked_numbers():
@@ -98,14 +98,17 @@ def test_report_of_a_2_groups_x_3_seeds_sweep_aggregates_over_seeds(tmp_path):
         assert band is not None and set(band.x.tolist()) <= logged and band.x.size == 3
         assert group.band("opt_steps").x.tolist() == [100, 200, 300]
 
-    for axis in ("opt_steps", "seconds"):
-        png = tmp_path / f"{axis}.png"
-        again = run_border(["report", str(sweep), "--x", axis, "--plot", str(png)], tmp_path)
-        assert again.returncode == 0, again.stderr
-        assert 1100 < _png_size(png)[0] < 1400
-    per_run = run_border(
-        ["report", str(sweep), "--runs", "--csv", str(tmp_path / "runs.csv")], tmp_path
+    axes = ("opt_steps", "seconds")
+    calls = [
+        ["report", str(sweep), "--x", axis, "--plot", str(tmp_path / f"{axis}.png")]
+        for axis in axes
+    ]
+    *again, per_run = run_borders(
+        [*calls, ["report", str(sweep), "--runs", "--csv", str(tmp_path / "runs.csv")]], tmp_path
     )
+    for axis, out in zip(axes, again, strict=True):
+        assert out.returncode == 0, out.stderr
+        assert 1100 < _png_size(tmp_path / f"{axis}.png")[0] < 1400
     assert per_run.returncode == 0 and "(6 runs)" in " ".join(per_run.stdout.split())
     assert len(list(csv.DictReader((tmp_path / "runs.csv").open()))) == 6
 

@@ -25,6 +25,7 @@ from ..conftest import (
     make_config,
     processes_with_marker,
     run_border,
+    run_borders,
     scalar_tags,
 )
 
@@ -156,8 +157,8 @@ def test_a_failing_job_is_recorded_the_sweep_goes_on_and_report_shows_it(tmp_pat
 
 @pytest.mark.slow
 def test_report_on_a_missing_or_empty_dir_is_one_line(tmp_path):
-    for path in (tmp_path / "nope", tmp_path):
-        out = run_border(["report", str(path)], tmp_path)
+    paths = (tmp_path / "nope", tmp_path)
+    for out in run_borders([["report", str(path)] for path in paths], tmp_path):
         assert out.returncode == 2
         assert len(out.stderr.strip().splitlines()) == 1 and "border: error:" in out.stderr
 

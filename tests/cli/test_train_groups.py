@@ -13,7 +13,7 @@ from border_py.cli.config_source import ConfigSource, hide_from_listings
 from border_py.config import config_dir
 from border_py.errors import ConfigError
 
-from ..conftest import run_border
+from ..conftest import run_borders
 from .test_completion import _query
 
 GROUPS = "actor_manager, agent, debug, env, experiment, recorder, replay_buffer, trainer"
@@ -66,13 +66,14 @@ def test_the_catalog_and_hydras_group_lists_leave_tune_out():
 
 @pytest.mark.slow
 def test_the_command_exits_2_with_one_line_and_help_and_completion_list_no_tune(tmp_path):
-    for args in (["+agnet=dqn"], ["tune=dqn_cartpole"], ["+tune=dqn_cartpole", "debug=tiny"]):
-        out = run_border(["train", *args], tmp_path, timeout=120)
+    refused = [["+agnet=dqn"], ["tune=dqn_cartpole"], ["+tune=dqn_cartpole", "debug=tiny"]]
+    calls = [*(["train", *args] for args in refused), ["train", "--help"]]
+    *outs, shown = run_borders(calls, tmp_path, timeout=120)
+    for args, out in zip(refused, outs, strict=True):
         assert out.returncode == 2, (args, out.stdout, out.stderr)
         (line,) = out.stderr.strip().splitlines()
         assert line.startswith(f"border: error: {args[0]}: "), line
-        assert not (tmp_path / "outputs").exists()  # nothing trained
-    shown = run_border(["train", "--help"], tmp_path, timeout=120)
+    assert not (tmp_path / "outputs").exists()  # nothing trained
     assert shown.returncode == 0
     groups = shown.stdout.split("== Config groups")[1].split("== Config (")[0]
     assert "agent: " in groups and "tune" not in groups

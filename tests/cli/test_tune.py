@@ -21,7 +21,7 @@ from border_py.errors import ConfigError
 from border_py.tuning.space import load_space, search_path
 from border_py.tuning.trial import objective_so_far
 
-from ..conftest import BORDER, processes_with_marker, run_border
+from ..conftest import BORDER, processes_with_marker, run_border, run_borders
 
 optuna = pytest.importorskip("optuna", reason="the [tune] extra is not installed")
 
@@ -139,12 +139,12 @@ def test_bad_tune_input_fails_before_any_trial(tmp_path):
         ),
         (["tune", "tiny", "--config-dir", str(conf), "agent.lrr=1"], "agent.lrr"),
     ]
-    for args, expected in cases:
-        out = run_border([*args, "--study-dir", str(tmp_path / "study")], tmp_path, timeout=120)
+    calls = [[*args, "--study-dir", str(tmp_path / "study")] for args, _ in cases]
+    for (args, expected), out in zip(cases, run_borders(calls, tmp_path, timeout=120), strict=True):
         assert out.returncode == 2, (args, out.stderr)
         lines = out.stderr.strip().splitlines()
         assert lines[-1].startswith("border: error:") and expected in lines[-1], out.stderr
-        assert not (tmp_path / "study").exists()
+    assert not (tmp_path / "study").exists()
 
 
 @pytest.mark.slow

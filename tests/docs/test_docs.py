@@ -1,8 +1,8 @@
 """Every code block of README.md and docs/ runs here, or says why not (see :mod:`.blocks`).
 
 The fast tier checks the markers and the excerpts; the slow tier runs the commands: check and
-transcript lines in one process, each run block in a directory of its own at a tiny budget, its
-lines (and those of the blocks that continue it) in one process too.
+transcript lines in two processes (half each, at once), each run block in a directory of its own
+at a tiny budget, its lines (and those of the blocks that continue it) in one process.
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ import shlex
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import yaml
 
-from ..conftest import run_border
+from ..conftest import run_border, selected_cases, two_at_a_time
 from .blocks import (
     REPO,
     TINY,
@@ -136,7 +137,10 @@ def test_checked_commands_compose_and_transcripts_say_what_the_pages_show(tmp_pa
         for argv, lines in transcript(block):
             items.append({"argv": argv[1:], "env": {}})
             expected.append((block, argv, lines))
-    results = in_one_process(items, cwd, env)
+    half = len(items) // 2  # two processes at once: CI's machine has two cores
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        parts = pool.map(lambda part: in_one_process(part, cwd, env), [items[:half], items[half:]])
+        results = [result for part in parts for result in part]
     failures = []
     for (block, argv, lines), result in zip(expected, results, strict=True):
         stderr = result["stderr"].strip().splitlines()
@@ -162,16 +166,34 @@ def in_one_process(items: list[dict], cwd: Path, env: dict[str, str]) -> list[di
     return json.loads(out.stdout)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("chain", RUN, ids=lambda chain: chain[0].name)
-def test_a_run_block_runs_at_a_tiny_budget(chain: list[Block], tmp_path):
-    cwd = a_block_dir(tmp_path / "block")
-    with BorderLines(cwd, tmp_path / "border.log") as lines:
-        for block in chain:  # a block and the blocks that continue it, in one directory
+def run_chain(chain: list[Block], root: Path) -> None:
+    """Run a block and the blocks that continue it in one directory under ``root``."""
+    cwd = a_block_dir(root / "block")
+    with BorderLines(cwd, root / "border.log") as lines:
+        for block in chain:
             if block.lang == "python":
                 run_python(block, cwd)
             else:
                 run_bash(block, cwd, lines)
+
+
+@pytest.fixture(scope="module")
+def ran_chains(request, tmp_path_factory) -> dict[str, Exception | None]:
+    """The chains of the run blocks this session selected, run two at a time (tests/conftest.py
+    ``two_at_a_time``), each in a dir of its own: the name of its first block -> what it raised."""
+    chains = [
+        case["chain"] for case in selected_cases(request, "test_a_run_block_runs_at_a_tiny_budget")
+    ]
+    errors = two_at_a_time(lambda chain: run_chain(chain, tmp_path_factory.mktemp("chain")), chains)
+    return dict(zip((chain[0].name for chain in chains), errors, strict=True))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chain", RUN, ids=lambda chain: chain[0].name)
+def test_a_run_block_runs_at_a_tiny_budget(chain: list[Block], ran_chains):
+    error = ran_chains[chain[0].name]
+    if error is not None:
+        raise error
 
 
 def test_a_block_that_continues_runs_after_the_one_before_it(tmp_path):

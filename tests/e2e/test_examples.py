@@ -7,10 +7,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from ..conftest import REPO, run_border
+from ..conftest import REPO, run_border, selected_cases, two_at_a_time
 
 EXAMPLES = {"PYTHONPATH": str(REPO / "examples")}
 RECIPE = ["hydra.searchpath=[pkg://tiny_rl.conf]", "experiment=tiny_q_corridor", "progress=false"]
@@ -27,9 +28,27 @@ def summary(run_dir):
     return result["summary"]
 
 
+@pytest.fixture(scope="module")
+def solved(request, tmp_path_factory) -> dict[str, Exception | None]:
+    """:func:`solve_resume_evaluate` in every selected trainer, two at a time: what each raised."""
+    test = "test_tiny_q_solves_corridor_resumes_and_evaluates"
+    trainers = [case["trainer"] for case in selected_cases(request, test)]
+    errors = two_at_a_time(
+        lambda trainer: solve_resume_evaluate(tmp_path_factory.mktemp("tiny_q"), trainer), trainers
+    )
+    return dict(zip(trainers, errors, strict=True))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("trainer", list(TRAINERS))
-def test_tiny_q_solves_corridor_resumes_and_evaluates(tmp_path, trainer):
+def test_tiny_q_solves_corridor_resumes_and_evaluates(solved, trainer):
+    if (error := solved[trainer]) is not None:
+        raise error
+
+
+def solve_resume_evaluate(tmp_path: Path, trainer: str) -> None:
+    """TinyQ solves Corridor in ``trainer``, a resume and ``border eval`` need its package
+    trusted, and then continue and evaluate it; in ``tmp_path``."""
     run_dir = tmp_path / "run"
     out = run_border(
         ["train", *RECIPE, *TRAINERS[trainer], f"hydra.run.dir={run_dir}"], tmp_path, env=EXAMPLES
@@ -81,9 +100,28 @@ def test_a_video_of_an_env_without_rgb_array_rendering_is_refused_in_one_line(tm
     assert not list((run_dir / "checkpoints" / "best").glob("videos_*"))
 
 
+@pytest.fixture(scope="module")
+def scripted(request, tmp_path_factory) -> dict[str, Exception | None]:
+    """:func:`train_with_the_script` with every selected start method, two at a time: what each
+    raised."""
+    test = "test_the_python_script_trains_with_every_start_method"
+    methods = [case["start_method"] for case in selected_cases(request, test)]
+    errors = two_at_a_time(
+        lambda method: train_with_the_script(tmp_path_factory.mktemp("script"), method), methods
+    )
+    return dict(zip(methods, errors, strict=True))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
-def test_the_python_script_trains_with_every_start_method(tmp_path, start_method):
+def test_the_python_script_trains_with_every_start_method(scripted, start_method):
+    if (error := scripted[start_method]) is not None:
+        raise error
+
+
+def train_with_the_script(tmp_path: Path, start_method: str) -> None:
+    """``examples/train_tiny_q.py`` trains TinyQ to Corridor's best return with ``start_method``,
+    in ``tmp_path``."""
     out = subprocess.run(
         [
             sys.executable,

@@ -18,7 +18,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from ..conftest import BORDER, REPO, processes_with_marker, run_border
+from ..conftest import (
+    BORDER,
+    REPO,
+    processes_with_marker,
+    run_border,
+    selected_cases,
+    two_at_a_time,
+)
 
 SMALL = [
     "experiment=none",  # the runtime under test, not a recipe's budget or early stop
@@ -273,9 +280,31 @@ def _snapshot(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
 
 
+@pytest.fixture(scope="module")
+def refused_into_earlier(request, tmp_path_factory) -> dict[str, Exception | None]:
+    """:func:`a_fresh_run_into_an_earlier_runs_dir` for every selected key, two at a time: what
+    each raised."""
+    test = "test_a_fresh_run_into_an_earlier_runs_dir_is_refused_and_changes_nothing"
+    keys = [case["key"] for case in selected_cases(request, test)]
+    errors = two_at_a_time(
+        lambda key: a_fresh_run_into_an_earlier_runs_dir(tmp_path_factory.mktemp("earlier"), key),
+        keys,
+    )
+    return dict(zip(keys, errors, strict=True))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("key", ["run_dir", "hydra.run.dir"])
-def test_a_fresh_run_into_an_earlier_runs_dir_is_refused_and_changes_nothing(tmp_path, key):
+def test_a_fresh_run_into_an_earlier_runs_dir_is_refused_and_changes_nothing(
+    refused_into_earlier, key
+):
+    if (error := refused_into_earlier[key]) is not None:
+        raise error
+
+
+def a_fresh_run_into_an_earlier_runs_dir(tmp_path: Path, key: str) -> None:
+    """A run into ``tmp_path``, then a fresh run given its dir with ``key``: refused in one
+    line, the dir byte-identical, no other run dir made."""
     run = tmp_path / "run"
     short = ["trainer=serial", "trainer.max_opts=200", "trainer.eval_interval=100", *SMALL]
     first = run_border(["train", *short, f"{key}={run}"], tmp_path)

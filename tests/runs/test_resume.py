@@ -24,7 +24,15 @@ from border_py.runs.lock import session_lock
 from border_py.runs.timeline import REQUIRED, find_checkpoint, periodic_checkpoints, set_aside_newer
 from border_py.trainers.train import prepare
 
-from ..conftest import BORDER, FEW_FRESH_EVALS, TINY, make_config, run_border, scalar_tags
+from ..conftest import (
+    BORDER,
+    FEW_FRESH_EVALS,
+    TINY,
+    make_config,
+    run_border,
+    run_borders,
+    scalar_tags,
+)
 
 SERIAL = [
     "trainer=serial",
@@ -217,50 +225,59 @@ def test_border_eval_prints_a_table_and_writes_json(tmp_path, run_150):
     assert record["result"]["eval/return_mean"] == pytest.approx(np.mean(record["episode_returns"]))
 
 
+def _mtimes(run: Path) -> dict[str, int]:
+    return {str(p.relative_to(run)): p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()}
+
+
 @pytest.mark.slow
 def test_bad_resume_and_eval_input_is_one_line_and_overwrites_nothing(tmp_path, run_150):
-    run = run_150
-    ckpt = run / "checkpoints" / "000000150"
-    before = {p: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()}
+    """Each case that names the run gets a copy of its own (a resume's check takes the run's lock:
+    two at once would refuse each other), and the cases run two at a time."""
+    before = _mtimes(run_150)
+    runs: list[Path] = []
+
+    def run() -> Path:  # a copy of run_150, its files' times kept
+        runs.append(Path(shutil.copytree(run_150, tmp_path / f"run{len(runs)}", symlinks=True)))
+        return runs[-1]
+
     not_a_run = tmp_path / "empty"
     not_a_run.mkdir()
     broken = tmp_path / "broken" / "checkpoints" / "000000001"
     broken.parent.mkdir(parents=True)
-    shutil.copytree(ckpt, broken)
+    shutil.copytree(run_150 / "checkpoints" / "000000150", broken)
     (broken / "agent.pt").write_bytes((broken / "agent.pt").read_bytes()[:100])  # truncated
     cases = [
         (["train", f"resume={tmp_path / 'missing'}"], "no such file or directory"),
         (["train", f"resume={not_a_run}"], "not a border-py run"),
         (["train", f"resume={broken}"], "corrupt or truncated"),
-        (["train", f"resume={run}"], "trainer.max_opts=150: must be > 150"),
+        (["train", f"resume={run()}"], "trainer.max_opts=150: must be > 150"),
         (
-            ["train", f"resume={run}", "trainer.max_opts=300", "env=gym", "env.id=Acrobot-v1"],
+            ["train", f"resume={run()}", "trainer.max_opts=300", "env=gym", "env.id=Acrobot-v1"],
             "config groups cannot change",
         ),
         (
-            ["train", f"resume={run}", "trainer.max_opts=300", "env.id=Acrobot-v1"],
+            ["train", f"resume={run()}", "trainer.max_opts=300", "env.id=Acrobot-v1"],
             "does not match the env",
         ),
         (["eval", str(tmp_path / "missing")], "no such file or directory"),
-        (["eval", str(run), "env.id=Acrobot-v1"], "does not fit the env"),
-        (["eval", str(run), "eval.n_episode=3"], "did you mean 'n_episodes'"),
-        (["eval", str(run), "eval.n_episodes=0"], "eval.n_episodes=0: must be a positive int"),
-        (["eval", str(run), "eval.seed=-1"], "eval.seed=-1: must be null or a non-negative int"),
+        (["eval", str(run()), "env.id=Acrobot-v1"], "does not fit the env"),
+        (["eval", str(run()), "eval.n_episode=3"], "did you mean 'n_episodes'"),
+        (["eval", str(run()), "eval.n_episodes=0"], "eval.n_episodes=0: must be a positive int"),
+        (["eval", str(run()), "eval.seed=-1"], "eval.seed=-1: must be null or a non-negative int"),
         (
-            ["train", f"resume={run}", "trainer.max_opts=300", "agent.n_step=1"],
+            ["train", f"resume={run()}", "trainer.max_opts=300", "agent.n_step=1"],
             "agent.n_step=1: cannot change",
         ),
         (
-            ["train", f"resume={run}", "trainer.max_opts=300", "replay_buffer.capacity=250"],
+            ["train", f"resume={run()}", "trainer.max_opts=300", "replay_buffer.capacity=250"],
             "replay_buffer.capacity=250: must be >=",
         ),
     ]
-    for args, expected in cases:
-        out = run_border(args, tmp_path, timeout=120)
+    outs = run_borders([args for args, _ in cases], tmp_path, timeout=120)
+    for (args, expected), out in zip(cases, outs, strict=True):
         lines = out.stderr.strip().splitlines()
         assert out.returncode == 2 and len(lines) == 1 and expected in lines[0], (args, out.stderr)
-    after = {p: p.stat().st_mtime_ns for p in run.rglob("*") if p.is_file()}
-    assert after == before
+    assert len(runs) == 9 and all(_mtimes(copy) == before for copy in runs)
 
 
 def test_resuming_an_older_checkpoint_sets_newer_ones_aside(tmp_path):
