@@ -18,7 +18,7 @@ A column says whether each option's outputs are bit-identical to the module's; n
 whose greedy action differs. A second table times the DQN options on 16 rows the way an actor
 calls them: each call between steps of 16 CartPole envs, which evict the policy's code from the
 CPU's caches. torch and numpy's BLAS run one thread each, as in actor processes
-(:func:`border_py.processes.children.one_thread_each`). Each latency is the best mean over ``--repeats``
+(:func:`border_py.processes.children.worker_cpu`). Each latency is the best mean over ``--repeats``
 runs of ``--calls`` calls.
 
     python benchmarks/act_bench.py [--calls 2000] [--repeats 5] [--batch-sizes 1 16 64]
@@ -42,7 +42,7 @@ from border_py.agents.dqn import DQN
 from border_py.agents.inference import MLPInference
 from border_py.agents.sac import SAC
 from border_py.envs.vector import VectorEnv
-from border_py.processes.children import one_thread_each
+from border_py.processes.children import worker_cpu
 
 Forward = Callable[[np.ndarray], np.ndarray]
 
@@ -145,7 +145,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 16, 64])
     args = parser.parse_args()
-    one_thread_each()
+    worker_cpu()
     rng = np.random.default_rng(0)
     result: dict[str, float] = {}  # ratio to module, per network, option and batch
     for name, (net, width) in networks().items():

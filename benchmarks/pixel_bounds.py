@@ -8,11 +8,14 @@ actor_manager.n_envs_per_actor=8``). Each stage runs in this process with one to
 the recipe's own components (``build_components``), for ``--seconds``:
 
 - bare learner: opt/s of ``agent.update_tensors`` on one batch of the recipe's size, converted
-  beforehand: the update alone;
+  beforehand: the update alone (float denormals flushed to zero, as in the learner; then once
+  more with them kept, to show what flushing them is worth); measured again after the run, since
+  this machine's speed drifts: the bound is the mean of the two;
 - learner: opt/s of ``learn_step`` on the recipe's replay buffer (prioritized, frames stored once,
-  as the recipe says) filled with ``--fill`` synthetic transitions of the env's shapes: what the
-  learner does per opt step, sampling and priority updates included (not the actors' batches'
-  ingestion: a few transitions per opt step);
+  as the recipe says) filled with ``--fill`` transitions (the env's own under random actions;
+  synthetic frames for a buffer that stacks them): what the learner does per opt step, sampling
+  and priority updates included (not the actors' batches' ingestion: a few transitions per opt
+  step);
 - raw env: env steps/s of the vector env an actor steps (the recipe's backend and preprocessing,
   ``n_envs_per_actor`` envs), random actions, no policy;
 - actor: microseconds per env step of an actor's parts (``async_throughput.actor_breakdown``): the
@@ -44,10 +47,12 @@ import logging
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from async_throughput import acting_dtype, actor_breakdown, load_config, random_actions
 from cli_args import parse_with_overrides
 from learner_pipeline import opts_per_second
@@ -58,7 +63,7 @@ from border_py.agents.base import TensorUpdate
 from border_py.agents.batch import TensorBatch
 from border_py.config import build
 from border_py.envs.factory import build_env_factory
-from border_py.processes.children import one_thread_each
+from border_py.processes.children import worker_cpu
 from border_py.runs.settings import RunSettings
 from border_py.trainers.components import build_components
 from border_py.trainers.loop import learn_step
@@ -71,38 +76,63 @@ RECIPES = {  # --recipe: (experiment, --env-steps default, warm-up of the run: N
 }
 
 
-def synthetic_rows(
-    frames: bool, spaces: tuple[Any, Any], first: int, n: int, rng: np.random.Generator
-) -> Transitions:
-    """``n`` transitions of the env's shapes: with ``frames`` (a buffer that stacks them) new
-    frames, ids from ``first``, else whole random observations."""
-    obs_space, action_space = spaces
-    if frames:
-        rows = atari_rows(first, n, rng)  # (4, 84, 84) frames, Atari's
-        rows.action = rows.action % action_space.n
-        return rows
-    low, high = int(obs_space.low.min()), int(obs_space.high.max())
-    obs = rng.integers(low, high + 1, (2, n, *obs_space.shape)).astype(obs_space.dtype)
-    actions = random_actions(action_space, n, rng)
-    return Transitions(
-        obs[0], actions, rng.normal(size=n).astype(np.float32), obs[1], np.full(n, 0.97, np.float32)
+def frame_rows(action_space: Any, first: int, n: int, rng: np.random.Generator) -> Transitions:
+    """``n`` synthetic Atari transitions ((4, 84, 84) frames, ids from ``first``) for a buffer
+    that stacks frames."""
+    rows = atari_rows(first, n, rng)
+    rows.action = rows.action % action_space.n
+    return rows
+
+
+def env_rows(config: dict, n: int, rng: np.random.Generator) -> Transitions:
+    """``n`` transitions of the env itself, played with random actions (MinAtar's frames are
+    sparse: uniform random ones would give the update other gradients, and other numbers to
+    compute with, than a run's)."""
+    factory = build_env_factory(config)
+    action_space, n_envs = factory.spaces()[1], 8
+    env = factory.make_vector(n_envs, seed=0)
+    parts: list[tuple[np.ndarray, ...]] = []
+    while sum(len(p[0]) for p in parts) < n:
+        obs, actions = env.obs.copy(), random_actions(action_space, n_envs, rng)
+        step = env.step(actions)
+        discount = np.where(step.terminated, 0.0, 0.97).astype(np.float32)
+        parts.append((obs, actions, step.reward.astype(np.float32), step.next_obs, discount))
+    env.close()
+    obs, actions, reward, next_obs, discount = (
+        np.concatenate(c)[:n] for c in zip(*parts, strict=True)
     )
+    return Transitions(obs, actions, reward, next_obs, discount)
 
 
-def learner_rates(config: dict, seconds: float, fill: int) -> tuple[float, float]:
-    """(bare ``update_tensors`` opt/s, ``learn_step`` opt/s) of the recipe's agent and buffer."""
+def learner_rates(
+    config: dict, seconds: float, fill: int
+) -> tuple[float, float, float, Callable[[], float]]:
+    """(bare ``update_tensors`` opt/s, the same with float denormals kept, ``learn_step`` opt/s,
+    a function that measures the bare rate again) of the recipe's agent and buffer. The learner
+    flushes denormals (``learner_cpu``), as this process does (``worker_cpu``); the second figure
+    says what that is worth here."""
     parts = build_components(config, RunSettings.of(config), config["trainer"]["warmup_period"])
     agent, buffer, spaces = parts.agent, parts.buffer, parts.env_factory.spaces()
     if not isinstance(agent, TensorUpdate):
         raise SystemExit(f"pixel_bounds.py: {type(agent).__name__} has no update_tensors")
     frames, rng = config["replay_buffer"].get("frame_stack") is not None, np.random.default_rng(0)
-    for first in range(0, fill, 1000):
-        buffer.push(synthetic_rows(frames, spaces, first, min(1000, fill - first), rng))
+    if frames:
+        for first in range(0, fill, 1000):
+            buffer.push(frame_rows(spaces[1], first, min(1000, fill - first), rng))
+    else:
+        buffer.push(env_rows(config, fill, rng))
     batch = buffer.sample(agent.batch_size)
     prepared = TensorBatch.of(batch, agent.device, agent.discrete_actions)
-    bare = opts_per_second(lambda: agent.update_tensors(prepared), seconds, agent.device)
+
+    def bare() -> float:
+        return opts_per_second(lambda: agent.update_tensors(prepared), seconds, agent.device)
+
+    before = bare()
+    torch.set_flush_denormal(False)
+    kept = bare()
+    torch.set_flush_denormal(True)
     fed = opts_per_second(lambda: learn_step(agent, buffer), seconds, agent.device)
-    return bare, fed
+    return before, kept, fed, bare
 
 
 def raw_env_rate(config: dict, n_envs: int, seconds: float) -> float:
@@ -132,13 +162,14 @@ def env_steps_per_opt(settings: Any, batch: int) -> float:
     return batch / settings.replay_ratio
 
 
-def stages(config: dict, args: argparse.Namespace) -> dict[str, Any]:
-    """Every stage's figure and the bounds they make (see the module docstring)."""
+def stages(config: dict, args: argparse.Namespace) -> tuple[dict[str, Any], Callable[[], float]]:
+    """Every stage's figure and the bounds they make (see the module docstring), and a function
+    that measures the bare learner again."""
     layout, settings = config["actor_manager"], build("trainer", config["trainer"])
     n_envs, serial = layout["n_envs_per_actor"], isinstance(settings, SerialSettings)
     cores = len(os.sched_getaffinity(0))
     actor_cores = 1 if serial else min(layout["n_actors"], max(cores - 1, 1))
-    bare, fed = learner_rates(config, args.seconds, args.fill)
+    bare, kept, fed, bare_again = learner_rates(config, args.seconds, args.fill)
     raw = raw_env_rate(config, n_envs, args.seconds)
     steps = max(100, int(args.seconds * raw / n_envs / 2))  # about --seconds with the policy's
     parts = actor_breakdown(config, n_envs, steps)
@@ -159,6 +190,7 @@ def stages(config: dict, args: argparse.Namespace) -> dict[str, Any]:
         "batch_size": config["agent"]["batch_size"],
         "env_steps_per_opt": per_opt,
         "bare_opt_per_sec": bare,
+        "bare_denormals_kept_opt_per_sec": kept,
         "learner_opt_per_sec": fed,
         "raw_env_steps_per_sec": raw,
         **{f"actor_{k.replace('-', '')}_us": v for k, v in parts.items()},
@@ -167,7 +199,7 @@ def stages(config: dict, args: argparse.Namespace) -> dict[str, Any]:
         "actor_bound_env_steps_per_sec": actor_bound,
         "bound_env_steps_per_sec": bound,
         "binding": "learner" if learner_bound < actor_bound else "actors",
-    }
+    }, bare_again
 
 
 def run_overrides(config: dict, args: argparse.Namespace, per_opt: float) -> list[str]:
@@ -247,6 +279,11 @@ def report(f: dict[str, Any]) -> None:
         f" {f['n_envs_per_actor']} env(s) ({f['backend']}, {f['policy_dtype']}), {f['cores']} cores"
     )
     print(f"actor's us per env step: {actor}")
+    print(
+        f"bare learner, opt/s: {f['bare_before_opt_per_sec']:,.1f} before the run,"
+        f" {f['bare_after_opt_per_sec']:,.1f} after; with float denormals kept (not the"
+        f" learner's setting) {f['bare_denormals_kept_opt_per_sec']:,.1f}"
+    )
     print(f"{'stage':<64} {'bound':>10} {'achieved':>10} {'ratio':>6}")
     for name, bound, achieved in rows:
         print(f"{name:<64} {bound:>10,.1f} {achieved:>10,.1f} {achieved / bound:>6.2f}")
@@ -289,12 +326,19 @@ def main() -> None:
     experiment, default_steps, _ = RECIPES[args.recipe]
     args.env_steps = args.env_steps or default_steps
     logging.basicConfig(level=logging.WARNING)
-    one_thread_each()
+    worker_cpu()
     config = load_config([f"experiment={experiment}", *args.overrides])
-    figures = {"experiment": experiment, **stages(config, args)}
+    bounds, bare_again = stages(config, args)
+    figures = {"experiment": experiment, **bounds}
     with tempfile.TemporaryDirectory() as tmp:
         overrides = run_overrides(config, args, figures["env_steps_per_opt"])
         samples = run_train(overrides, Path(tmp) / "run", Path(tmp) / "train.log")
+        before, after = figures["bare_opt_per_sec"], bare_again()  # the speed drifts: both sides
+        figures |= {
+            "bare_before_opt_per_sec": before,
+            "bare_after_opt_per_sec": after,
+            "bare_opt_per_sec": (before + after) / 2,
+        }
         figures |= compare(figures, steady_figures(Path(tmp) / "run", samples))
     report(figures)
     result = {k: round(v, 4) if isinstance(v, float) else v for k, v in figures.items()}

@@ -64,7 +64,7 @@ from border_py.agents.r2d2 import R2D2
 from border_py.agents.sequence_batch import SequenceBatch
 from border_py.config import config_dir
 from border_py.overrides import to_plain
-from border_py.processes.children import one_thread_each
+from border_py.processes.children import worker_cpu
 from border_py.replay.sequence_prioritized import PrioritizedSequenceReplayBuffer
 from border_py.sequences import Sequences
 from border_py.trainers.loop import learn_step
@@ -367,7 +367,7 @@ def main() -> None:
     if args.tiny:
         args.seconds, args.repeats, args.calls, args.depth = 0.2, 1, 20, [1]
         args.fill, args.pool = 64, 32
-    one_thread_each()
+    worker_cpu()
     where = machine()
     print(
         f"Measured {where['date']} on {where['cpu']} ({where['cores']} cores, {where['os']}),"

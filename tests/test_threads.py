@@ -1,8 +1,9 @@
 """Every child of a run computes on one thread: torch's and numpy's BLAS (actors act with numpy
-matmuls; a BLAS spreading them over every core spins on cores the other processes need).
+matmuls; a BLAS spreading them over every core spins on cores the other processes need). Every
+process of a run flushes float denormals to zero, the learner only while it trains.
 
 The children start with ``OPENBLAS_NUM_THREADS=2`` in their environment, which OpenBLAS obeys
-when it loads: only :func:`border_py.processes.children.one_thread_each` brings it back to one.
+when it loads: only :func:`border_py.processes.children.worker_cpu` brings it back to one.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+
+from border_py.trainers.train import learner_cpu
 
 CHILD = """
 import json, sys
@@ -25,7 +29,8 @@ def report(conn):
     import torch
     init_child("test")
     blas = [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
-    conn.send({"blas": blas, "torch": torch.get_num_threads()})
+    tiny = torch.tensor([1e-39])  # below float32's smallest normal number (1.2e-38)
+    conn.send({"blas": blas, "torch": torch.get_num_threads(), "flushed": (tiny * 1.0).item()})
 
 if __name__ == "__main__":
     from border_py.processes.children import forkserver_context
@@ -51,4 +56,12 @@ def test_a_child_runs_torch_and_blas_on_one_thread(tmp_path: Path, method: str):
     assert out.returncode == 0, out.stderr
     threads = json.loads(out.stdout.strip().splitlines()[-1])
     assert threads["blas"], "numpy's BLAS was not found"
-    assert threads == {"blas": [1] * len(threads["blas"]), "torch": 1}
+    assert threads == {"blas": [1] * len(threads["blas"]), "torch": 1, "flushed": 0.0}
+
+
+def test_the_learner_flushes_denormals_while_it_trains_only():
+    tiny = torch.tensor([1e-39])
+    assert (tiny * 1.0).item() > 0  # torch's default: kept
+    with learner_cpu():
+        assert (tiny * 1.0).item() == 0.0 and torch.get_num_threads() == 1
+    assert (tiny * 1.0).item() > 0

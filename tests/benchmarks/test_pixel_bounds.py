@@ -16,6 +16,9 @@ from ..conftest import REPO
 
 POSITIVE = (
     "bare_opt_per_sec",
+    "bare_denormals_kept_opt_per_sec",
+    "bare_before_opt_per_sec",
+    "bare_after_opt_per_sec",
     "learner_opt_per_sec",
     "raw_env_steps_per_sec",
     "actor_policy_us",
@@ -52,7 +55,8 @@ def test_pixel_bounds_runs_at_its_tiny_size():
         *(sys.executable, "benchmarks/pixel_bounds.py", "--recipe", "minatar"),
         *("--seconds", "0.5", "--env-steps", "2500", "--warmup", "500", "--fill", "2000"),
         *("trainer=async", "actor_manager.n_actors=1", "trainer.eval_env_interval=500"),
-        "trainer.eval_episodes=2",
+        *("trainer.eval_episodes=2", "trainer.replay_ratio=2"),  # enough opt steps in 2,500
+        "actor_manager.n_buffer=64",  # and training records spread over them
     ]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -61,7 +65,10 @@ def test_pixel_bounds_runs_at_its_tiny_size():
     result = json.loads(lines[-1].removeprefix("RESULT "))
     assert {k: result[k] for k in POSITIVE if not result[k] > 0} == {}
     assert result["experiment"] == "dqn_minatar_breakout" and result["trainer"] == "async"
-    assert result["env_steps_per_opt"] == 32  # batch 64 / replay ratio 2
+    assert result["env_steps_per_opt"] == 32  # batch 64 / the test's replay ratio 2
+    bare = (result["bare_before_opt_per_sec"] + result["bare_after_opt_per_sec"]) / 2
+    assert result["bare_opt_per_sec"] == pytest.approx(bare, rel=1e-3)  # before and after the run
+    assert result["fed_vs_bare"] == pytest.approx(result["run_opt_steps_per_sec"] / bare, rel=1e-3)
     learner, actors = (result[f"{k}_bound_env_steps_per_sec"] for k in ("learner", "actor"))
     assert result["bound_env_steps_per_sec"] == pytest.approx(min(learner, actors), rel=1e-3)
     assert result["binding"] == ("learner" if learner < actors else "actors")

@@ -43,12 +43,12 @@ def test_sb3_is_given_the_recipes_numbers(baseline):
     settings = baseline.sb3_settings(config)
     envs = build_env_factory(config)
     model = baseline.build_model(settings, envs.make(training=True), seed=0)
-    # the recipe: lr 2.5e-4, batch 64, replay 100k, warm-up 5000, batch / replay_ratio = 64 / 2 =
-    # 32 env steps per opt step, a target copy every 250 opt steps = 8000 env steps, epsilon 1 ->
+    # the recipe: lr 1e-3, batch 64, replay 100k, warm-up 5000, batch / replay_ratio = 64 / 1 =
+    # 64 env steps per opt step, a target copy every 125 opt steps = 8000 env steps, epsilon 1 ->
     # 0.1 over 100k of the 500k env steps, 3-step returns, clip 10, Adam's eps 1e-8
-    assert (model.learning_rate, model.batch_size, model.buffer_size) == (2.5e-4, 64, 100_000)
+    assert (model.learning_rate, model.batch_size, model.buffer_size) == (1e-3, 64, 100_000)
     assert (model.learning_starts, model.gamma, model.n_steps) == (5000, 0.99, 3)
-    assert model.train_freq == TrainFreq(32, TrainFrequencyUnit.STEP)
+    assert model.train_freq == TrainFreq(64, TrainFrequencyUnit.STEP)
     assert (model.gradient_steps, model.target_update_interval) == (1, 8000)
     assert isinstance(model.replay_buffer, NStepReplayBuffer)
     assert (model.replay_buffer.n_steps, model.replay_buffer.gamma) == (3, 0.99)
@@ -59,7 +59,7 @@ def test_sb3_is_given_the_recipes_numbers(baseline):
     assert model.max_grad_norm == 10.0 and not model.policy.normalize_images
     (group,) = model.policy.optimizer.param_groups
     assert type(model.policy.optimizer) is torch.optim.Adam
-    assert (group["lr"], group["eps"]) == (2.5e-4, 1e-8)
+    assert (group["lr"], group["eps"]) == (1e-3, 1e-8)
     assert {
         k: settings[k] for k in ("total_timesteps", "eval_every", "eval_episodes", "target")
     } == {
@@ -87,9 +87,11 @@ def test_sb3_is_given_the_recipes_numbers(baseline):
 @pytest.mark.parametrize(
     ("overrides", "train_freq", "gradient_steps", "target_period"),
     [
-        (["trainer.replay_ratio=16"], 4, 1, 1000),  # batch 64: 4 env steps per opt step
-        (["trainer.replay_ratio=128"], 1, 2, 125),  # 2 opt steps per env step
-        (["trainer=serial", "trainer.replay_ratio=null", "trainer.opt_interval=1"], 1, 1, 250),
+        (["trainer.replay_ratio=16"], 4, 1, 500),  # batch 64: 4 env steps per opt step
+        (["trainer.replay_ratio=2"], 32, 1, 4000),
+        # 2 opt steps per env step: a target copy every 250 of them, 125 env steps
+        (["trainer.replay_ratio=128", "agent.target_update_interval=250"], 1, 2, 125),
+        (["trainer=serial", "trainer.replay_ratio=null", "trainer.opt_interval=1"], 1, 1, 125),
     ],
 )
 def test_the_update_and_target_periods_follow_the_recipe(

@@ -16,7 +16,7 @@ caches, numpy is clearly the faster.
 numpy's BLAS sums in another order than torch's, so the outputs differ from the
 module's in the last bits (relative 1e-7): the weights are the same and so are the actions, except
 for two Q-values equal to within float32 rounding. numpy's BLAS must run one thread per process
-where processes share cores (:func:`border_py.processes.children.one_thread_each`).
+where processes share cores (:func:`border_py.processes.children.worker_cpu`).
 
 :class:`ConvInference` evaluates the conv Q-networks (the Nature and MinAtar CNN torsos, dense
 layers, a linear or dueling head) with torch's functional ops in bfloat16, for actors that ask for

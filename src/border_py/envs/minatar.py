@@ -30,6 +30,7 @@ import numpy as np
 from gymnasium.wrappers import FrameStackObservation, TransformObservation
 
 from border_py.config import flag, fraction, positive, require
+from border_py.envs.deferred import defer_imports
 from border_py.envs.factory import GymEnvFactory
 from border_py.envs.flicker import Flicker
 from border_py.errors import ConfigError
@@ -43,9 +44,12 @@ def register_minatar() -> None:
     """Register MinAtar's ``MinAtar/<Game>-v0|v1`` ids in this process (once).
 
     Actors and the evaluator are fresh processes: each factory calls this before it makes an env.
+    The modules ``minatar`` imports only to draw are imported when it first draws
+    (:func:`~border_py.envs.deferred.defer_imports`).
     """
     if "MinAtar/Breakout-v1" in gym.registry:
         return
+    defer_imports("seaborn", "matplotlib.pyplot")  # minatar draws with them; it runs without
     try:
         minatar_gym = importlib.import_module("minatar.gym")
     except ImportError as exc:

@@ -44,11 +44,11 @@ __all__ = [
     "init_child",
     "lost_with_forkserver",
     "lower_priority",
-    "one_thread_each",
     "show_name",
     "signals_ignored",
     "start_process",
     "warm_forkserver",
+    "worker_cpu",
 ]
 
 log = logging.getLogger(__name__)
@@ -220,7 +220,7 @@ def init_child(name: str, stopping: Any = None) -> None:
     Ignores SIGINT (as it already did since its start, see :func:`start_process`), obeys SIGTERM only once
     ``stopping.value`` is set (the learner's shutdown has begun: a SIGTERM to the whole process
     group is the learner's to handle), dies with the learner and with its immediate parent, uses
-    one thread for torch and for numpy's BLAS (:func:`one_thread_each`), and logs with a ``name``
+    one thread for torch and for numpy's BLAS (:func:`worker_cpu`), and logs with a ``name``
     prefix. The process takes its ``multiprocessing`` name (``border-actor-0``,
     ``border-evaluator``) as the name ``ps``, ``top`` and ``psutil`` show (:func:`show_name`).
     """
@@ -235,7 +235,7 @@ def init_child(name: str, stopping: Any = None) -> None:
     die_with_parent()
     _release_forkserver()
     _watch_learner()
-    one_thread_each()
+    worker_cpu()
     handler = logging.StreamHandler()  # plain text: a record's every argument escaped
     handler.setFormatter(TextFormatter(f"[%(asctime)s][{name}][%(levelname)s] - %(message)s"))
     logging.basicConfig(level=logging.INFO, handlers=[handler])
@@ -274,19 +274,24 @@ def _started_by() -> int | None:
     return None if parent is None else parent.pid
 
 
-def one_thread_each() -> None:
-    """Run torch and numpy's BLAS on one thread in this process, for the rest of its life.
+def worker_cpu() -> None:
+    """Run torch and numpy's BLAS on one thread in this process, and flush float denormals to
+    zero, for the rest of its life.
 
     A worker shares the cores with the learner and the other workers; a BLAS that spreads a
     matmul over every core (OpenBLAS does above a size threshold: a policy call of 64 rows through
     a 128x128 layer) spins its threads on cores another process needs: actors of many envs
     deliver far fewer transitions with numpy's default threads than with one
-    (``benchmarks/async_throughput.py``; the figures: docs/04-scaling/performance.md).
+    (``benchmarks/async_throughput.py``; the figures: docs/04-scaling/performance.md). Denormals
+    are flushed as in the learner (:func:`border_py.trainers.train.learner_cpu`): a value below
+    float32's smallest normal number changes no action, and sends x86 arithmetic down a slow
+    path.
     """
     import torch
     from threadpoolctl import threadpool_limits
 
     torch.set_num_threads(1)
+    torch.set_flush_denormal(True)
     threadpool_limits(limits=1, user_api="blas")
 
 

@@ -178,7 +178,7 @@ def train(
         with run_log(run_dir):
             log.info("run dir: %s", run_dir)
             run.repair()  # what it moves aside is logged into train.log
-            with one_thread():
+            with learner_cpu():
                 summary = trainer.run(
                     run.config, run.settings, parts, run_dir, run.checkpoint, signals, hooks
                 )
@@ -190,16 +190,26 @@ def train(
 
 
 @contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """torch and numpy's BLAS on one thread for the run (small networks: as fast, and it leaves
-    the cores to the envs and the actors); the previous settings back after it."""
+def learner_cpu() -> Iterator[None]:
+    """The learner's CPU settings for the run, the previous ones back after it.
+
+    - torch and numpy's BLAS on one thread (small networks: as fast, and it leaves the cores to
+      the envs and the actors);
+    - float denormals flushed to zero (``torch.set_flush_denormal``): Adam's first moments of
+      gradients that stay zero decay below float32's smallest normal number, where x86
+      arithmetic takes a slow path (learning MinAtar Breakout, a third of them; the update 1.11x
+      as long: ``benchmarks/denormals_bench.py``). After the run the flag is off again, torch's
+      default (torch cannot tell what it was before).
+    """
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    torch.set_flush_denormal(True)
     blas = threadpool_limits(limits=1, user_api="blas")  # numpy's too (the serial trainer acts)
     try:
         yield
     finally:
         torch.set_num_threads(threads)
+        torch.set_flush_denormal(False)
         blas.restore_original_limits()
 
 

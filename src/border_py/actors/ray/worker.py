@@ -16,7 +16,7 @@ from border_py.actors.clock import LocalClock
 from border_py.actors.process import ActorSpec, build_sampler
 from border_py.actors.sampler import Sampler, SampleStats
 from border_py.agents.precision import resolve_on_cpu
-from border_py.processes.children import one_thread_each
+from border_py.processes.children import worker_cpu
 from border_py.transport.batch import ReceivedBatch
 from border_py.transport.weights import PolicyWeights
 
@@ -39,7 +39,7 @@ class SamplerActor:
     """
 
     def __init__(self, spec: ActorSpec, config: dict[str, Any]) -> None:
-        one_thread_each()
+        worker_cpu()
         self.spec, self.config = spec, config
         self.sampler: Sampler | None = None
         self.clock = LocalClock()
