@@ -125,7 +125,8 @@ def steady_figures(run_dir: Path, samples: CpuSamples) -> RunFigures:
 
     Raises:
         SystemExit: fewer than 3 training records (a longer run or a smaller
-            ``trainer.record_interval`` is needed).
+            ``trainer.record_interval`` is needed), or fewer than 2 CPU samples between the second
+            and the last (a longer run is needed).
     """
     acc = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0})
     acc.Reload()
@@ -137,6 +138,12 @@ def steady_figures(run_dir: Path, samples: CpuSamples) -> RunFigures:
         )
     first, last = records[1], records[-1]
     seconds = last.wall_time - first.wall_time
+    inside = sum(first.wall_time <= t <= last.wall_time for t in samples.times)
+    if inside < 2:
+        raise SystemExit(
+            f"pixel_bounds.py: the run's steady stretch ({seconds:.2f} s) holds {inside} CPU"
+            f" sample(s), 2 are needed (one every {SAMPLE_SECONDS} s): give it more --env-steps"
+        )
     tags = acc.Tags()["scalars"]
     ends = (
         [e.wall_time for e in acc.Scalars("eval/return_mean")] if "eval/return_mean" in tags else []

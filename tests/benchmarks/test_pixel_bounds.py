@@ -53,10 +53,10 @@ def pixel_run(monkeypatch):
 def test_pixel_bounds_runs_at_its_tiny_size():
     command = [
         *(sys.executable, "benchmarks/pixel_bounds.py", "--recipe", "minatar"),
-        *("--seconds", "0.5", "--env-steps", "2500", "--warmup", "500", "--fill", "2000"),
+        *("--seconds", "0.5", "--env-steps", "8000", "--warmup", "500", "--fill", "2000"),
         *("trainer=async", "actor_manager.n_actors=1", "trainer.eval_env_interval=500"),
-        *("trainer.eval_episodes=2", "trainer.replay_ratio=2"),  # enough opt steps in 2,500
-        "actor_manager.n_buffer=64",  # and training records spread over them
+        # ~230 opt steps: a steady stretch of about a second, CPU sampled every 0.2 s
+        *("trainer.eval_episodes=2", "trainer.replay_ratio=2", "actor_manager.n_buffer=64"),
     ]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -114,3 +114,15 @@ def test_a_child_shows_its_name():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert done.stdout.strip() == "border-evaluato"  # what ps and psutil show, 15 bytes
+
+
+def test_a_stretch_without_two_cpu_samples_is_refused_in_one_line(pixel_run, tmp_path):
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(tmp_path / "tensorboard")
+    for step in range(3):  # the steady stretch: from the second record to the last, 0.1 s
+        writer.add_scalar("perf/env_steps", 100 * step, step, walltime=1000.0 + step / 10)
+    writer.close()
+    samples = pixel_run.CpuSamples(times=[999.0, 1000.15, 1001.0], cpu=[{}, {}, {}])
+    with pytest.raises(SystemExit, match=r"\(0.10 s\) holds 1 CPU sample\(s\), 2 are needed"):
+        pixel_run.steady_figures(tmp_path, samples)
