@@ -8,7 +8,8 @@ import time
 import psutil
 import pytest
 
-from border_py.errors import RunError
+from border_py.config import build
+from border_py.errors import ConfigError, RunError
 from border_py.evaluation.process import EvalSettings
 from border_py.evaluation.worker import EvalWorker
 from border_py.overrides import to_plain
@@ -98,3 +99,32 @@ def test_close_ends_an_evaluation_in_progress_and_the_evaluator_exits_by_itself(
     finally:
         worker.close()
     assert worker.process.exitcode == 0  # a kill: -9
+
+
+def test_the_evaluator_runs_at_its_niceness_and_a_restart_keeps_it(tmp_path):
+    config = to_plain(make_config(tmp_path, "agent.hidden_sizes=[16]"))
+    agent = build_components(config, RunSettings.of(config), 0).agent
+    worker = EvalWorker(
+        forkserver_context(),
+        config,
+        EvalSettings(episodes=1, seed=0, max_steps=50, agent_seed=0),
+        agent.policy_state(),
+        max_restarts=1,
+        heartbeat_timeout=60,
+        nice=7,
+    )
+    nice = max(7, psutil.Process().nice())  # a process may not raise its priority back
+    try:
+        assert psutil.Process(worker.process.pid).nice() == nice
+        worker.process.kill()
+        worker.process.join(10)
+        worker.check()  # the next incarnation
+        assert worker.restarts() == 1
+        assert psutil.Process(worker.process.pid).nice() == nice
+    finally:
+        worker.close()
+
+
+def test_a_bad_evaluator_niceness_is_one_line(tmp_path):
+    with pytest.raises(ConfigError, match=r"trainer.eval_nice=20: must be an int in \[0, 19\]"):
+        build("trainer", to_plain(make_config(tmp_path, "trainer.eval_nice=20"))["trainer"])

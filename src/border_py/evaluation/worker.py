@@ -25,7 +25,7 @@ from border_py.errors import RunError
 from border_py.evaluation.evaluator import EvalResult
 from border_py.evaluation.process import EvalLinks, EvalSettings, eval_main
 from border_py.evaluation.service import EvalOutcome, Snapshot
-from border_py.processes.children import Context, start_process
+from border_py.processes.children import Context, lower_priority, start_process
 from border_py.processes.supervision import Heartbeats, RestartPolicy, exit_cause
 from border_py.transport.channel import Readable, receive, send
 from border_py.transport.messages import EvalDone, EvalRequest, WorkerFailed
@@ -53,6 +53,8 @@ class EvalWorker:
         policy: the policy's weights (their shapes size the shared buffer).
         max_restarts: restarts allowed before the run aborts.
         heartbeat_timeout: seconds of silence before the evaluator is killed and restarted.
+        nice: the evaluator's niceness (Unix; each incarnation's), so that the learner keeps its
+            core while an evaluation runs beside it (0: the learner's priority).
     """
 
     def __init__(
@@ -63,9 +65,10 @@ class EvalWorker:
         policy: dict[str, torch.Tensor],
         max_restarts: int,
         heartbeat_timeout: float,
+        nice: int = 0,
     ) -> None:
         self.ctx, self.config, self.settings = ctx, config, settings
-        self.heartbeat_timeout = heartbeat_timeout
+        self.heartbeat_timeout, self.nice = heartbeat_timeout, nice
         self.weights = SharedWeights.create(ctx, policy)
         self.heartbeats = Heartbeats.create(ctx, 1)
         self.stopping = ctx.RawValue("b", 0)
@@ -87,6 +90,7 @@ class EvalWorker:
         )
         self.heartbeats.beat(0)
         self.server = start_process(self.ctx, self.process)
+        lower_priority(self.process.pid, self.nice)
         requests_r.close()
         results_w.close()
         self.readable = Readable(self.results)

@@ -16,7 +16,7 @@ from typing import Any
 
 from border_py.actors.runtime import env_steps_per_batch
 from border_py.agents.base import RecurrentActing
-from border_py.config import non_negative, positive, require
+from border_py.config import is_int, non_negative, positive, require
 from border_py.evaluation.process import EvalSettings
 from border_py.evaluation.seeds import selection_seed
 from border_py.evaluation.worker import EvalWorker
@@ -115,15 +115,24 @@ class AsyncSettings(LoopSettings):
         max_samples_per_opt: (``replay_ratio`` null) the learner takes no more batches while it
             has received more than ``warmup_period + opt_steps * max_samples_per_opt`` (null: no
             cap).
+        eval_nice: the evaluator process's niceness (Unix), so that the learner keeps its core
+            while an evaluation runs beside it (0: the learner's priority).
     """
 
     sync_interval: int
     min_samples_per_opt: float
     max_samples_per_opt: float | None
+    eval_nice: int
 
     def __post_init__(self) -> None:
         super().__post_init__()
         positive("sync_interval", self.sync_interval, int)
+        require(
+            "eval_nice",
+            is_int(self.eval_nice) and 0 <= self.eval_nice <= 19,
+            "an int in [0, 19]",
+            self.eval_nice,
+        )
         non_negative("min_samples_per_opt", self.min_samples_per_opt, float)
         require(
             "max_samples_per_opt",
@@ -174,6 +183,7 @@ class AsyncSettings(LoopSettings):
             parts.agent.policy_state(),
             actors.max_restarts,
             actors.heartbeat_timeout,
+            self.eval_nice,
         )
         agent = parts.agent
         batch, env_steps = agent.batch_size, isinstance(agent, RecurrentActing)
