@@ -90,6 +90,7 @@ class EvalWorker:
         )
         self.heartbeats.beat(0)
         self.server = start_process(self.ctx, self.process)
+        assert self.process.pid is not None  # started
         lower_priority(self.process.pid, self.nice)
         requests_r.close()
         results_w.close()

@@ -220,8 +220,8 @@ def init_child(name: str, stopping: Any = None) -> None:
     Ignores SIGINT (as it already did since its start, see :func:`start_process`), obeys SIGTERM only once
     ``stopping.value`` is set (the learner's shutdown has begun: a SIGTERM to the whole process
     group is the learner's to handle), dies with the learner and with its immediate parent, uses
-    one thread for torch and for numpy's BLAS (:func:`worker_cpu`), and logs with a ``name``
-    prefix. The process takes its ``multiprocessing`` name (``border-actor-0``,
+    one thread for torch and for numpy's BLAS and flushes float denormals (:func:`worker_cpu`),
+    and logs with a ``name`` prefix. The process takes its ``multiprocessing`` name (``border-actor-0``,
     ``border-evaluator``) as the name ``ps``, ``top`` and ``psutil`` show (:func:`show_name`).
     """
     show_name(multiprocessing.current_process().name)
