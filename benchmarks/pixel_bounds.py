@@ -62,7 +62,7 @@ from replay_bench import atari_rows
 from border_py.agents.base import TensorUpdate
 from border_py.agents.batch import TensorBatch
 from border_py.config import build
-from border_py.envs.factory import build_env_factory
+from border_py.envs.factory import GymEnvFactory, build_env_factory
 from border_py.processes.children import worker_cpu
 from border_py.runs.settings import RunSettings
 from border_py.trainers.components import build_components
@@ -84,15 +84,14 @@ def frame_rows(action_space: Any, first: int, n: int, rng: np.random.Generator) 
     return rows
 
 
-def env_rows(config: dict, n: int, rng: np.random.Generator) -> Transitions:
-    """``n`` transitions of the env itself, played with random actions (MinAtar's frames are
-    sparse: uniform random ones would give the update other gradients, and other numbers to
-    compute with, than a run's)."""
-    factory = build_env_factory(config)
+def env_rows(factory: GymEnvFactory, n: int, rng: np.random.Generator) -> Transitions:
+    """``n`` transitions of the env ``factory`` makes, played with random actions (MinAtar's
+    frames are sparse: uniform random ones would give the update other gradients, and other
+    numbers to compute with, than a run's)."""
     action_space, n_envs = factory.spaces()[1], 8
     env = factory.make_vector(n_envs, seed=0)
     parts: list[tuple[np.ndarray, ...]] = []
-    while sum(len(p[0]) for p in parts) < n:
+    for _ in range(-(-n // n_envs)):  # ceil(n / n_envs) steps of the n_envs envs
         obs, actions = env.obs.copy(), random_actions(action_space, n_envs, rng)
         step = env.step(actions)
         discount = np.where(step.terminated, 0.0, 0.97).astype(np.float32)
@@ -120,7 +119,7 @@ def learner_rates(
         for first in range(0, fill, 1000):
             buffer.push(frame_rows(spaces[1], first, min(1000, fill - first), rng))
     else:
-        buffer.push(env_rows(config, fill, rng))
+        buffer.push(env_rows(parts.env_factory, fill, rng))
     batch = buffer.sample(agent.batch_size)
     prepared = TensorBatch.of(batch, agent.device, agent.discrete_actions)
 
