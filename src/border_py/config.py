@@ -41,6 +41,7 @@ __all__ = [
     "is_int",
     "is_number",
     "lookup",
+    "niceness",
     "non_negative",
     "non_negative_number",
     "null_or",
@@ -311,6 +312,7 @@ count = Rule(lambda value: is_int(value) and value >= 0, "a non-negative int")
 positive_count = Rule(lambda value: is_int(value) and value > 0, "a positive int")
 positive_number = Rule(lambda value: is_number(value) and value > 0, "a positive float")
 non_negative_number = Rule(lambda value: is_number(value) and value >= 0, "a non-negative float")
+niceness = Rule(lambda value: is_int(value) and 0 <= value <= 19, "an int in [0, 19]")  # Unix
 
 
 def positive(key: str, value: Any, kind: type = float) -> None:

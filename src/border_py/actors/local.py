@@ -29,7 +29,7 @@ from border_py.actors.sampler import sampler_options
 from border_py.actors.settings import ActorSettings
 from border_py.agents.base import Agent, RecurrentActing
 from border_py.agents.precision import for_local_actors
-from border_py.config import is_int, require
+from border_py.config import niceness, require
 from border_py.processes.children import (
     Context,
     end_in_stages,
@@ -79,12 +79,7 @@ class LocalActorSettings(ActorSettings):
         require(
             "start_method", self.start_method in methods, f"one of {methods}", self.start_method
         )
-        require(
-            "nice",
-            is_int(self.nice) and 0 <= self.nice <= 19,
-            "an int in [0, 19]",
-            self.nice,
-        )
+        niceness("nice", self.nice)
 
     def runtime(self) -> LocalActors:
         """The actor processes these settings configure (none started yet)."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from border_py.actors.runtime import env_steps_per_batch
 from border_py.agents.base import RecurrentActing
-from border_py.config import is_int, non_negative, positive, require
+from border_py.config import niceness, non_negative, positive, require
 from border_py.evaluation.process import EvalSettings
 from border_py.evaluation.seeds import selection_seed
 from border_py.evaluation.worker import EvalWorker
@@ -127,12 +127,7 @@ class AsyncSettings(LoopSettings):
     def __post_init__(self) -> None:
         super().__post_init__()
         positive("sync_interval", self.sync_interval, int)
-        require(
-            "eval_nice",
-            is_int(self.eval_nice) and 0 <= self.eval_nice <= 19,
-            "an int in [0, 19]",
-            self.eval_nice,
-        )
+        niceness("eval_nice", self.eval_nice)
         non_negative("min_samples_per_opt", self.min_samples_per_opt, float)
         require(
             "max_samples_per_opt",
